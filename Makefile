@@ -1,0 +1,60 @@
+# Two environments, both built from the lock files in requirements/:
+#   .venv      Airflow 3.x + PySpark: the whole suite
+#   .venv-af2  Airflow 2.11: the Airflow-facing tests (marker "airflow")
+# plus node_modules/ for the Kinesis emulators.
+PYTHON ?= python3
+VENV := .venv
+VENV2 := .venv-af2
+UV := $(VENV)/bin/uv
+AIRFLOW3_VERSION := 3.3.2
+AIRFLOW2_VERSION := 2.11.2
+PYTEST_ARGS ?=
+
+.PHONY: install test test-af3 test-af2 demo lock bench clean
+
+install: $(VENV)/.installed $(VENV2)/.installed node_modules/.installed
+
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==0.13.8
+
+$(VENV)/.installed: $(UV) pyproject.toml requirements/airflow3.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python -r requirements/airflow3.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e .
+	touch $@
+
+$(VENV2)/.installed: $(UV) pyproject.toml requirements/airflow2.txt
+	test -x $(VENV2)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV2)
+	$(UV) pip install --quiet --python $(VENV2)/bin/python -r requirements/airflow2.txt
+	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# Regenerate the lock files after changing dependencies in pyproject.toml.
+lock: $(UV)
+	echo "apache-airflow==$(AIRFLOW3_VERSION)" > /tmp/kd-af3.in
+	echo "apache-airflow==$(AIRFLOW2_VERSION)" > /tmp/kd-af2.in
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
+
+test: install
+	$(MAKE) test-af3
+	$(MAKE) test-af2
+
+test-af3:
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+test-af2:
+	$(VENV2)/bin/python -m pytest -m airflow $(PYTEST_ARGS)
+
+demo: install
+	$(VENV)/bin/python -m airflow_provider_kinesis_doris.testing.demo
+
+bench: install
+	$(VENV)/bin/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) $(VENV2) node_modules .pytest_cache .hypothesis

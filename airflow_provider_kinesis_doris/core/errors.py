@@ -1,0 +1,59 @@
+"""Errors of the data path, one class per meaning, so callers decide on type, not on text.
+
+Messages name the bad input (stream, shard, label, table) and never carry credentials.
+"""
+
+from __future__ import annotations
+
+
+class KinesisDorisError(Exception):
+    """Base of every error raised by this package."""
+
+
+class ConfigurationError(KinesisDorisError, ValueError):
+    """A parameter or connection setting is invalid; nothing was read or loaded."""
+
+
+# --- source side -------------------------------------------------------------------------------
+
+
+class DataTrimmed(KinesisDorisError):
+    """A range starts before the shard's trim horizon: Kinesis retention deleted records that
+    were never loaded. Never skipped silently (invariant I6)."""
+
+
+class BoundaryConflict(KinesisDorisError):
+    """Another writer persisted a different boundary first; re-read the stored one."""
+
+
+class CheckpointConflict(KinesisDorisError):
+    """A conditional write on a shard or range lost to a concurrent writer (fencing, I4).
+    Another run holds or advanced the same shard; this run must not move it."""
+
+
+# --- sink side ---------------------------------------------------------------------------------
+
+
+class StreamLoadError(KinesisDorisError):
+    """A Stream Load did not succeed. ``retryable`` tells whether the same label may be re-sent."""
+
+    retryable: bool = False
+
+
+class RetryableStreamLoadError(StreamLoadError):
+    """5xx, reset, timeout, -235 too many versions, running-transaction limit, no backend."""
+
+    retryable = True
+
+
+class PermanentStreamLoadError(StreamLoadError):
+    """Data quality (see ``error_url``), unknown table, authentication, bad header."""
+
+    def __init__(self, message: str, *, error_url: str | None = None) -> None:
+        super().__init__(message)
+        self.error_url = error_url
+
+
+class UnresolvableLoad(KinesisDorisError):
+    """A chunk's intent is recorded but Doris no longer knows its label (past the label window)
+    and nothing else proves the outcome. Reported, never guessed (invariant I7)."""

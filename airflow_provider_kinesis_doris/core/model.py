@@ -1,0 +1,134 @@
+"""Value objects shared by every step of the data path: plan → read → load → commit.
+
+Nothing here does I/O. Times are integer epoch milliseconds (Kinesis arrival stamps have
+millisecond precision); sequence numbers are Python ints (Kinesis sends 56-digit decimal
+strings, which compare correctly only as integers).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Position:
+    """Where a user record sits in a shard: sequence number plus KPL sub-sequence number.
+
+    Records that were not KPL-aggregated have ``sub_sequence == 0``. Every user record of one
+    aggregate shares the outer record's sequence number and is numbered 0..n-1.
+    """
+
+    sequence: int
+    sub_sequence: int = 0
+
+    def __post_init__(self) -> None:
+        if self.sequence < 0 or self.sub_sequence < 0:
+            raise ValueError(f"Position must be non-negative, got {self.sequence}/{self.sub_sequence}")
+
+    def encode(self) -> str:
+        """Stable text form, ``<sequence>:<sub_sequence>``, used in DynamoDB items and labels."""
+        return f"{self.sequence}:{self.sub_sequence}"
+
+    @classmethod
+    def decode(cls, text: str) -> Position:
+        sequence, _, sub = text.partition(":")
+        return cls(int(sequence), int(sub or 0))
+
+
+class BoundaryKind(str, enum.Enum):
+    """Where a boundary cuts a shard. See DESIGN.md section 4."""
+
+    SHARD_START = "SHARD_START"
+    """Before every record of the shard (the shard was created after the instant)."""
+    AT = "AT"
+    """Just before the record at ``position``: that record belongs to the later range."""
+    AFTER = "AFTER"
+    """Just after the record at ``position``: that record belongs to the earlier range."""
+    SHARD_END = "SHARD_END"
+    """After every record of a closed shard."""
+    PENDING = "PENDING"
+    """Not known yet: no record at or after the instant existed when it was planned. A reader
+    makes it concrete (AT or AFTER) with a conditional write when it meets the cut."""
+
+
+@dataclass(frozen=True, slots=True)
+class Boundary:
+    """``boundary(shard, instant)``: the cut between records arriving before and at/after
+    ``instant_ms``. Resolved once, persisted, and shared by the two ranges it separates."""
+
+    shard_id: str
+    instant_ms: int
+    kind: BoundaryKind
+    position: Position | None = None
+
+    def __post_init__(self) -> None:
+        needs_position = self.kind in (BoundaryKind.AT, BoundaryKind.AFTER)
+        if needs_position != (self.position is not None):
+            raise ValueError(f"{self.kind.value} boundary {'needs' if needs_position else 'takes no'} position")
+
+    @property
+    def is_concrete(self) -> bool:
+        return self.kind is not BoundaryKind.PENDING
+
+
+class RangeState(str, enum.Enum):
+    PLANNED = "PLANNED"
+    LOADED = "LOADED"
+
+
+@dataclass(frozen=True, slots=True)
+class ShardRange:
+    """The records of one shard that belong to one interval ``[interval_start_ms, interval_end_ms)``:
+    everything from ``start`` (inclusive cut) to ``end`` (exclusive cut)."""
+
+    pipeline_id: str
+    stream_name: str
+    shard_id: str
+    interval_start_ms: int
+    interval_end_ms: int
+    start: Boundary
+    end: Boundary
+    state: RangeState = RangeState.PLANNED
+
+    def __post_init__(self) -> None:
+        if self.interval_end_ms <= self.interval_start_ms:
+            raise ValueError(
+                f"Interval [{self.interval_start_ms}, {self.interval_end_ms}) of shard {self.shard_id} is empty"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class KinesisRecord:
+    """One user record (after KPL de-aggregation), with everything needed to place it."""
+
+    shard_id: str
+    position: Position
+    arrival_ms: int
+    partition_key: str
+    data: bytes = field(repr=False)
+
+
+class ShardState(str, enum.Enum):
+    OPEN = "OPEN"
+    """Still accepting writes (EndingSequenceNumber is null in ListShards)."""
+    CLOSED = "CLOSED"
+    """Split or merged away; still holds records that may not be loaded yet."""
+    DRAINED = "DRAINED"
+    """Closed and read to its end (NextShardIterator came back null) and loaded. Never read again."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    """One shard as ListShards reports it, plus its lineage."""
+
+    shard_id: str
+    parent_ids: tuple[str, ...]
+    starting_hash_key: int
+    ending_hash_key: int
+    starting_sequence: int
+    is_open: bool
+
+    @property
+    def hash_width(self) -> int:
+        return self.ending_hash_key - self.starting_hash_key + 1

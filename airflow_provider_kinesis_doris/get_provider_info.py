@@ -1,0 +1,76 @@
+"""Provider metadata read by Airflow's providers manager (entry point ``apache_airflow_provider``).
+
+Airflow 3.2+ builds the ``doris`` connection form from ``conn-fields`` / ``ui-field-behaviour``
+below; Airflow 2.x reads the same fields from ``DorisHook.get_connection_form_widgets``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_provider_kinesis_doris import __version__
+
+_PACKAGE = "airflow_provider_kinesis_doris"
+_INTEGRATION = "Kinesis to Doris"
+
+# Extras of the ``doris`` connection; the hook declares the same names for Airflow 2.x.
+DORIS_CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "https": {
+        "label": "Use HTTPS",
+        "description": "Talk to the FE over HTTPS (the BE redirect target is always plain HTTP).",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
+    "be_hosts": {
+        "label": "BE hosts",
+        "description": "Comma-separated host:port list; loads go straight to these BEs, skipping the FE redirect.",
+        "schema": {"type": ["string", "null"]},
+    },
+    "allowed_redirect_hosts": {
+        "label": "Allowed redirect hosts",
+        "description": "Comma-separated hosts that may receive credentials after a 307 (the FE host always may).",
+        "schema": {"type": ["string", "null"]},
+    },
+    "be_address_map": {
+        "label": "BE address map",
+        "description": 'JSON object mapping advertised BE addresses to reachable ones, e.g. {"10.0.0.5:8040": "be1:8040"}.',
+        "schema": {"type": ["string", "null"]},
+    },
+    "label_keep_seconds": {
+        "label": "Label retention (s)",
+        "description": "The FE's streaming_label_keep_max_second (default 43200); bounds label-based deduplication.",
+        "schema": {"type": ["integer", "null"], "default": 43200},
+    },
+}
+
+
+def get_provider_info() -> dict[str, Any]:
+    return {
+        "package-name": "airflow-provider-kinesis-doris",
+        "name": "Kinesis to Doris",
+        "description": "Exactly-once micro-batch loads from Amazon Kinesis Data Streams into Apache Doris.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://doris.apache.org/docs/data-operate/import/import-way/stream-load-manual",
+                "tags": ["aws", "software"],
+            }
+        ],
+        "hooks": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.hooks.doris"]}],
+        "operators": [],
+        "sensors": [],
+        "triggers": [],
+        "connection-types": [
+            {
+                "connection-type": "doris",
+                "hook-class-name": f"{_PACKAGE}.hooks.doris.DorisHook",
+                "hook-name": "Apache Doris (Stream Load)",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["extra"],
+                    "relabeling": {"host": "FE host", "port": "FE HTTP port", "schema": "Default database"},
+                    "placeholders": {"host": "127.0.0.1", "port": "8030", "login": "root"},
+                },
+                "conn-fields": DORIS_CONN_FIELDS,
+            }
+        ],
+    }

@@ -1,0 +1,322 @@
+"""The local stack: Kinesis and DynamoDB emulators and the Doris stand-in, on loopback only.
+
+Every service runs as a child process bound to 127.0.0.1 on a free port and is stopped by its
+own PID (SIGTERM, then SIGKILL), also when the caller fails. The endpoints are written to a JSON
+file that tests and the demo read.
+
+- ``kinesis-mock`` (npm ``kinesis-local``): faithful semantics (ListShards paging, resharding,
+  ChildShards, iterator expiry). Slow (~1k puts/s): keep fixtures small.
+- ``kinesalite`` (npm): fast, for volume; no ListShards paging (a NextToken call kills it).
+- ``moto`` (server mode): DynamoDB only. Never use its Kinesis for resharding.
+- ``doris``: ``testing.doris_server``, the Stream Load compatible stand-in.
+
+Command line::
+
+    python -m airflow_provider_kinesis_doris.testing.stack up [--state-dir D] [--services ...]
+    python -m airflow_provider_kinesis_doris.testing.stack down [--state-dir D]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+LOOPBACK = "127.0.0.1"
+ALL_SERVICES = ("kinesis_mock", "kinesalite", "dynamodb", "doris")
+DEFAULT_STATE_DIR = Path(".local-stack")
+DORIS_USER = "root"
+# The stand-in's password is a fixed, public test value; it is passed through the environment so
+# that the stack exercises the same no-secret-on-argv path as production code.
+DORIS_PASSWORD = "local-stack-password"
+_PRELOAD = Path(__file__).with_name("loopback.js")
+
+
+def free_port() -> int:
+    """A TCP port that was free on loopback a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return int(sock.getsockname()[1])
+
+
+def local_client(service: str, endpoint: str) -> Any:
+    """A boto3 client for an emulator: dummy credentials, fixed region, the given endpoint."""
+    import boto3
+
+    return boto3.client(
+        service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local"
+    )
+
+
+def find_node_modules(start: Path | None = None) -> Path:
+    """The ``node_modules`` folder holding the emulators: ``$KINESIS_DORIS_NODE_MODULES``, or the
+    nearest one above the working directory or this package."""
+    override = os.environ.get("KINESIS_DORIS_NODE_MODULES")
+    searched = (
+        [Path(override)]
+        if override
+        else [folder / "node_modules" for base in (start or Path.cwd(), Path(__file__).resolve()) for folder in (base, *base.parents)]
+    )
+    for candidate in searched:
+        if (candidate / "kinesis-local").is_dir() and (candidate / "kinesalite").is_dir():
+            return candidate
+    raise FileNotFoundError(
+        "node_modules with kinesis-local and kinesalite not found; run `npm ci` at the repository root "
+        "or set KINESIS_DORIS_NODE_MODULES"
+    )
+
+
+@dataclass
+class ServiceProcess:
+    """One emulator child process and the endpoint it serves."""
+
+    name: str
+    process: subprocess.Popen[bytes]
+    endpoint: str
+    log_path: Path
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self, timeout: float = 3.0) -> None:
+        # A short grace: kinesis-mock waits for idle keep-alive clients before exiting on SIGTERM.
+        stop_pid(self.pid, timeout)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=1)
+
+    def describe(self) -> dict[str, object]:
+        return {"endpoint": self.endpoint, "pid": self.pid, "log": str(self.log_path), **self.extra}
+
+
+def stop_pid(pid: int, timeout: float = 10.0) -> None:
+    """SIGTERM the process (and the group it leads), then SIGKILL if it is still there."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:  # not our child: probe with signal 0
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return finished == 0
+
+
+def _spawn(name: str, argv: Sequence[str], env: dict[str, str], log_dir: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    log_path = log_dir / f"{name}.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(  # noqa: S603 - argv is built here, never from user input
+            list(argv),
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            start_new_session=True,  # own process group: stop_pid takes its children too
+        )
+    return process, log_path
+
+
+def _wait_http(name: str, process: subprocess.Popen[bytes], url: str, log_path: Path, timeout: float) -> None:
+    """Wait until ``url`` answers anything over HTTP (any status counts as up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{name} exited with {process.returncode} while starting; see {log_path}")
+        try:
+            urllib.request.urlopen(url, timeout=1).close()  # noqa: S310 - loopback URL built here
+            return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.1)
+    stop_pid(process.pid)
+    raise TimeoutError(f"{name} did not answer on {url} within {timeout:.0f}s; see {log_path}")
+
+
+def start_kinesis_mock(log_dir: Path, *, shard_limit: int = 500, timeout: float = 60.0) -> ServiceProcess:
+    """kinesis-mock over plain HTTP on a free loopback port."""
+    modules = find_node_modules()
+    port, tls_port = free_port(), free_port()
+    env = {
+        "KINESIS_MOCK_PLAIN_PORT": str(port),
+        "KINESIS_MOCK_TLS_PORT": str(tls_port),
+        "KINESIS_MOCK_CERT_PATH": str(modules / "kinesis-local" / "server.json"),
+        "SHARD_LIMIT": str(shard_limit),
+        "LOG_LEVEL": "WARN",
+        # Resharding and stream creation are asynchronous in AWS; keep the delay, but short.
+        "CREATE_STREAM_DURATION": "100ms",
+        "SPLIT_SHARD_DURATION": "100ms",
+        "MERGE_SHARDS_DURATION": "100ms",
+        "UPDATE_SHARD_COUNT_DURATION": "100ms",
+    }
+    argv = ["node", "-r", str(_PRELOAD), str(modules / "kinesis-local" / "main.js")]
+    process, log_path = _spawn("kinesis_mock", argv, env, log_dir)
+    endpoint = f"http://{LOOPBACK}:{port}"
+    _wait_http("kinesis-mock", process, endpoint, log_path, timeout)
+    return ServiceProcess("kinesis_mock", process, endpoint, log_path)
+
+
+def start_kinesalite(log_dir: Path, *, timeout: float = 30.0) -> ServiceProcess:
+    """kinesalite, in memory, on a free loopback port."""
+    modules = find_node_modules()
+    port = free_port()
+    argv = [
+        "node", "-r", str(_PRELOAD), str(modules / "kinesalite" / "cli.js"),
+        "--port", str(port), "--shardLimit", "1000", "--createStreamMs", "10",
+        "--deleteStreamMs", "10", "--updateStreamMs", "10",
+    ]  # fmt: skip
+    process, log_path = _spawn("kinesalite", argv, {}, log_dir)
+    endpoint = f"http://{LOOPBACK}:{port}"
+    _wait_http("kinesalite", process, endpoint, log_path, timeout)
+    return ServiceProcess("kinesalite", process, endpoint, log_path)
+
+
+def start_dynamodb(log_dir: Path, *, timeout: float = 60.0) -> ServiceProcess:
+    """moto in server mode (used for DynamoDB only)."""
+    port = free_port()
+    argv = [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
+    process, log_path = _spawn("dynamodb", argv, {}, log_dir)
+    endpoint = f"http://{LOOPBACK}:{port}"
+    _wait_http("moto", process, endpoint, log_path, timeout)
+    return ServiceProcess("dynamodb", process, endpoint, log_path)
+
+
+def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float = 30.0) -> ServiceProcess:
+    """The Doris stand-in (FE + BE ports) as a child process."""
+    fe_port, be_port = free_port(), free_port()
+    argv = [
+        sys.executable, "-m", "airflow_provider_kinesis_doris.testing.doris_server",
+        "--host", LOOPBACK, "--fe-port", str(fe_port), "--be-port", str(be_port), "--user", DORIS_USER,
+    ]  # fmt: skip
+    if data_dir is not None:
+        argv += ["--data-dir", str(data_dir)]
+    process, log_path = _spawn("doris", argv, {"DORIS_STANDIN_PASSWORD": DORIS_PASSWORD}, log_dir)
+    endpoint = f"http://{LOOPBACK}:{fe_port}"
+    _wait_http("doris stand-in", process, f"{endpoint}/api/health", log_path, timeout)
+    return ServiceProcess(
+        "doris", process, endpoint, log_path,
+        extra={"fe_port": fe_port, "be_port": be_port, "user": DORIS_USER, "password": DORIS_PASSWORD},
+    )  # fmt: skip
+
+
+_STARTERS = {
+    "kinesis_mock": start_kinesis_mock,
+    "kinesalite": start_kinesalite,
+    "dynamodb": start_dynamodb,
+    "doris": start_doris,
+}
+
+
+class LocalStack:
+    """Starts the chosen services and stops every one of them, whatever happens in between.
+
+    :param state_dir: where logs and ``endpoints.json`` go.
+    :param services: names from ``ALL_SERVICES``.
+    """
+
+    def __init__(self, state_dir: Path = DEFAULT_STATE_DIR, services: Sequence[str] = ALL_SERVICES) -> None:
+        unknown = sorted(set(services) - set(ALL_SERVICES))
+        if unknown:
+            raise ValueError(f"Unknown services {unknown}; choose from {list(ALL_SERVICES)}")
+        self.state_dir = Path(state_dir)
+        self.services = tuple(services)
+        self.running: dict[str, ServiceProcess] = {}
+
+    @property
+    def endpoints_file(self) -> Path:
+        return self.state_dir / "endpoints.json"
+
+    def start(self) -> LocalStack:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            for name in self.services:
+                self.running[name] = _STARTERS[name](self.state_dir)
+                log.info("started %s on %s (pid %s)", name, self.running[name].endpoint, self.running[name].pid)
+        except BaseException:
+            self.stop()
+            raise
+        self.endpoints_file.write_text(json.dumps(self.describe(), indent=2))
+        return self
+
+    def describe(self) -> dict[str, dict[str, object]]:
+        return {name: service.describe() for name, service in self.running.items()}
+
+    def stop(self) -> None:
+        for name in reversed(list(self.running)):
+            self.running.pop(name).stop()
+        with contextlib.suppress(FileNotFoundError):
+            self.endpoints_file.unlink()
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def local_stack(state_dir: Path = DEFAULT_STATE_DIR, services: Sequence[str] = ALL_SERVICES) -> Iterator[LocalStack]:
+    with LocalStack(state_dir, services) as stack:
+        yield stack
+
+
+def stop_recorded(state_dir: Path) -> list[str]:
+    """Stop the services recorded in ``state_dir/endpoints.json`` by a previous ``up``."""
+    endpoints_file = Path(state_dir) / "endpoints.json"
+    if not endpoints_file.exists():
+        return []
+    recorded = json.loads(endpoints_file.read_text())
+    for service in recorded.values():
+        stop_pid(int(service["pid"]))
+    endpoints_file.unlink()
+    return list(recorded)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m airflow_provider_kinesis_doris.testing.stack")
+    parser.add_argument("command", choices=["up", "down"])
+    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
+    parser.add_argument("--services", nargs="+", default=list(ALL_SERVICES), choices=ALL_SERVICES)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.command == "down":
+        stopped = stop_recorded(args.state_dir)
+        print(json.dumps({"stopped": stopped}))
+        return 0
+    stack = LocalStack(args.state_dir, args.services).start()
+    # Detach: the children outlive this command until `down` stops them by PID.
+    print(stack.endpoints_file.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

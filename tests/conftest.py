@@ -1,0 +1,98 @@
+"""Suite-wide setup: an isolated Airflow home, dummy AWS credentials, and the local stack.
+
+Environment variables are set before anything imports Airflow or boto3, so no test can reach a
+real ``~/airflow`` or real AWS.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="kd-airflow-home-"))
+
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+)
+for _var in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+    os.environ.pop(_var, None)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated Airflow metadata DB (SQLite) in the session's AIRFLOW_HOME."""
+    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=300)
+    return _AIRFLOW_HOME
+
+
+def _start_service(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from airflow_provider_kinesis_doris.testing.stack import LocalStack
+
+    with LocalStack(tmp_path_factory.mktemp(name), services=[name]) as stack:
+        yield stack.running[name].endpoint
+
+
+@pytest.fixture(scope="session")
+def kinesis_mock_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """kinesis-mock (faithful Kinesis semantics, resharding, paging) on 127.0.0.1."""
+    yield from _start_service("kinesis_mock", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kinesalite_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """kinesalite (fast; no ListShards paging) on 127.0.0.1."""
+    yield from _start_service("kinesalite", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def dynamodb_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """moto server, used for DynamoDB only, on 127.0.0.1."""
+    yield from _start_service("dynamodb", tmp_path_factory)
+
+
+def _client(service: str, endpoint: str):  # type: ignore[no-untyped-def]
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        service,
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        config=Config(retries={"max_attempts": 2, "mode": "standard"}),
+    )
+
+
+@pytest.fixture
+def kinesis_client(kinesis_mock_endpoint: str):  # type: ignore[no-untyped-def]
+    """A boto3 Kinesis client on kinesis-mock."""
+    return _client("kinesis", kinesis_mock_endpoint)
+
+
+@pytest.fixture
+def dynamodb_client(dynamodb_endpoint: str):  # type: ignore[no-untyped-def]
+    """A boto3 DynamoDB client on moto."""
+    return _client("dynamodb", dynamodb_endpoint)

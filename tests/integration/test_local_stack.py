@@ -1,0 +1,80 @@
+"""The local stack launcher: services come up on loopback only and are gone after stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from airflow_provider_kinesis_doris.testing.stack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+EMULATORS = ["kinesis_mock", "kinesalite", "dynamodb"]
+
+
+def _listening_addresses(pid: int) -> set[str]:
+    """Local addresses of the TCP sockets ``pid`` listens on, read from /proc (no ss needed)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    addresses = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state == "0A" and inode in inodes:  # 0A = LISTEN
+                addresses.add(local.split(":")[0])
+    return addresses
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+def test_emulators_listen_on_loopback_only_and_stop_by_pid(tmp_path: Path) -> None:
+    with LocalStack(tmp_path, services=EMULATORS) as stack:
+        pids = {name: service.pid for name, service in stack.running.items()}
+        recorded = json.loads(stack.endpoints_file.read_text())
+        assert {name: entry["pid"] for name, entry in recorded.items()} == pids
+        for name, pid in pids.items():
+            addresses = _listening_addresses(pid)
+            # 0100007F is 127.0.0.1 in /proc's little-endian hex; anything else is a leak.
+            assert addresses == {"0100007F"}, f"{name} listens on {addresses}"
+        kinesis = boto3.client("kinesis", endpoint_url=recorded["kinesis_mock"]["endpoint"])
+        kinesis.create_stream(StreamName="stack-smoke", ShardCount=1)
+        kinesis.get_waiter("stream_exists").wait(StreamName="stack-smoke", WaiterConfig={"Delay": 0.2})
+        assert kinesis.describe_stream_summary(StreamName="stack-smoke")["StreamDescriptionSummary"]["OpenShardCount"] == 1
+    assert not any(_pid_alive(pid) for pid in pids.values())
+    assert not stack.endpoints_file.exists()
+
+
+def test_stack_stops_what_it_started_when_a_later_service_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KINESIS_DORIS_NODE_MODULES", str(tmp_path / "missing"))
+    stack = LocalStack(tmp_path, services=["dynamodb", "kinesalite"])
+    with pytest.raises(FileNotFoundError):
+        stack.start()
+    assert stack.running == {}
+
+
+def test_cli_up_then_down(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    command = [sys.executable, "-m", "airflow_provider_kinesis_doris.testing.stack"]
+    up = subprocess.run([*command, "up", "--state-dir", str(state), "--services", "dynamodb"], capture_output=True, text=True, timeout=120)
+    assert up.returncode == 0, up.stderr
+    pid = json.loads(up.stdout)["dynamodb"]["pid"]
+    assert _pid_alive(pid)
+    down = subprocess.run([*command, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
+    assert json.loads(down.stdout) == {"stopped": ["dynamodb"]}
+    assert not _pid_alive(pid)
