@@ -1,0 +1,641 @@
+"""A Doris Stream Load client on plain ``requests``: redirects handled by hand, idempotent by label.
+
+Runs on Spark executors, so it imports neither Airflow nor PySpark.
+
+Redirect strategy (``reference/doris-stream-load.md`` §1.1, §11; ``spark-python-datasource.md`` B5).
+The FE answers a Stream Load with ``307`` to a BE, putting ``user:password`` into the
+``Location`` userinfo. ``requests`` neither waits for ``100 Continue`` nor keeps ``Authorization``
+across a host or port change, so this client:
+
+1. *probes* the FE with the load's headers and an empty body (``Content-Length: 0``) and
+   redirects disabled; the probe leaves out ``label`` and ``two_phase_commit`` so that an address
+   that turns out to be a BE cannot burn the label on an empty load;
+2. parses ``Location``, drops its userinfo (never logged, never part of an error), maps the
+   advertised ``host:port`` through ``be_address_map`` and checks the target is allowed to receive
+   credentials (the FE host, ``allowed_redirect_hosts``, or a mapped address);
+3. sends the real body once, to that BE, with ``Authorization`` and every load header.
+
+With ``be_hosts`` configured, loads skip the FE and go round-robin straight to those BEs.
+
+Idempotency. Every load carries a caller-chosen label and ``group_commit: off_mode``: group
+commit replaces user labels with server ones (§8), which would silently lose deduplication.
+:meth:`DorisStreamLoadClient.load_idempotently` retries with the *same* label and turns
+"Label Already Exists" and ambiguous failures (reset or timeout after the body left) into a
+definite answer through ``get_load_state`` before anything is sent again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import gzip
+import itertools
+import json
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import requests
+from requests.auth import HTTPBasicAuth
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+from airflow_provider_kinesis_doris.core.errors import (
+    ConfigurationError,
+    KinesisDorisError,
+    PermanentStreamLoadError,
+    RetryableStreamLoadError,
+    StreamLoadError,
+)
+from airflow_provider_kinesis_doris.core.labels import is_valid_label
+from airflow_provider_kinesis_doris.core.stream_load_options import (
+    Body,
+    DorisConnectionConfig,
+    PrecommittedPolicy,
+    RetryPolicy,
+    StreamingBody,
+    StreamLoadOptions,
+    join_host_port,
+)
+from airflow_provider_kinesis_doris.core.stream_load_result import (
+    LabelState,
+    LoadOutcome,
+    StreamLoadResult,
+)
+
+__all__ = [
+    "Body",
+    "DorisConnectionConfig",
+    "DorisSqlError",
+    "DorisStreamLoadClient",
+    "IdempotentLoadResult",
+    "LoadDisposition",
+    "LoadOutcomeUnknown",
+    "PrecommittedPolicy",
+    "RetryPolicy",
+    "SqlResult",
+    "StreamingBody",
+    "StreamLoadOptions",
+]
+
+log = logging.getLogger(__name__)
+
+_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+class LoadOutcomeUnknown(RetryableStreamLoadError):
+    """The body may have reached the BE, but no reply came back (reset, read timeout).
+
+    The load may or may not be applied: resolve the label with ``get_load_state`` before sending
+    it again. :meth:`DorisStreamLoadClient.load_idempotently` does this itself.
+    """
+
+
+class DorisSqlError(KinesisDorisError):
+    """A statement sent to the FE's HTTP SQL endpoint failed; the message carries Doris's text."""
+
+
+# --- results of the client -------------------------------------------------------------------
+
+
+class LoadDisposition(str, enum.Enum):
+    LOADED = "LOADED"
+    """This call's load went through."""
+    ALREADY_LOADED = "ALREADY_LOADED"
+    """Doris already held the label's data (an earlier attempt, or an ambiguous one that succeeded)."""
+
+
+@dataclass(frozen=True)
+class IdempotentLoadResult:
+    """The definite outcome of :meth:`DorisStreamLoadClient.load_idempotently`.
+
+    ``state`` is VISIBLE or COMMITTED (becomes visible), or PRECOMMITTED for a two-phase load;
+    ``result`` is the reply of the load that went through, ``None`` when nothing was loaded now.
+    """
+
+    label: str
+    disposition: LoadDisposition
+    state: LabelState
+    result: StreamLoadResult | None
+    attempts: int
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """Rows of a query (empty for a statement) from the HTTP SQL endpoint."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+# --- client ------------------------------------------------------------------------------------
+
+
+class DorisStreamLoadClient:
+    """Stream Load, label state, two-phase commit and SQL over Doris's HTTP API.
+
+    One client per task (it holds a ``requests.Session``); not thread-safe.
+
+    :param config: FE address, credentials and BE routing.
+    :param retry_policy: backoff of :meth:`load_idempotently`.
+    :param session: a ``requests.Session`` to use (a new one by default).
+    :param sleep: pauses between retries (tests inject a fake).
+    :param clock: monotonic seconds, for bounded waits (tests inject a fake).
+    :param unit_random: jitter source returning [0, 1).
+    """
+
+    def __init__(
+        self,
+        config: DorisConnectionConfig,
+        *,
+        retry_policy: RetryPolicy | None = None,
+        session: requests.Session | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
+        unit_random: Callable[[], float] = random.random,
+    ) -> None:
+        self._config = config
+        self._retry = retry_policy or RetryPolicy()
+        self._session = session or requests.Session()
+        self._sleep = sleep
+        self._clock = clock
+        self._unit_random = unit_random
+        self._auth = HTTPBasicAuth(config.user, config.password)
+        self._be_cursor = itertools.count()
+
+    def __repr__(self) -> str:
+        return f"DorisStreamLoadClient(user={self._config.user!r}, fe={self._config.fe_address!r})"
+
+    def __enter__(self) -> DorisStreamLoadClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def config(self) -> DorisConnectionConfig:
+        return self._config
+
+    def close(self) -> None:
+        """Close pooled connections."""
+        self._session.close()
+
+    # -- loading --------------------------------------------------------------------------------
+
+    def stream_load(
+        self,
+        database: str,
+        table: str,
+        body: Body,
+        *,
+        label: str | None = None,
+        options: StreamLoadOptions | None = None,
+    ) -> StreamLoadResult:
+        """Send one Stream Load, once, and return Doris's reply whatever it says.
+
+        :param database: target database.
+        :param table: target table.
+        :param body: the rows, as bytes or a :class:`StreamingBody`.
+        :param label: the load's label (strongly recommended; Doris invents one otherwise).
+        :param options: format and other headers.
+        :return: the parsed reply; check ``outcome``.
+        :raises LoadOutcomeUnknown: the body left but no reply came; resolve ``label`` before resending.
+        :raises RetryableStreamLoadError: nothing reached a BE (FE or BE unreachable).
+        :raises PermanentStreamLoadError: the FE redirected to a host not allowed to get credentials.
+        """
+        options = options or StreamLoadOptions()
+        if label is not None and not is_valid_label(label):
+            raise ConfigurationError(f"Label {label!r} does not match ^[-_A-Za-z0-9:]{{1,128}}$")
+        payload = _encode_body(body, options)
+        headers = self._load_headers(label, options)
+        path = f"/api/{_segment(database)}/{_segment(table)}/_stream_load"
+        target = self._load_target(path, headers)
+        if isinstance(target, StreamLoadResult):
+            return target
+        return self._send_load(target, headers, payload, label)
+
+    def load_idempotently(
+        self,
+        database: str,
+        table: str,
+        label: str,
+        body: Body,
+        options: StreamLoadOptions | None = None,
+        *,
+        precommitted_policy: PrecommittedPolicy = PrecommittedPolicy.FAIL,
+    ) -> IdempotentLoadResult:
+        """Load ``body`` under ``label`` exactly once, retrying with the same label.
+
+        Outcomes: ``Success``/``Publish Timeout`` → LOADED. ``Label Already Exists`` and ambiguous
+        failures are resolved with :meth:`get_load_state`: VISIBLE/COMMITTED → ALREADY_LOADED;
+        PREPARE → polled (bounded by ``running_wait_seconds``); ABORTED/UNKNOWN → loaded again
+        (the label is free); PRECOMMITTED → ``precommitted_policy`` (a two-phase load of our own
+        returns ALREADY_LOADED in state PRECOMMITTED for the caller to commit).
+
+        :param database: target database.
+        :param table: target table.
+        :param label: the chunk's label (see :mod:`core.labels`).
+        :param body: the rows, as bytes or a :class:`StreamingBody`.
+        :param options: format and other headers.
+        :param precommitted_policy: what to do with a PRECOMMITTED label.
+        :raises PermanentStreamLoadError: Doris refused the data or request (``error_url`` set for
+            data-quality failures), or a PRECOMMITTED label met ``PrecommittedPolicy.FAIL``.
+        :raises RetryableStreamLoadError: still failing after ``max_attempts``; safe to retry later.
+        """
+        options = options or StreamLoadOptions()
+        resolve_first = False
+        last_error = "no attempt made"
+        for attempt in range(1, self._retry.max_attempts + 1):
+            if attempt > 1:
+                self._sleep(self._retry.backoff_seconds(attempt - 1, self._unit_random()))
+            try:
+                if resolve_first:
+                    settled = self._settle_label(database, label, options, precommitted_policy)
+                    resolve_first = False
+                    if settled is not None:
+                        return dataclasses.replace(settled, attempts=attempt)
+                result = self.stream_load(database, table, body, label=label, options=options)
+                if result.outcome is LoadOutcome.DUPLICATE_LABEL:
+                    resolve_first = True
+                    settled = self._settle_label(database, label, options, precommitted_policy)
+                    resolve_first = False
+                    if settled is not None:
+                        return dataclasses.replace(settled, attempts=attempt)
+                    last_error = f"label {label} was freed while its earlier load was running"
+                    continue
+            except LoadOutcomeUnknown as exc:
+                log.warning("Stream Load of label %s: outcome unknown (%s); resolving first", label, exc)
+                resolve_first = True
+                last_error = str(exc)
+                continue
+            except RetryableStreamLoadError as exc:
+                log.warning("Stream Load of label %s failed, will retry: %s", label, exc)
+                last_error = str(exc)
+                continue
+            if result.outcome is LoadOutcome.SUCCESS:
+                return _loaded(label, result, attempt)
+            if result.outcome is LoadOutcome.PERMANENT:
+                raise _permanent_load_error(database, table, label, result)
+            log.warning("Stream Load of label %s failed, will retry: %s", label, result.describe())
+            last_error = result.describe()
+        raise RetryableStreamLoadError(
+            f"Stream Load of label {label} into {database}.{table} did not succeed after "
+            f"{self._retry.max_attempts} attempts; last error: {last_error}"
+        )
+
+    # -- label state and two-phase commit --------------------------------------------------------
+
+    def get_load_state(self, database: str, label: str) -> LabelState:
+        """The state of the newest transaction carrying ``label`` in ``database``.
+
+        :param database: the database the label belongs to (labels are unique per database).
+        :param label: the label.
+        :return: UNKNOWN when Doris never saw the label or has forgotten it.
+        :raises RetryableStreamLoadError: the FE could not be reached.
+        :raises PermanentStreamLoadError: the FE refused (unknown database, authentication).
+        """
+        path = f"/api/{_segment(database)}/get_load_state?{urlencode({'label': label})}"
+        response = self._call_fe("GET", path, headers={})
+        result = StreamLoadResult.from_http(response.status_code, response.text)
+        if result.outcome is not LoadOutcome.SUCCESS:
+            raise _state_error(f"get_load_state of label {label} in {database}", result)
+        try:
+            return LabelState(str(result.raw.get("data", "")).upper())
+        except ValueError:
+            raise PermanentStreamLoadError(
+                f"get_load_state of label {label} in {database} returned an unknown state "
+                f"{result.raw.get('data')!r}"
+            ) from None
+
+    def commit_transaction(
+        self, database: str, *, txn_id: int | None = None, label: str | None = None
+    ) -> StreamLoadResult:
+        """Commit a PRECOMMITTED two-phase load; committing an already visible one succeeds too.
+
+        :param database: the load's database.
+        :param txn_id: the ``TxnId`` of phase one (or give ``label``).
+        :param label: the label of phase one (or give ``txn_id``).
+        :raises PermanentStreamLoadError: unknown or expired transaction, or refused.
+        :raises RetryableStreamLoadError: transient failure; safe to repeat.
+        """
+        return self._two_phase(database, "commit", txn_id, label)
+
+    def abort_transaction(
+        self, database: str, *, txn_id: int | None = None, label: str | None = None
+    ) -> StreamLoadResult:
+        """Abort a PRECOMMITTED (or running) load; its label becomes free.
+
+        :param database: the load's database.
+        :param txn_id: the transaction id (or give ``label``).
+        :param label: the label (or give ``txn_id``).
+        :raises PermanentStreamLoadError: unknown transaction, or refused.
+        :raises RetryableStreamLoadError: transient failure; safe to repeat.
+        """
+        return self._two_phase(database, "abort", txn_id, label)
+
+    # -- SQL ------------------------------------------------------------------------------------
+
+    def run_sql(self, database: str, statement: str) -> SqlResult:
+        """Run one statement through the FE's HTTP SQL endpoint (no MySQL client needed).
+
+        :param database: default database of the statement.
+        :param statement: one SQL statement (queries return at most 1000 rows by default).
+        :return: columns and rows of a query; empty for DDL/DML.
+        :raises DorisSqlError: Doris rejected the statement.
+        :raises RetryableStreamLoadError: the FE could not be reached.
+        """
+        path = f"/api/query/default_cluster/{_segment(database)}"
+        response = self._call_fe(
+            "POST",
+            path,
+            headers={"Content-Type": "application/json", "X-Doris-Stream": "false"},
+            body=json.dumps({"stmt": statement}).encode("utf-8"),
+        )
+        return _parse_sql_reply(database, response)
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _load_headers(self, label: str | None, options: StreamLoadOptions) -> dict[str, str]:
+        headers = {"Expect": "100-continue", **options.headers()}
+        if label is not None:
+            headers["label"] = label
+            # Group commit would replace our label by a server one; pin the classic path.
+            headers["group_commit"] = "off_mode"
+        return headers
+
+    def _load_target(self, path: str, headers: Mapping[str, str]) -> str | StreamLoadResult:
+        """The BE URL to send the body to, or the FE's own (failure) reply."""
+        if self._config.be_hosts:
+            return self._next_be_url(path)
+        # The probe must not carry what a BE would act on: see the module docstring.
+        probe_headers = {k: v for k, v in headers.items() if k not in ("label", "two_phase_commit")}
+        response = self._call("PUT", self._config.fe_url + path, probe_headers, b"", target="FE")
+        if response.status_code in _REDIRECT_STATUSES:
+            return self._redirect_url(response)
+        result = StreamLoadResult.from_http(response.status_code, response.text)
+        if "TxnId" in result.raw:
+            raise PermanentStreamLoadError(
+                f"{self._config.fe_address} ran the load itself instead of redirecting: it is a BE, "
+                "not an FE; "
+                "point the connection at the FE or list the BE in be_hosts"
+            )
+        return result
+
+    def _send_load(
+        self, url: str, headers: Mapping[str, str], payload: Body, label: str | None
+    ) -> StreamLoadResult:
+        target = _address_of(url)
+        try:
+            response = self._session.put(
+                url, headers=dict(headers), data=_request_data(payload), auth=self._auth,
+                allow_redirects=False, timeout=self._timeouts(),
+            )
+        except requests.RequestException as exc:
+            if _never_connected(exc):
+                raise RetryableStreamLoadError(
+                    f"BE {target} unreachable for label {label}: {_describe(exc)}"
+                ) from exc
+            raise LoadOutcomeUnknown(
+                f"Stream Load of label {label} to BE {target}: no reply after sending ({_describe(exc)})"
+            ) from exc
+        if response.status_code in _REDIRECT_STATUSES:
+            raise PermanentStreamLoadError(f"BE {target} answered the load with a redirect, not a result")
+        result = StreamLoadResult.from_http(response.status_code, response.text)
+        log.info("Stream Load of label %s via %s: %s", label, target, result.describe())
+        return result
+
+    def _two_phase(
+        self, database: str, operation: str, txn_id: int | None, label: str | None
+    ) -> StreamLoadResult:
+        if (txn_id is None) == (label is None):
+            raise ConfigurationError(f"2PC {operation} needs exactly one of txn_id and label")
+        headers = {"txn_operation": operation}
+        headers.update({"txn_id": str(txn_id)} if txn_id is not None else {"label": str(label)})
+        subject = f"txn {txn_id}" if txn_id is not None else f"label {label}"
+        path = f"/api/{_segment(database)}/_stream_load_2pc"
+        if self._config.be_hosts:
+            response = self._call("PUT", self._next_be_url(path), headers, b"", target="BE")
+        else:
+            response = self._call_fe("PUT", path, headers=headers, body=b"")
+        result = StreamLoadResult.from_http(response.status_code, response.text)
+        if result.outcome is LoadOutcome.SUCCESS or _already_done(operation, result):
+            log.info("2PC %s of %s in %s: %s", operation, subject, database, result.describe())
+            return result
+        raise _state_error(f"2PC {operation} of {subject} in {database}", result)
+
+    def _settle_label(
+        self, database: str, label: str, options: StreamLoadOptions, policy: PrecommittedPolicy
+    ) -> IdempotentLoadResult | None:
+        """A definite answer for a label held by an earlier or ambiguous load; ``None`` = label free."""
+        state = self._wait_while_running(database, label)
+        log.info("Label %s in %s resolved to %s", label, database, state.value)
+        if state.is_loaded:
+            return IdempotentLoadResult(label, LoadDisposition.ALREADY_LOADED, state, None, 0)
+        if state.is_free:
+            return None
+        if options.two_phase_commit:
+            return IdempotentLoadResult(label, LoadDisposition.ALREADY_LOADED, state, None, 0)
+        return self._apply_precommitted_policy(database, label, policy)
+
+    def _wait_while_running(self, database: str, label: str) -> LabelState:
+        deadline = self._clock() + self._retry.running_wait_seconds
+        state = self.get_load_state(database, label)
+        while state is LabelState.PREPARE:
+            if self._clock() >= deadline:
+                raise RetryableStreamLoadError(
+                    f"Label {label} in {database} is still running after "
+                    f"{self._retry.running_wait_seconds:.0f} s"
+                )
+            self._sleep(self._retry.running_poll_seconds)
+            state = self.get_load_state(database, label)
+        return state
+
+    def _apply_precommitted_policy(
+        self, database: str, label: str, policy: PrecommittedPolicy
+    ) -> IdempotentLoadResult | None:
+        if policy is PrecommittedPolicy.COMMIT:
+            self.commit_transaction(database, label=label)
+            return IdempotentLoadResult(
+                label, LoadDisposition.ALREADY_LOADED, self.get_load_state(database, label), None, 0
+            )
+        if policy is PrecommittedPolicy.ABORT_AND_RELOAD:
+            self.abort_transaction(database, label=label)
+            return None
+        raise PermanentStreamLoadError(
+            f"Label {label} in {database} is PRECOMMITTED by an earlier two-phase load; commit or abort it, "
+            "or pass precommitted_policy=COMMIT / ABORT_AND_RELOAD"
+        )
+
+    def _call_fe(
+        self, method: str, path_and_query: str, *, headers: Mapping[str, str], body: bytes | None = None
+    ) -> requests.Response:
+        """A request to the FE, following one redirect (to the master FE or a BE) by hand."""
+        response = self._call(method, self._config.fe_url + path_and_query, headers, body, target="FE")
+        if response.status_code in _REDIRECT_STATUSES:
+            target_url = self._redirect_url(response)
+            response = self._call(method, target_url, headers, body, target="redirect target")
+        return response
+
+    def _call(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None, *, target: str
+    ) -> requests.Response:
+        """A request whose failure cannot have changed anything (no load body involved)."""
+        try:
+            return self._session.request(
+                method, url, headers=dict(headers), data=body, auth=self._auth,
+                allow_redirects=False, timeout=self._timeouts(),
+            )
+        except requests.RequestException as exc:
+            raise RetryableStreamLoadError(
+                f"{target} {_address_of(url)} unreachable: {_describe(exc)}"
+            ) from exc
+
+    def _redirect_url(self, response: requests.Response) -> str:
+        """The redirect target without userinfo, mapped and checked against the allowed hosts."""
+        location = urlsplit(response.headers.get("Location", ""))
+        # Never put `location` or its netloc into a message: the userinfo holds the password.
+        if not location.hostname:
+            raise PermanentStreamLoadError(
+                f"{_address_of(response.url)} sent a redirect without a usable Location"
+            )
+        advertised = join_host_port(location.hostname, location.port or _default_port(location.scheme))
+        mapped = self._config.be_address_map.get(advertised)
+        if mapped is None and not self._may_receive_credentials(location.hostname, advertised):
+            raise PermanentStreamLoadError(
+                f"{_address_of(response.url)} redirected to {advertised}, which is not allowed to receive "
+                "credentials; "
+                "add its host to allowed_redirect_hosts or map it with be_address_map"
+            )
+        query = f"?{location.query}" if location.query else ""
+        return f"{location.scheme or 'http'}://{mapped or advertised}{location.path}{query}"
+
+    def _may_receive_credentials(self, host: str, address: str) -> bool:
+        allowed = {entry.lower() for entry in (self._config.host, *self._config.allowed_redirect_hosts)}
+        return host.lower() in allowed or address.lower() in allowed
+
+    def _next_be_url(self, path: str) -> str:
+        hosts = self._config.be_hosts
+        return f"http://{hosts[next(self._be_cursor) % len(hosts)]}{path}"
+
+    def _timeouts(self) -> tuple[float, float]:
+        return (self._config.connect_timeout_seconds, self._config.read_timeout_seconds)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+class _SizedChunks:
+    """An iterable with ``__len__``: ``requests`` then sends ``Content-Length`` instead of chunking."""
+
+    def __init__(self, body: StreamingBody) -> None:
+        self._body = body
+
+    def __len__(self) -> int:
+        return self._body.length
+
+    def __iter__(self) -> Iterator[bytes]:
+        sent = 0
+        for piece in self._body.chunks():
+            sent += len(piece)
+            if sent > self._body.length:
+                raise ConfigurationError(
+                    f"StreamingBody yielded more than its declared {self._body.length} bytes"
+                )
+            yield piece
+        if sent != self._body.length:
+            raise ConfigurationError(f"StreamingBody yielded {sent} bytes, declared {self._body.length}")
+
+
+def _encode_body(body: Body, options: StreamLoadOptions) -> Body:
+    if not options.gzip:
+        return body
+    if isinstance(body, StreamingBody):
+        raise ConfigurationError("gzip needs a bytes body (a streamed body's compressed length is unknown)")
+    return gzip.compress(body, compresslevel=6)
+
+
+def _request_data(payload: Body) -> bytes | _SizedChunks:
+    return _SizedChunks(payload) if isinstance(payload, StreamingBody) else payload
+
+
+def _loaded(label: str, result: StreamLoadResult, attempts: int) -> IdempotentLoadResult:
+    if result.two_phase_commit:
+        state = LabelState.PRECOMMITTED
+    elif result.is_publish_timeout:
+        state = LabelState.COMMITTED
+    else:
+        state = LabelState.VISIBLE
+    return IdempotentLoadResult(label, LoadDisposition.LOADED, state, result, attempts)
+
+
+def _permanent_load_error(
+    database: str, table: str, label: str, result: StreamLoadResult
+) -> PermanentStreamLoadError:
+    return PermanentStreamLoadError(
+        f"Stream Load of label {label} into {database}.{table} failed permanently: {result.describe()}",
+        error_url=result.error_url,
+    )
+
+
+def _state_error(what: str, result: StreamLoadResult) -> StreamLoadError:
+    if result.outcome is LoadOutcome.RETRYABLE:
+        return RetryableStreamLoadError(f"{what} failed: {result.describe()}")
+    return PermanentStreamLoadError(f"{what} failed: {result.describe()}")
+
+
+def _already_done(operation: str, result: StreamLoadResult) -> bool:
+    """Repeating a 2PC operation that already took effect (a retry after a lost reply)."""
+    message = result.message.lower()
+    return ("already visible" in message) if operation == "commit" else ("already aborted" in message)
+
+
+def _parse_sql_reply(database: str, response: requests.Response) -> SqlResult:
+    try:
+        envelope = response.json()
+    except ValueError:
+        envelope = None
+    if not isinstance(envelope, dict) or "code" not in envelope:
+        outcome = StreamLoadResult.from_http(response.status_code, response.text)
+        raise DorisSqlError(f"SQL endpoint of {database} replied without an envelope: {outcome.describe()}")
+    if envelope.get("code") != 0:
+        raise DorisSqlError(f"SQL in {database} failed: {envelope.get('msg')!r}: {envelope.get('data')!r}")
+    data = envelope.get("data") or {}
+    if not isinstance(data, dict) or data.get("type") != "result_set":
+        return SqlResult(columns=(), rows=())
+    columns = tuple(str(column.get("name", "")) for column in data.get("meta") or ())
+    rows = tuple(tuple(row) for row in data.get("data") or ())
+    return SqlResult(columns=columns, rows=rows)
+
+
+def _never_connected(exc: requests.RequestException) -> bool:
+    """Whether the request failed before a connection existed (so no byte of the body left)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, (NewConnectionError, ConnectTimeoutError))
+
+
+def _describe(exc: BaseException) -> str:
+    # URLs in requests' messages are ours and carry no userinfo; still, keep it short.
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _address_of(url: str) -> str:
+    parts = urlsplit(url)
+    return join_host_port(parts.hostname or "?", parts.port or _default_port(parts.scheme))
+
+
+def _default_port(scheme: str) -> int:
+    return 443 if scheme == "https" else 80
+
+
+def _segment(name: str) -> str:
+    if not name:
+        raise ConfigurationError("Database and table names must not be empty")
+    return quote(name, safe="")

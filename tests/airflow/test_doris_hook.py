@@ -1,0 +1,188 @@
+"""DorisHook on a ``doris`` connection from the environment, against the Doris stand-in.
+
+Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.labels import chunk_label
+from airflow_provider_kinesis_doris.core.model import Position
+from airflow_provider_kinesis_doris.core.stream_load import LoadDisposition, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_result import LabelState, LoadOutcome
+from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
+from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+PASSWORD = "hook-pw-7Yx2-secret"
+DB = "kd_hook"
+ROWS = b'{"id": 1, "v": "a"}\n{"id": 2, "v": "b"}\n'
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[DorisServer]:
+    with DorisServer(host="127.0.0.1", fe_port=0, be_port=0, user="root", password=PASSWORD) as srv:
+        srv.execute_sql("", f"CREATE DATABASE {DB}")
+        srv.execute_sql(DB, "CREATE TABLE t (id INT NOT NULL, v VARCHAR(8)) DUPLICATE KEY(id) "
+                            "DISTRIBUTED BY HASH(id) BUCKETS 1")
+        yield srv
+
+
+def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str = "doris_default", **fields: Any) -> None:
+    """Put a JSON connection into the environment, as ``AIRFLOW_CONN_<ID>``."""
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "doris", **fields}))
+
+
+def standin_connection(server: DorisServer, **overrides: Any) -> dict[str, Any]:
+    return {"host": "127.0.0.1", "port": server.fe_port, "login": "root", "password": PASSWORD, "schema": DB,
+            **overrides}
+
+
+def make_hook(conn_id: str = "doris_default"):  # type: ignore[no-untyped-def]
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    return DorisHook(doris_conn_id=conn_id)
+
+
+def test_hook_declares_the_doris_connection_type() -> None:
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    [entry] = get_provider_info()["connection-types"]
+    assert (DorisHook.conn_type, DorisHook.hook_name) == (entry["connection-type"], entry["hook-name"])
+    assert entry["hook-class-name"] == f"{DorisHook.__module__}.{DorisHook.__qualname__}"
+    assert (DorisHook.conn_name_attr, DorisHook.default_conn_name) == ("doris_conn_id", "doris_default")
+    assert make_hook().doris_conn_id == "doris_default"
+
+
+def test_legacy_ui_behaviour_matches_the_provider_info() -> None:
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    declared = get_provider_info()["connection-types"][0]["ui-field-behaviour"]
+    assert DorisHook.get_ui_field_behaviour() == {
+        "hidden_fields": declared["hidden-fields"],
+        "relabeling": declared["relabeling"],
+        "placeholders": declared["placeholders"],
+    }
+
+
+def test_legacy_form_widgets_come_from_the_shared_field_declarations() -> None:
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    if importlib.util.find_spec("wtforms") is None:
+        # Airflow 3.2+ builds the form from conn-fields and ships without wtforms.
+        from airflow import __version__ as airflow_version
+
+        assert tuple(int(part) for part in airflow_version.split(".")[:2]) >= (3, 2)
+        return
+    widgets = DorisHook.get_connection_form_widgets()
+    assert list(widgets) == list(DORIS_CONN_FIELDS)
+    kinds = {name: widget.field_class.__name__ for name, widget in widgets.items()}
+    assert kinds == {"https": "BooleanField", "be_hosts": "StringField",
+                     "allowed_redirect_hosts": "StringField",
+                     "be_address_map": "StringField", "label_keep_seconds": "IntegerField"}
+
+
+def test_connection_extras_become_the_client_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(
+        monkeypatch,
+        host="fe.internal",
+        port=18030,
+        login="loader",
+        password=PASSWORD,
+        schema=DB,
+        extra={
+            "https": "true",
+            "be_hosts": "be1:8040, be2:8040",
+            "allowed_redirect_hosts": "be1,be2",
+            "be_address_map": json.dumps({"10.0.0.5:8040": "be1:8040"}),
+            "label_keep_seconds": "3600",
+        },
+    )
+    hook = make_hook()
+    config = hook.connection_config()
+    assert (config.host, config.port, config.user) == ("fe.internal", 18030, "loader")
+    assert config.password == PASSWORD
+    assert config.https is True
+    assert config.be_hosts == ("be1:8040", "be2:8040")
+    assert config.allowed_redirect_hosts == ("be1", "be2")
+    assert dict(config.be_address_map) == {"10.0.0.5:8040": "be1:8040"}
+    assert config.label_keep_seconds == 3600
+    assert repr(hook.get_client()) == "DorisStreamLoadClient(user='loader', fe='fe.internal:18030')"
+
+
+def test_prefixed_extras_and_defaults_are_understood(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, host="fe", extra={"extra__doris__be_address_map": {"a:1": "b:2"}})
+    config = make_hook().connection_config()
+    assert (config.port, config.user, config.https, config.label_keep_seconds) == (8030, "root", False, 43200)
+    assert dict(config.be_address_map) == {"a:1": "b:2"}
+
+
+def test_bad_be_address_map_names_the_connection(monkeypatch: pytest.MonkeyPatch) -> None:
+    set_connection(monkeypatch, conn_id="doris_bad", host="fe", extra={"be_address_map": "{not json"})
+    with pytest.raises(ConfigurationError, match="doris_bad"):
+        make_hook("doris_bad").connection_config()
+
+
+def test_test_connection_runs_select_1_on_the_fe(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_connection(monkeypatch, **standin_connection(server))
+    ok, message = make_hook().test_connection()
+    assert ok is True
+    assert f"127.0.0.1:{server.fe_port}" in message and PASSWORD not in message
+
+
+def test_test_connection_reports_a_wrong_password_without_showing_it(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wrong = "wrong-" + PASSWORD
+    set_connection(monkeypatch, **standin_connection(server, password=wrong))
+    hook = make_hook()
+    ok, message = hook.test_connection()
+    assert ok is False
+    assert "Access denied" in message or "Unauthorized" in message
+    assert wrong not in message and PASSWORD not in message
+    assert wrong not in repr(hook.get_conn())
+
+
+def test_hook_loads_idempotently_and_reads_state_and_sql(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_connection(monkeypatch, **standin_connection(server))
+    hook = make_hook()
+    label = chunk_label("hook", "stream", "shardId-000000000000", Position(1), Position(2))
+    options = StreamLoadOptions.json_lines()
+    first = hook.load_idempotently("t", label, ROWS, options)
+    second = hook.load_idempotently("t", label, ROWS, options)
+    assert (first.disposition, second.disposition) == (LoadDisposition.LOADED, LoadDisposition.ALREADY_LOADED)
+    assert hook.get_load_state(label) is LabelState.VISIBLE
+    assert hook.run_sql("SELECT id, v FROM t ORDER BY id").rows == ((1, "a"), (2, "b"))
+
+
+def test_hook_stream_load_uses_be_hosts_from_the_connection(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The FE port is closed on purpose: only the BE list can make this load work.
+    be_hosts = {"be_hosts": f"127.0.0.1:{server.be_port}"}
+    set_connection(monkeypatch, **standin_connection(server, port=1, extra=be_hosts))
+    hook = make_hook()
+    result = hook.stream_load("t", b'{"id": 9, "v": "z"}\n', label="kd:hook:direct:1",
+                              options=StreamLoadOptions.json_lines(), database=DB)
+    assert result.outcome is LoadOutcome.SUCCESS and result.number_loaded_rows == 1
+    assert server.execute_sql(DB, "SELECT v FROM t WHERE id = 9") == [("z",)]
+
+
+def test_hook_without_schema_or_database_asks_for_one(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_connection(monkeypatch, **standin_connection(server, schema=""))
+    with pytest.raises(ConfigurationError, match="No database given"):
+        make_hook().get_load_state("any")
