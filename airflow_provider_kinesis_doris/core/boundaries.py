@@ -1,0 +1,150 @@
+"""Resolving ``boundary(shard, t)`` from an instant, once, with an AT_TIMESTAMP probe.
+
+The probe opens one AT_TIMESTAMP iterator and follows empty pages until it meets a record
+(→ AT that record), a null ``NextShardIterator`` (closed shard read to its end → SHARD_END) or
+the tip of an open shard (``MillisBehindLatest == 0`` on an empty page → PENDING). An instant
+in the future has no record at or after it yet (AWS rejects such a timestamp): PENDING on an
+open shard, SHARD_END on a closed one.
+
+Arrival stamps are used here only, to find a cut once; the cut is then stored and replays
+follow the stored sequence number (invariant I2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.checkpoints import wall_clock_ms
+from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
+from airflow_provider_kinesis_doris.core.store import BoundaryStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_PAGES = 1000
+# Our clock and the service's may differ a little: a timestamp the service calls "in the future"
+# within this margin of our now is treated as such, anything older is a real error.
+_CLOCK_SKEW_MS = 5_000
+
+
+def probe_boundary(
+    client: Any,
+    stream_name: str,
+    shard_id: str,
+    instant_ms: int,
+    *,
+    shard_is_open: bool,
+    max_pages: int = DEFAULT_MAX_PAGES,
+    clock: Callable[[], int] = wall_clock_ms,
+) -> Boundary:
+    """Where ``instant_ms`` cuts the shard, as Kinesis shows it now (not persisted).
+
+    :param client: a boto3 Kinesis client.
+    :param stream_name: the stream.
+    :param shard_id: the shard.
+    :param instant_ms: the instant (epoch ms).
+    :param shard_is_open: whether ListShards reports the shard open; only an open shard can
+        end the probe at its tip (a closed one is followed until its iterator is null).
+    :param max_pages: GetRecords calls before giving up.
+    :param clock: now, in epoch ms.
+    :return: AT(first record at/after the instant), SHARD_END, or PENDING.
+    :raises KinesisDorisError: no answer within ``max_pages`` pages.
+    """
+    if instant_ms > clock():
+        return _future_boundary(shard_id, instant_ms, shard_is_open)
+    try:
+        iterator = client.get_shard_iterator(
+            StreamName=stream_name,
+            ShardId=shard_id,
+            ShardIteratorType="AT_TIMESTAMP",
+            Timestamp=datetime.fromtimestamp(instant_ms / 1000, tz=timezone.utc),
+        )["ShardIterator"]
+    except ClientError as error:
+        if _is_future_timestamp_error(error, instant_ms, clock()):
+            return _future_boundary(shard_id, instant_ms, shard_is_open)
+        raise
+    return _follow_to_cut(client, stream_name, shard_id, instant_ms, iterator, shard_is_open, max_pages)
+
+
+def _follow_to_cut(
+    client: Any,
+    stream_name: str,
+    shard_id: str,
+    instant_ms: int,
+    iterator: str,
+    shard_is_open: bool,
+    max_pages: int,
+) -> Boundary:
+    for _ in range(max_pages):
+        page = client.get_records(ShardIterator=iterator, Limit=1)
+        records = page.get("Records", [])
+        if records:
+            position = Position(int(records[0]["SequenceNumber"]))
+            return Boundary(shard_id, instant_ms, BoundaryKind.AT, position)
+        next_iterator = page.get("NextShardIterator")
+        if next_iterator is None:
+            return Boundary(shard_id, instant_ms, BoundaryKind.SHARD_END)
+        if shard_is_open and page.get("MillisBehindLatest") == 0:
+            return Boundary(shard_id, instant_ms, BoundaryKind.PENDING)
+        iterator = next_iterator
+    raise KinesisDorisError(
+        f"No cut found for shard {shard_id} of stream {stream_name} at {instant_ms} "
+        f"within {max_pages} GetRecords pages"
+    )
+
+
+def _future_boundary(shard_id: str, instant_ms: int, shard_is_open: bool) -> Boundary:
+    kind = BoundaryKind.PENDING if shard_is_open else BoundaryKind.SHARD_END
+    return Boundary(shard_id, instant_ms, kind)
+
+
+def _is_future_timestamp_error(error: ClientError, instant_ms: int, now_ms: int) -> bool:
+    code = error.response.get("Error", {}).get("Code")
+    return code == "InvalidArgumentException" and instant_ms >= now_ms - _CLOCK_SKEW_MS
+
+
+def resolve_boundary(
+    client: Any,
+    store: BoundaryStore,
+    stream_name: str,
+    shard: ShardInfo,
+    instant_ms: int,
+    *,
+    created_after: bool = False,
+    max_pages: int = DEFAULT_MAX_PAGES,
+    clock: Callable[[], int] = wall_clock_ms,
+) -> Boundary:
+    """``boundary(shard, instant_ms)``: the stored one, or resolved now and stored once.
+
+    :param created_after: the shard is known to be created after the instant (a child whose
+        parent still took records at/after it, or the pipeline's TRIM_HORIZON floor): SHARD_START
+        without probing.
+    :param max_pages: GetRecords calls the probe may make.
+    :param clock: now, in epoch ms (instants after it are in the future).
+    :return: the stored boundary (ours, or the one a concurrent resolver stored first).
+    """
+    stored = store.get_boundary(shard.shard_id, instant_ms)
+    if stored is not None:
+        return stored
+    if created_after:
+        proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
+    else:
+        proposed = probe_boundary(
+            client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages,
+            clock=clock,
+        )
+    winner = store.put_boundary(proposed)
+    lost = "" if winner == proposed else f" (stored by another writer; we probed {_describe(proposed)})"
+    log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, _describe(winner), lost)
+    return winner
+
+
+def _describe(boundary: Boundary) -> str:
+    if boundary.position is None:
+        return boundary.kind.value
+    return f"{boundary.kind.value}({boundary.position.encode()})"

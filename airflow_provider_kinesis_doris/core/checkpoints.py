@@ -1,0 +1,782 @@
+"""Durable pipeline state in one DynamoDB table: shards, boundaries, ranges, chunks, topology.
+
+One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the item:
+
+- ``shard#<shard_id>``: lineage, state OPEN → CLOSED → DRAINED, high-water mark, lease counter;
+- ``boundary#<shard_id>#<instant_ms, 15 digits>``: a cut between records, written once;
+- ``range#<shard_id>#<interval_start_ms, 15 digits>``: references to its two boundaries;
+- ``chunk#<label>``: intent and outcome of one Stream Load (invariant I7);
+- ``topology``: the last shard set seen and the shard → partition assignment.
+
+Every write that can race is conditional and a lost race never overwrites: put-once items return
+the stored winner, fenced updates raise :class:`CheckpointConflict`. Every read is a consistent
+``GetItem`` or a paginated ``Query`` on the pipeline's partition (never a ``Scan``).
+
+The logic lives in :class:`CheckpointStore`, which needs four primitives (get, query by prefix,
+put-if-absent, conditional update). :class:`DynamoCheckpointStore` implements them on DynamoDB;
+``testing.memory_store`` implements them in memory, so both stores behave alike by construction.
+
+Sequence numbers (56 digits) and hash keys (39 digits) exceed DynamoDB's 38-digit numbers, so
+they are stored as strings.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, KinesisDorisError
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    Position,
+    RangeState,
+    ShardInfo,
+    ShardRange,
+    ShardState,
+)
+
+log = logging.getLogger(__name__)
+
+SHARD_PREFIX = "shard#"
+BOUNDARY_PREFIX = "boundary#"
+RANGE_PREFIX = "range#"
+CHUNK_PREFIX = "chunk#"
+TOPOLOGY_KEY = "topology"
+CHUNK_INTENT = "INTENT"
+_INSTANT_DIGITS = 15
+_DEFAULT_PAGE_SIZE = 100
+
+
+class ABSENT:
+    """Marker for an expected attribute that must not exist (``attribute_not_exists``)."""
+
+
+class CheckpointNotFound(KinesisDorisError, LookupError):
+    """An update names a shard, range or chunk that was never stored."""
+
+
+class ShardNotDrained(KinesisDorisError):
+    """``mark_drained`` was asked for a shard whose last range is not loaded (or that is open)."""
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def shard_key(shard_id: str) -> str:
+    return f"{SHARD_PREFIX}{shard_id}"
+
+
+def boundary_key(shard_id: str, instant_ms: int) -> str:
+    return f"{BOUNDARY_PREFIX}{shard_id}#{instant_ms:0{_INSTANT_DIGITS}d}"
+
+
+def range_key(shard_id: str, interval_start_ms: int) -> str:
+    return f"{RANGE_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}"
+
+
+def chunk_key(label: str) -> str:
+    return f"{CHUNK_PREFIX}{label}"
+
+
+# --- value objects -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCheckpoint:
+    """The stored state of one shard.
+
+    ``high_water_mark`` is the end boundary of the longest contiguous run of LOADED ranges from
+    the shard's floor (its earliest range); ``lease_counter`` grows with every update and fences
+    concurrent writers."""
+
+    shard_id: str
+    parent_ids: tuple[str, ...]
+    starting_hash_key: int
+    ending_hash_key: int
+    state: ShardState
+    lease_counter: int
+    high_water_mark: Boundary | None
+    last_lag_ms: int | None
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """Intent (``state == "INTENT"``) or outcome (a Doris state such as ``VISIBLE``) of one chunk."""
+
+    label: str
+    shard_id: str
+    interval_start_ms: int
+    first: Position
+    last: Position
+    state: str
+    txn_id: str | None
+    rows_loaded: int
+    rows_filtered: int
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """The shard set the sensor saw last and the current shard → Spark partition assignment."""
+
+    shard_ids: tuple[str, ...]
+    version: int
+    assignment: Mapping[str, int] = field(default_factory=dict)
+    updated_ms: int = 0
+
+
+# --- item <-> value object ---------------------------------------------------------------------
+
+
+def _boundary_from_item(item: Mapping[str, Any]) -> Boundary:
+    position = item.get("position")
+    return Boundary(
+        shard_id=item["shard_id"],
+        instant_ms=int(item["instant_ms"]),
+        kind=BoundaryKind(item["boundary_kind"]),
+        position=Position.decode(position) if position else None,
+    )
+
+
+def _boundary_attributes(boundary: Boundary | None, prefix: str) -> dict[str, Any]:
+    """Boundary fields flattened under ``prefix`` (None values mean "remove")."""
+    if boundary is None:
+        return {f"{prefix}instant_ms": None, f"{prefix}kind": None, f"{prefix}position": None}
+    return {
+        f"{prefix}instant_ms": boundary.instant_ms,
+        f"{prefix}kind": boundary.kind.value,
+        f"{prefix}position": boundary.position.encode() if boundary.position else None,
+    }
+
+
+def _shard_from_item(item: Mapping[str, Any]) -> ShardCheckpoint:
+    mark = None
+    if item.get("hwm_kind"):
+        mark = _boundary_from_item(
+            {
+                "shard_id": item["shard_id"],
+                "instant_ms": item["hwm_instant_ms"],
+                "boundary_kind": item["hwm_kind"],
+                "position": item.get("hwm_position"),
+            }
+        )
+    return ShardCheckpoint(
+        shard_id=item["shard_id"],
+        parent_ids=tuple(item.get("parent_ids", ())),
+        starting_hash_key=int(item["starting_hash_key"]),
+        ending_hash_key=int(item["ending_hash_key"]),
+        state=ShardState(item["state"]),
+        lease_counter=int(item["lease_counter"]),
+        high_water_mark=mark,
+        last_lag_ms=int(item["last_lag_ms"]) if "last_lag_ms" in item else None,
+        updated_ms=int(item["updated_ms"]),
+    )
+
+
+def _chunk_from_item(item: Mapping[str, Any]) -> ChunkRecord:
+    return ChunkRecord(
+        label=item["label"],
+        shard_id=item["shard_id"],
+        interval_start_ms=int(item["interval_start_ms"]),
+        first=Position.decode(item["first"]),
+        last=Position.decode(item["last"]),
+        state=item["state"],
+        txn_id=item.get("txn_id"),
+        rows_loaded=int(item.get("rows_loaded", 0)),
+        rows_filtered=int(item.get("rows_filtered", 0)),
+        updated_ms=int(item["updated_ms"]),
+    )
+
+
+def contiguous_loaded_end(ranges: Iterable[ShardRange]) -> Boundary | None:
+    """End boundary of the longest run of LOADED ranges that starts at the earliest range and
+    where each range starts at the boundary (instant) where the previous one ends.
+
+    :param ranges: the ranges of one shard, in any order.
+    :return: the run's end boundary, or None if the earliest range is not loaded.
+    """
+    ordered = sorted(ranges, key=lambda r: r.start.instant_ms)
+    mark: Boundary | None = None
+    for shard_range in ordered:
+        if mark is not None and shard_range.start.instant_ms != mark.instant_ms:
+            break
+        if shard_range.state is not RangeState.LOADED:
+            break
+        mark = shard_range.end
+    return mark
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+class CheckpointStore:
+    """Pipeline state with conditional writes. Implements ``core.store.BoundaryStore``.
+
+    Subclasses provide :meth:`_get`, :meth:`_query`, :meth:`_put_new` and :meth:`_update`.
+
+    :param pipeline_id: the partition this store reads and writes; nothing else is touched.
+    :param clock: epoch milliseconds for ``updated_ms`` attributes.
+    """
+
+    def __init__(self, pipeline_id: str, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        if not pipeline_id:
+            raise ValueError("pipeline_id must not be empty")
+        self.pipeline_id = pipeline_id
+        self._clock = clock
+
+    # primitives -----------------------------------------------------------------------------
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        """The item ``sk`` of this pipeline (strongly consistent), or None."""
+        raise NotImplementedError
+
+    def _query(self, prefix: str) -> list[dict[str, Any]]:
+        """Every item of this pipeline whose ``sk`` starts with ``prefix``, sorted by ``sk``."""
+        raise NotImplementedError
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        """Store ``item`` (it carries ``sk``) unless its key exists; False if it existed."""
+        raise NotImplementedError
+
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
+        attribute has the given value (``ABSENT``: does not exist). False if the condition failed."""
+        raise NotImplementedError
+
+    # shards ---------------------------------------------------------------------------------
+
+    def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
+        """The stored shard, or None if it was never registered."""
+        item = self._get(shard_key(shard_id))
+        return _shard_from_item(item) if item else None
+
+    def list_shard_checkpoints(self) -> list[ShardCheckpoint]:
+        """Every shard registered for this pipeline, by shard id."""
+        return [_shard_from_item(item) for item in self._query(SHARD_PREFIX)]
+
+    def register_shard(self, info: ShardInfo) -> ShardCheckpoint:
+        """Create the shard item (once) with its parents and hash range; OPEN or CLOSED as listed.
+
+        :param info: the shard as ListShards reports it.
+        :return: the stored shard (ours, or the one registered first).
+        """
+        item = {
+            "sk": shard_key(info.shard_id),
+            "kind": "shard",
+            "shard_id": info.shard_id,
+            "parent_ids": list(info.parent_ids),
+            "starting_hash_key": str(info.starting_hash_key),
+            "ending_hash_key": str(info.ending_hash_key),
+            "state": (ShardState.OPEN if info.is_open else ShardState.CLOSED).value,
+            "lease_counter": 0,
+            "updated_ms": self._clock(),
+        }
+        if self._put_new(item):
+            parents = list(info.parent_ids)
+            log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
+        return self._require_shard(info.shard_id)
+
+    def mark_closed(self, shard_id: str) -> ShardCheckpoint:
+        """OPEN → CLOSED (ListShards reports an EndingSequenceNumber). No-op if not OPEN.
+
+        :raises CheckpointConflict: the shard changed between our read and our write.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.state is not ShardState.OPEN:
+            return shard
+        self._fenced_update(shard, {"state": ShardState.CLOSED.value}, extra_expected={"state": "OPEN"})
+        log.info("shard %s is closed", shard_id)
+        return self._require_shard(shard_id)
+
+    def advance_high_water_mark(
+        self, shard_id: str, *, expected_counter: int, last_lag_ms: int | None = None
+    ) -> ShardCheckpoint:
+        """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
+
+        The mark never moves back (a later backfill before the floor does not lower it). The write
+        is conditional on ``expected_counter`` and on the stored mark, so of two concurrent runs
+        only one advances the shard.
+
+        :param shard_id: the shard.
+        :param expected_counter: the lease counter this run read (e.g. from its plan).
+        :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
+        :return: the shard after the update.
+        :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.lease_counter != expected_counter:
+            raise _conflict(shard_id, expected_counter, shard.lease_counter)
+        mark = contiguous_loaded_end(self.ranges_for_shard(shard_id))
+        current = shard.high_water_mark
+        changes: dict[str, Any] = {}
+        if mark is not None and (current is None or mark.instant_ms > current.instant_ms):
+            changes.update(_boundary_attributes(mark, "hwm_"))
+        if last_lag_ms is not None:
+            changes["last_lag_ms"] = last_lag_ms
+        if not changes:
+            return shard
+        hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
+        self._fenced_update(shard, changes, extra_expected=hwm_expected)
+        if mark is not None and "hwm_kind" in changes:
+            log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
+        return self._require_shard(shard_id)
+
+    def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
+        """CLOSED → DRAINED, only once the high-water mark is SHARD_END (its last range is loaded).
+
+        Drops the stored lag: a drained shard has none.
+
+        :param expected_counter: fence on this counter; default: the counter read now.
+        :raises ShardNotDrained: the shard is open, or its loaded run does not reach SHARD_END.
+        :raises CheckpointConflict: another writer updated the shard concurrently.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.state is ShardState.DRAINED:
+            return shard
+        if expected_counter is not None and shard.lease_counter != expected_counter:
+            raise _conflict(shard_id, expected_counter, shard.lease_counter)
+        mark = shard.high_water_mark
+        if shard.state is not ShardState.CLOSED or mark is None or mark.kind is not BoundaryKind.SHARD_END:
+            described = f"{mark.kind.value} at {mark.instant_ms}" if mark else "none"
+            raise ShardNotDrained(
+                f"Shard {shard_id} of pipeline {self.pipeline_id} cannot be marked drained: state "
+                f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"
+            )
+        changes = {"state": ShardState.DRAINED.value, "last_lag_ms": None}
+        self._fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
+        log.info("shard %s is drained", shard_id)
+        return self._require_shard(shard_id)
+
+    def _require_shard(self, shard_id: str) -> ShardCheckpoint:
+        shard = self.get_shard(shard_id)
+        if shard is None:
+            raise CheckpointNotFound(f"Shard {shard_id} is not registered in pipeline {self.pipeline_id}")
+        return shard
+
+    def _fenced_update(
+        self, shard: ShardCheckpoint, changes: Mapping[str, Any], *, extra_expected: Mapping[str, Any]
+    ) -> None:
+        """Apply ``changes`` and bump the counter, if the counter is still the one read."""
+        all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._clock()}
+        expected = {"lease_counter": shard.lease_counter, **extra_expected}
+        if not self._update(shard_key(shard.shard_id), all_changes, expected):
+            stored = self.get_shard(shard.shard_id)
+            raise _conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)
+
+    # boundaries (core.store.BoundaryStore) ------------------------------------------------------
+
+    def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved."""
+        item = self._get(boundary_key(shard_id, instant_ms))
+        return _boundary_from_item(item) if item else None
+
+    def put_boundary(self, boundary: Boundary) -> Boundary:
+        """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
+        item = {
+            "sk": boundary_key(boundary.shard_id, boundary.instant_ms),
+            "kind": "boundary",
+            "shard_id": boundary.shard_id,
+            "instant_ms": boundary.instant_ms,
+            "boundary_kind": boundary.kind.value,
+            "resolved_ms": self._clock(),
+        }
+        if boundary.position is not None:
+            item["position"] = boundary.position.encode()
+        if self._put_new(item):
+            return boundary
+        stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def resolve_pending(self, proposed: Boundary) -> Boundary:
+        """Replace the stored PENDING boundary with the concrete ``proposed`` one, only if it is
+        still PENDING; return what is stored after the attempt (follow it, not the proposal).
+        If nothing is stored yet, ``proposed`` is put once.
+
+        :raises ValueError: ``proposed`` is itself PENDING.
+        """
+        if not proposed.is_concrete:
+            raise ValueError(
+                f"Cannot resolve boundary of shard {proposed.shard_id} at {proposed.instant_ms} to PENDING"
+            )
+        changes = {
+            "boundary_kind": proposed.kind.value,
+            "position": proposed.position.encode() if proposed.position else None,
+            "resolved_ms": self._clock(),
+        }
+        sk = boundary_key(proposed.shard_id, proposed.instant_ms)
+        if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
+            log.info("boundary of shard %s at %s: %s", proposed.shard_id, proposed.instant_ms, proposed)
+            return proposed
+        stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
+        return stored if stored is not None else self.put_boundary(proposed)
+
+    def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
+        """Every stored boundary of the shard, by instant."""
+        return [_boundary_from_item(item) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
+
+    # ranges ---------------------------------------------------------------------------------
+
+    def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        """The stored range of the interval starting at ``interval_start_ms``, or None."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        if item is None:
+            return None
+        start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
+        end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
+        return self._range_from_item(item, {b.instant_ms: b for b in (start, end) if b is not None})
+
+    def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
+        """Every stored range of the shard, by interval start (two Queries)."""
+        boundaries = {b.instant_ms: b for b in self.boundaries_for_shard(shard_id)}
+        return [self._range_from_item(item, boundaries) for item in self._query(f"{RANGE_PREFIX}{shard_id}#")]
+
+    def create_range(self, shard_range: ShardRange) -> ShardRange:
+        """Store a PLANNED range once. Its two boundaries must already be stored.
+
+        :return: the stored range: ours, or the one a concurrent planner stored first.
+        """
+        item = {
+            "sk": range_key(shard_range.shard_id, shard_range.interval_start_ms),
+            "kind": "range",
+            "shard_id": shard_range.shard_id,
+            "stream_name": shard_range.stream_name,
+            "interval_start_ms": shard_range.interval_start_ms,
+            "interval_end_ms": shard_range.interval_end_ms,
+            "start_instant_ms": shard_range.start.instant_ms,
+            "end_instant_ms": shard_range.end.instant_ms,
+            "state": RangeState.PLANNED.value,
+            "counts": {},
+            "updated_ms": self._clock(),
+        }
+        self._put_new(item)
+        stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def mark_range_loaded(
+        self, shard_id: str, interval_start_ms: int, counts: Mapping[str, int] | None = None
+    ) -> ShardRange:
+        """PLANNED → LOADED with its counts (records read, rows loaded, ...). Idempotent.
+
+        :raises CheckpointNotFound: no such range.
+        """
+        sk = range_key(shard_id, interval_start_ms)
+        changes = {
+            "state": RangeState.LOADED.value,
+            "counts": dict(counts or {}),
+            "updated_ms": self._clock(),
+        }
+        self._update(sk, changes, {"state": RangeState.PLANNED.value})
+        stored = self.get_range(shard_id, interval_start_ms)
+        if stored is None:
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+        return stored
+
+    def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
+        """The counts stored when the range was marked loaded (empty before)."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        return {name: int(value) for name, value in (item or {}).get("counts", {}).items()}
+
+    def _range_from_item(self, item: Mapping[str, Any], boundaries: Mapping[int, Boundary]) -> ShardRange:
+        shard_id = item["shard_id"]
+        try:
+            start = boundaries[int(item["start_instant_ms"])]
+            end = boundaries[int(item["end_instant_ms"])]
+        except KeyError as missing:
+            raise CheckpointNotFound(
+                f"Range {item['sk']} of pipeline {self.pipeline_id} references boundary {missing}, "
+                "which is not stored"
+            ) from None
+        return ShardRange(
+            pipeline_id=self.pipeline_id,
+            stream_name=item["stream_name"],
+            shard_id=shard_id,
+            interval_start_ms=int(item["interval_start_ms"]),
+            interval_end_ms=int(item["interval_end_ms"]),
+            start=start,
+            end=end,
+            state=RangeState(item["state"]),
+        )
+
+    # chunks (I7) ----------------------------------------------------------------------------
+
+    def record_chunk_intent(
+        self, label: str, shard_id: str, first: Position, last: Position, range_key: int
+    ) -> ChunkRecord:
+        """Record, before loading, that chunk ``label`` holds ``first..last`` of a range.
+
+        :param range_key: the interval start of the range the chunk belongs to.
+        :return: the stored chunk: a new intent, or what an earlier attempt recorded.
+        """
+        item = {
+            "sk": chunk_key(label),
+            "kind": "chunk",
+            "label": label,
+            "shard_id": shard_id,
+            "interval_start_ms": range_key,
+            "first": first.encode(),
+            "last": last.encode(),
+            "state": CHUNK_INTENT,
+            "updated_ms": self._clock(),
+        }
+        self._put_new(item)
+        return self._require_chunk(label)
+
+    def record_chunk_outcome(
+        self,
+        label: str,
+        state: str,
+        txn_id: str | None = None,
+        *,
+        rows_loaded: int = 0,
+        rows_filtered: int = 0,
+    ) -> ChunkRecord:
+        """Record the outcome of chunk ``label`` (a Doris load state such as VISIBLE or ABORTED).
+
+        :raises CheckpointNotFound: no intent was recorded for ``label``.
+        """
+        changes = {
+            "state": state,
+            "txn_id": txn_id,
+            "rows_loaded": rows_loaded,
+            "rows_filtered": rows_filtered,
+            "updated_ms": self._clock(),
+        }
+        if not self._update(chunk_key(label), changes, {}):
+            raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
+        return self._require_chunk(label)
+
+    def get_chunk(self, label: str) -> ChunkRecord | None:
+        item = self._get(chunk_key(label))
+        return _chunk_from_item(item) if item else None
+
+    def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
+        """The chunks recorded for one range, ordered by their first position.
+
+        Reads every chunk item of the pipeline (one paginated Query) and keeps the range's.
+        """
+        chunks = (_chunk_from_item(item) for item in self._query(CHUNK_PREFIX))
+        selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
+        return sorted(selected, key=lambda c: c.first)
+
+    def _require_chunk(self, label: str) -> ChunkRecord:
+        chunk = self.get_chunk(label)
+        if chunk is None:
+            raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
+        return chunk
+
+    # topology -------------------------------------------------------------------------------
+
+    def get_topology(self) -> TopologyRecord | None:
+        item = self._get(TOPOLOGY_KEY)
+        if item is None:
+            return None
+        return TopologyRecord(
+            shard_ids=tuple(item.get("shard_ids", ())),
+            version=int(item["version"]),
+            assignment={shard: int(part) for shard, part in item.get("assignment", {}).items()},
+            updated_ms=int(item["updated_ms"]),
+        )
+
+    def save_topology(
+        self, shard_ids: Iterable[str], assignment: Mapping[str, int], *, expected_version: int | None
+    ) -> TopologyRecord:
+        """Store the shard set and assignment as version ``expected_version + 1`` (1 if new).
+
+        :param expected_version: the version read before (None: no topology stored yet).
+        :raises CheckpointConflict: another writer saved a topology since.
+        """
+        version = 1 if expected_version is None else expected_version + 1
+        values = {
+            "shard_ids": sorted(shard_ids),
+            "assignment": dict(assignment),
+            "version": version,
+            "updated_ms": self._clock(),
+        }
+        if expected_version is None:
+            stored = self._put_new({"sk": TOPOLOGY_KEY, "kind": "topology", **values})
+        else:
+            stored = self._update(TOPOLOGY_KEY, values, {"version": expected_version})
+        if not stored:
+            current = self.get_topology()
+            raise CheckpointConflict(
+                f"Topology of pipeline {self.pipeline_id}: expected version {expected_version}, "
+                f"stored version is {current.version if current else None}"
+            )
+        return self.get_topology()  # type: ignore[return-value]
+
+
+def _conflict(shard_id: str, expected: int, stored: int | None) -> CheckpointConflict:
+    return CheckpointConflict(
+        f"Shard {shard_id}: expected lease counter {expected}, stored counter is {stored}; "
+        "another run updated this shard"
+    )
+
+
+# --- DynamoDB ----------------------------------------------------------------------------------
+
+
+def _to_python(value: Any) -> Any:
+    """DynamoDB's Decimals back to ints (we store only integral numbers)."""
+    if isinstance(value, Decimal):
+        return int(value)
+    if isinstance(value, list):
+        return [_to_python(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_python(v) for k, v in value.items()}
+    return value
+
+
+def _is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class DynamoCheckpointStore(CheckpointStore):
+    """:class:`CheckpointStore` on a DynamoDB table (``pk``/``sk`` strings).
+
+    :param client: a boto3 DynamoDB client.
+    :param table_name: the table; see :meth:`create_table_if_missing`.
+    :param pipeline_id: the partition key of every item this store touches.
+    :param page_size: Query ``Limit``; pages are always followed to the end.
+    :param clock: epoch milliseconds for ``updated_ms`` attributes.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        pipeline_id: str,
+        *,
+        page_size: int = _DEFAULT_PAGE_SIZE,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        super().__init__(pipeline_id, clock=clock)
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+        self._client = client
+        self.table_name = table_name
+        self._page_size = page_size
+        self._serializer = TypeSerializer()
+        self._deserializer = TypeDeserializer()
+
+    def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
+        """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
+        try:
+            self._client.describe_table(TableName=self.table_name)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            self._create_table()
+        waiter = self._client.get_waiter("table_exists")
+        waiter.wait(TableName=self.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": wait_seconds})
+
+    def _create_table(self) -> None:
+        try:
+            self._client.create_table(
+                TableName=self.table_name,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            log.info("created checkpoint table %s", self.table_name)
+        except ClientError as error:
+            # Another process created it between our describe and create.
+            if error.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+
+    def _key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": self.pipeline_id}, "sk": {"S": sk}}
+
+    def _decode(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: _to_python(self._deserializer.deserialize(value)) for name, value in item.items()}
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        response = self._client.get_item(TableName=self.table_name, Key=self._key(sk), ConsistentRead=True)
+        item = response.get("Item")
+        return self._decode(item) if item else None
+
+    def _query(self, prefix: str) -> list[dict[str, Any]]:
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}},
+            "ConsistentRead": True,
+            "Limit": self._page_size,
+        }
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**request)
+            items.extend(self._decode(item) for item in response.get("Items", []))
+            if "LastEvaluatedKey" not in response:
+                return items
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
+        attributes["pk"] = {"S": self.pipeline_id}
+        try:
+            self._client.put_item(
+                TableName=self.table_name, Item=attributes, ConditionExpression="attribute_not_exists(sk)"
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets, removes, conditions = [], [], ["attribute_exists(sk)"]
+        for index, (attribute, value) in enumerate(changes.items()):
+            names[f"#c{index}"] = attribute
+            if value is None:
+                removes.append(f"#c{index}")
+            else:
+                values[f":c{index}"] = self._serializer.serialize(value)
+                sets.append(f"#c{index} = :c{index}")
+        for index, (attribute, value) in enumerate(expected.items()):
+            names[f"#e{index}"] = attribute
+            if value is ABSENT:
+                conditions.append(f"attribute_not_exists(#e{index})")
+            else:
+                values[f":e{index}"] = self._serializer.serialize(value)
+                conditions.append(f"#e{index} = :e{index}")
+        clauses = [f"SET {', '.join(sets)}"] if sets else []
+        if removes:
+            clauses.append(f"REMOVE {', '.join(removes)}")
+        expression = " ".join(clauses)
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": self._key(sk),
+            "UpdateExpression": expression,
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            request["ExpressionAttributeValues"] = values
+        try:
+            self._client.update_item(**request)
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True

@@ -1,0 +1,165 @@
+"""Shard topology: complete listings, the lineage graph, and which shards may be read.
+
+ListShards pages are followed with ``NextToken`` alone (the service rejects it together with
+``StreamName``); an expired token restarts the listing. A shard is open while its
+``EndingSequenceNumber`` is null. A child may be read once every parent is drained up to the
+interval (reference/kinesis-semantics.md A2, A3); parents that left ListShards (expired) never
+block.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.model import ShardInfo, ShardState
+
+log = logging.getLogger(__name__)
+
+MAX_PAGE_SIZE = 1000
+_EXPIRED_TOKEN = "ExpiredNextTokenException"
+
+
+def list_shards(
+    client: Any, stream_name: str, *, page_size: int = MAX_PAGE_SIZE, max_restarts: int = 3
+) -> list[ShardInfo]:
+    """Every shard of the stream that ListShards reports (open and closed-but-retained).
+
+    :param client: a boto3 Kinesis client.
+    :param stream_name: the stream.
+    :param page_size: ``MaxResults`` per call (1..1000).
+    :param max_restarts: how often an expired ``NextToken`` may restart the listing.
+    :return: the shards in listing order.
+    :raises KinesisDorisError: the token kept expiring.
+    """
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size must be within 1..{MAX_PAGE_SIZE}, got {page_size}")
+    for attempt in range(max_restarts + 1):
+        try:
+            return [shard_info(raw) for raw in _list_all_pages(client, stream_name, page_size)]
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != _EXPIRED_TOKEN:
+                raise
+            log.warning("ListShards token of stream %s expired; listing again (%d)", stream_name, attempt + 1)
+    raise KinesisDorisError(f"ListShards of stream {stream_name}: NextToken expired {max_restarts + 1} times")
+
+
+def _list_all_pages(client: Any, stream_name: str, page_size: int) -> list[dict[str, Any]]:
+    response = client.list_shards(StreamName=stream_name, MaxResults=page_size)
+    shards = list(response.get("Shards", []))
+    while response.get("NextToken"):
+        # Follow-up pages carry NextToken alone: StreamName + NextToken is an error on AWS.
+        response = client.list_shards(NextToken=response["NextToken"], MaxResults=page_size)
+        shards.extend(response.get("Shards", []))
+    return shards
+
+
+def shard_info(raw: Mapping[str, Any]) -> ShardInfo:
+    """A ListShards ``Shard`` object as :class:`ShardInfo` (open iff no EndingSequenceNumber)."""
+    parents = tuple(raw[key] for key in ("ParentShardId", "AdjacentParentShardId") if raw.get(key))
+    sequence_range = raw.get("SequenceNumberRange", {})
+    return ShardInfo(
+        shard_id=raw["ShardId"],
+        parent_ids=parents,
+        starting_hash_key=int(raw["HashKeyRange"]["StartingHashKey"]),
+        ending_hash_key=int(raw["HashKeyRange"]["EndingHashKey"]),
+        starting_sequence=int(sequence_range.get("StartingSequenceNumber", 0)),
+        is_open=sequence_range.get("EndingSequenceNumber") is None,
+    )
+
+
+def children_of(shards: Iterable[ShardInfo]) -> dict[str, tuple[str, ...]]:
+    """Parent id → ids of its children, for every parent named by a shard in ``shards``."""
+    children: dict[str, list[str]] = {}
+    for shard in shards:
+        for parent in shard.parent_ids:
+            children.setdefault(parent, []).append(shard.shard_id)
+    return {parent: tuple(sorted(ids)) for parent, ids in children.items()}
+
+
+def parents_first(shards: Iterable[ShardInfo]) -> list[ShardInfo]:
+    """``shards`` ordered so every shard comes after its listed parents (ties by shard id).
+
+    Parents outside ``shards`` (expired) are ignored.
+    """
+    by_id = {shard.shard_id: shard for shard in shards}
+    waiting_on = {sid: {p for p in shard.parent_ids if p in by_id} for sid, shard in by_id.items()}
+    children = children_of(by_id.values())
+    ready = [sid for sid, parents in waiting_on.items() if not parents]
+    heapq.heapify(ready)
+    ordered: list[ShardInfo] = []
+    while ready:
+        sid = heapq.heappop(ready)
+        ordered.append(by_id[sid])
+        for child in children.get(sid, ()):
+            waiting_on[child].discard(sid)
+            if not waiting_on[child]:
+                heapq.heappush(ready, child)
+    if len(ordered) != len(by_id):
+        cyclic = sorted(set(by_id) - {s.shard_id for s in ordered})
+        raise KinesisDorisError(f"Shard lineage has a cycle among {cyclic}")
+    return ordered
+
+
+@dataclass(frozen=True, slots=True)
+class ParentProgress:
+    """How far a parent shard is loaded, as the checkpoint store knows it.
+
+    :param state: the stored shard state.
+    :param loaded_through_ms: instant where the parent's contiguous LOADED run from its floor
+        (earliest range) ends; the floor itself when nothing is loaded; None without ranges.
+    :param planned_from_ms: start instant of the parent's range in the plan being made, if any.
+    :param waiting: the parent itself waits for its own parents in this plan.
+    """
+
+    state: ShardState
+    loaded_through_ms: int | None
+    planned_from_ms: int | None = None
+    waiting: bool = False
+
+    def drained_up_to(self, instant_ms: int) -> bool:
+        """True if every record of this parent before ``instant_ms`` that is in scope is loaded,
+        or is in the parent's range of the same plan, which is read before its children."""
+        if self.waiting:
+            return False
+        if self.state is ShardState.DRAINED:
+            return True
+        if self.loaded_through_ms is None:
+            return False
+        return self.loaded_through_ms >= instant_ms or self.planned_from_ms == self.loaded_through_ms
+
+
+def blocking_parents(
+    shard: ShardInfo,
+    interval_start_ms: int,
+    *,
+    listed_ids: Iterable[str],
+    progress: Mapping[str, ParentProgress],
+    relaxed: bool = False,
+) -> tuple[str, ...]:
+    """The parents that keep ``shard`` from being read for the interval starting at
+    ``interval_start_ms``; empty when it is readable.
+
+    :param shard: the child.
+    :param interval_start_ms: start of the interval to plan.
+    :param listed_ids: ids ListShards reports now; a parent outside them has expired.
+    :param progress: stored progress of known parents.
+    :param relaxed: order cannot matter for the target table: nothing blocks.
+    """
+    if relaxed:
+        return ()
+    listed = set(listed_ids)
+    blocking = []
+    for parent in shard.parent_ids:
+        if parent not in listed:
+            continue  # expired (older than retention): nothing left to read before the child
+        parent_progress = progress.get(parent)
+        if parent_progress is None or not parent_progress.drained_up_to(interval_start_ms):
+            blocking.append(parent)
+    return tuple(blocking)

@@ -1,0 +1,75 @@
+"""An in-memory checkpoint store with the same API, conditions and errors as the DynamoDB one.
+
+All logic is inherited from :class:`core.checkpoints.CheckpointStore`; only the four storage
+primitives live here, each atomic under one lock. Several stores (pipelines, or concurrent
+"runs" of one pipeline) can share a :class:`MemoryTable`, like processes sharing a DynamoDB table.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.checkpoints import ABSENT, CheckpointStore, wall_clock_ms
+
+
+class MemoryTable:
+    """Items keyed by (pk, sk); thread-safe."""
+
+    def __init__(self) -> None:
+        self.items: dict[tuple[str, str], dict[str, Any]] = {}
+        self.lock = threading.Lock()
+
+
+class MemoryCheckpointStore(CheckpointStore):
+    """:class:`CheckpointStore` on a :class:`MemoryTable`.
+
+    :param pipeline_id: the partition this store reads and writes.
+    :param table: the shared table; a new private one by default.
+    :param clock: epoch milliseconds for ``updated_ms`` attributes.
+    """
+
+    def __init__(
+        self, pipeline_id: str, table: MemoryTable | None = None, *, clock: Callable[[], int] = wall_clock_ms
+    ) -> None:
+        super().__init__(pipeline_id, clock=clock)
+        self.table = table if table is not None else MemoryTable()
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        with self.table.lock:
+            item = self.table.items.get((self.pipeline_id, sk))
+            return copy.deepcopy(item) if item is not None else None
+
+    def _query(self, prefix: str) -> list[dict[str, Any]]:
+        with self.table.lock:
+            keys = sorted(k for k in self.table.items if k[0] == self.pipeline_id and k[1].startswith(prefix))
+            return [copy.deepcopy(self.table.items[k]) for k in keys]
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        key = (self.pipeline_id, item["sk"])
+        stored = {name: value for name, value in copy.deepcopy(item).items() if value is not None}
+        with self.table.lock:
+            if key in self.table.items:
+                return False
+            self.table.items[key] = {**stored, "pk": self.pipeline_id}
+            return True
+
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        with self.table.lock:
+            item = self.table.items.get((self.pipeline_id, sk))
+            if item is None or not all(_matches(item, name, value) for name, value in expected.items()):
+                return False
+            for name, value in changes.items():
+                if value is None:
+                    item.pop(name, None)
+                else:
+                    item[name] = copy.deepcopy(value)
+            return True
+
+
+def _matches(item: Mapping[str, Any], name: str, expected: Any) -> bool:
+    if expected is ABSENT:
+        return name not in item
+    return name in item and item[name] == expected

@@ -1,0 +1,280 @@
+"""The DynamoDB checkpoint store on moto (server mode): conditional writes, fencing, races, paging."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.checkpoints import (
+    CHUNK_INTENT,
+    CheckpointNotFound,
+    DynamoCheckpointStore,
+    ShardNotDrained,
+)
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    Position,
+    RangeState,
+    ShardInfo,
+    ShardRange,
+    ShardState,
+)
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = "orders-to-doris"
+SHARD = "shardId-000000000000"
+SEQ = 49_600_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000  # 56 digits
+
+
+@pytest.fixture
+def table_name(dynamodb_client: Any) -> str:
+    name = f"checkpoints-{uuid.uuid4().hex[:8]}"
+    DynamoCheckpointStore(dynamodb_client, name, PIPELINE).create_table_if_missing()
+    return name
+
+
+@pytest.fixture
+def store(dynamodb_client: Any, table_name: str) -> DynamoCheckpointStore:
+    return DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+
+
+def _info(shard_id: str = SHARD, *, is_open: bool = True, parents: tuple[str, ...] = ()) -> ShardInfo:
+    return ShardInfo(shard_id, parents, 0, 2**128 - 1, SEQ, is_open)
+
+
+def _at(instant_ms: int, offset: int, shard_id: str = SHARD) -> Boundary:
+    return Boundary(shard_id, instant_ms, BoundaryKind.AT, Position(SEQ + offset))
+
+
+def _planned_range(store: DynamoCheckpointStore, start: Boundary, end: Boundary, interval_start_ms: int) -> ShardRange:
+    start, end = store.put_boundary(start), store.put_boundary(end)
+    proposed = ShardRange(PIPELINE, "orders", start.shard_id, interval_start_ms, interval_start_ms + 1000, start, end)
+    return store.create_range(proposed)
+
+
+def _count_calls(client: Any, operation: str) -> list[int]:
+    calls = [0]
+
+    def count(**_: Any) -> None:
+        calls[0] += 1
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", count)
+    return calls
+
+
+def test_create_table_is_idempotent_and_leaves_an_active_pk_sk_table(dynamodb_client: Any, table_name: str) -> None:
+    DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE).create_table_if_missing()
+
+    table = dynamodb_client.describe_table(TableName=table_name)["Table"]
+    assert table["TableStatus"] == "ACTIVE"
+    assert {k["AttributeName"]: k["KeyType"] for k in table["KeySchema"]} == {"pk": "HASH", "sk": "RANGE"}
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+
+
+def test_a_shard_is_registered_once_with_its_lineage(dynamodb_client: Any, table_name: str) -> None:
+    first = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    second = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    child = _info("shardId-000000000003", parents=("shardId-000000000001", "shardId-000000000002"))
+
+    registered = first.register_shard(child)
+    again = second.register_shard(_info("shardId-000000000003", is_open=False))
+
+    assert again == registered
+    assert registered.parent_ids == ("shardId-000000000001", "shardId-000000000002")
+    assert registered.state is ShardState.OPEN and registered.lease_counter == 0
+    assert registered.ending_hash_key == 2**128 - 1  # 39 digits: stored as text, read back exactly
+
+
+def test_two_writers_cannot_both_advance_a_shard(dynamodb_client: Any, table_name: str) -> None:
+    run_a = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    run_b = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    run_a.register_shard(_info())
+    _planned_range(run_a, _at(1000, 0), _at(2000, 10), 1000)
+    run_a.mark_range_loaded(SHARD, 1000, {"records": 10})
+    counter_seen_by_both = run_b.get_shard(SHARD).lease_counter  # type: ignore[union-attr]
+
+    advanced = run_a.advance_high_water_mark(SHARD, expected_counter=counter_seen_by_both, last_lag_ms=40)
+
+    with pytest.raises(CheckpointConflict, match=SHARD):
+        run_b.advance_high_water_mark(SHARD, expected_counter=counter_seen_by_both)
+    assert advanced.high_water_mark == _at(2000, 10)
+    assert advanced.lease_counter == counter_seen_by_both + 1 and advanced.last_lag_ms == 40
+
+
+def test_the_conditional_write_fences_a_writer_that_read_before_the_other_wrote(
+    dynamodb_client: Any, table_name: str
+) -> None:
+    """Run B passes its own read check, then run A writes before B's UpdateItem reaches DynamoDB:
+    only the table's condition can stop B."""
+    run_a = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    run_b = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    run_a.register_shard(_info())
+    _planned_range(run_a, _at(1000, 0), _at(2000, 10), 1000)
+    run_a.mark_range_loaded(SHARD, 1000)
+    _run_once_before(dynamodb_client, "UpdateItem", lambda: run_a.advance_high_water_mark(SHARD, expected_counter=0))
+
+    with pytest.raises(CheckpointConflict, match=f"Shard {SHARD}: expected lease counter 0, stored counter is 1"):
+        run_b.advance_high_water_mark(SHARD, expected_counter=0, last_lag_ms=5)
+    assert run_b.get_shard(SHARD).last_lag_ms is None  # type: ignore[union-attr]
+
+
+def _run_once_before(client: Any, operation: str, action: Callable[[], object]) -> None:
+    """Run ``action`` (on another client) right before this client's next ``operation`` call."""
+    pending = [action]
+
+    def interleave(**_: Any) -> None:
+        if pending:
+            pending.pop()()
+
+    client.meta.events.register(f"before-call.dynamodb.{operation}", interleave)
+
+
+def test_the_high_water_mark_ends_the_contiguous_loaded_run_and_only_moves_forward(
+    store: DynamoCheckpointStore,
+) -> None:
+    store.register_shard(_info())
+    _planned_range(store, _at(1000, 0), _at(2000, 10), 1000)
+    _planned_range(store, _at(2000, 10), _at(3000, 20), 2000)
+    _planned_range(store, _at(3000, 20), _at(4000, 30), 3000)
+    store.mark_range_loaded(SHARD, 1000)
+    store.mark_range_loaded(SHARD, 3000)
+
+    after_gap = store.advance_high_water_mark(SHARD, expected_counter=0)
+    store.mark_range_loaded(SHARD, 2000)
+    filled = store.advance_high_water_mark(SHARD, expected_counter=1)
+    _planned_range(store, _at(0, -10), _at(1000, 0), 0)  # a backfill before the floor, not loaded yet
+    unchanged = store.advance_high_water_mark(SHARD, expected_counter=2)
+
+    assert after_gap.high_water_mark == _at(2000, 10)
+    assert filled.high_water_mark == _at(4000, 30)
+    assert unchanged.high_water_mark == _at(4000, 30) and unchanged.lease_counter == 2
+
+
+def test_a_boundary_is_written_once_whoever_races(dynamodb_client: Any, table_name: str) -> None:
+    stores = [DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE) for _ in range(6)]
+    proposals = [_at(5000, offset) for offset in range(6)]
+
+    results = _race([lambda s=s, p=p: s.put_boundary(p) for s, p in zip(stores, proposals)])
+
+    assert len(set(results)) == 1 and results[0] in proposals
+    assert stores[0].get_boundary(SHARD, 5000) == results[0]
+
+
+def test_a_pending_boundary_is_resolved_once_whoever_races(dynamodb_client: Any, table_name: str) -> None:
+    stores = [DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE) for _ in range(6)]
+    stores[0].put_boundary(Boundary(SHARD, 5000, BoundaryKind.PENDING))
+    proposals = [_at(5000, offset) for offset in range(5)] + [Boundary(SHARD, 5000, BoundaryKind.SHARD_END)]
+
+    results = _race([lambda s=s, p=p: s.resolve_pending(p) for s, p in zip(stores, proposals)])
+
+    assert len(set(results)) == 1 and results[0] in proposals
+    assert stores[0].resolve_pending(_at(5000, 99)) == results[0]  # too late: the stored one wins
+    with pytest.raises(ValueError, match="to PENDING"):
+        stores[0].resolve_pending(Boundary(SHARD, 5000, BoundaryKind.PENDING))
+
+
+def _race(actions: list[Callable[[], Boundary]]) -> list[Boundary]:
+    barrier = threading.Barrier(len(actions))
+    results: list[Boundary | None] = [None] * len(actions)
+
+    def run(index: int) -> None:
+        barrier.wait()
+        results[index] = actions[index]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(actions))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert all(result is not None for result in results)
+    return results  # type: ignore[return-value]
+
+
+def test_reads_follow_query_pages_and_stay_in_the_pipeline_partition(dynamodb_client: Any, table_name: str) -> None:
+    paged = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE, page_size=3)
+    other_pipeline = DynamoCheckpointStore(dynamodb_client, table_name, "another-pipeline")
+    for index in range(10):
+        _planned_range(paged, _at(index * 1000, index), _at((index + 1) * 1000, index + 1), index * 1000)
+    _planned_range(other_pipeline, _at(0, 0), _at(1000, 1), 0)
+    queries = _count_calls(dynamodb_client, "Query")
+    scans = _count_calls(dynamodb_client, "Scan")
+
+    ranges = paged.ranges_for_shard(SHARD)
+
+    assert [r.interval_start_ms for r in ranges] == [i * 1000 for i in range(10)]
+    assert all(a.end == b.start for a, b in zip(ranges, ranges[1:]))
+    assert queries[0] >= 4 + 4  # 11 boundaries and 10 ranges, 3 per page
+    assert scans[0] == 0
+    assert len(other_pipeline.ranges_for_shard(SHARD)) == 1
+
+
+def test_a_range_is_created_once_and_a_replay_reads_the_stored_one(store: DynamoCheckpointStore) -> None:
+    created = _planned_range(store, _at(1000, 0), _at(2000, 10), 1000)
+    store.put_boundary(_at(3000, 20))
+    competing = ShardRange(PIPELINE, "orders", SHARD, 1000, 2000, _at(1000, 0), _at(3000, 20))
+
+    assert store.create_range(competing) == created
+    assert store.get_range(SHARD, 1000) == created
+    loaded = store.mark_range_loaded(SHARD, 1000, {"records": 10, "rows_loaded": 9})
+    assert loaded.state is RangeState.LOADED
+    assert store.mark_range_loaded(SHARD, 1000, {"records": 0}).state is RangeState.LOADED
+    assert store.range_counts(SHARD, 1000) == {"records": 10, "rows_loaded": 9}
+    with pytest.raises(CheckpointNotFound, match="interval start 7000"):
+        store.mark_range_loaded(SHARD, 7000)
+
+
+def test_a_shard_is_drained_only_after_its_last_range_is_loaded(store: DynamoCheckpointStore) -> None:
+    store.register_shard(_info())
+    _planned_range(store, _at(1000, 0), Boundary(SHARD, 2000, BoundaryKind.SHARD_END), 1000)
+    with pytest.raises(ShardNotDrained, match="state OPEN"):
+        store.mark_drained(SHARD)
+    closed = store.mark_closed(SHARD)
+    with pytest.raises(ShardNotDrained, match="high-water mark none"):
+        store.mark_drained(SHARD)
+
+    store.mark_range_loaded(SHARD, 1000)
+    store.advance_high_water_mark(SHARD, expected_counter=closed.lease_counter, last_lag_ms=0)
+    drained = store.mark_drained(SHARD)
+
+    assert closed.state is ShardState.CLOSED
+    assert drained.state is ShardState.DRAINED and drained.last_lag_ms is None
+    assert store.mark_drained(SHARD) == drained
+
+
+def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpointStore) -> None:
+    store.record_chunk_intent("kd:p:s:bbb", SHARD, Position(SEQ + 5), Position(SEQ + 9), range_key=1000)
+    store.record_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), range_key=1000)
+    store.record_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), range_key=2000)
+    replayed_intent = store.record_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), range_key=1000)
+
+    outcome = store.record_chunk_outcome("kd:p:s:aaa", "VISIBLE", "txn-17", rows_loaded=5, rows_filtered=0)
+
+    chunks = store.chunks_for_range(SHARD, 1000)
+    assert [c.label for c in chunks] == ["kd:p:s:aaa", "kd:p:s:bbb"]
+    assert replayed_intent.state == CHUNK_INTENT
+    assert (outcome.state, outcome.txn_id, outcome.rows_loaded) == ("VISIBLE", "txn-17", 5)
+    assert chunks[1].state == CHUNK_INTENT and chunks[1].last == Position(SEQ + 9)
+    with pytest.raises(CheckpointNotFound, match="kd:p:s:zzz"):
+        store.record_chunk_outcome("kd:p:s:zzz", "VISIBLE")
+
+
+def test_topology_versions_are_fenced(dynamodb_client: Any, table_name: str) -> None:
+    sensor_a = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    sensor_b = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+
+    first = sensor_a.save_topology(["s1", "s0"], {"s0": 0, "s1": 1}, expected_version=None)
+    second = sensor_b.save_topology(["s2", "s3"], {"s2": 0, "s3": 0}, expected_version=first.version)
+
+    with pytest.raises(CheckpointConflict, match="expected version 1, stored version is 2"):
+        sensor_a.save_topology(["s9"], {}, expected_version=first.version)
+    with pytest.raises(CheckpointConflict, match="expected version None"):
+        sensor_a.save_topology(["s9"], {}, expected_version=None)
+    assert first.shard_ids == ("s0", "s1") and first.version == 1
+    assert sensor_a.get_topology() == second and dict(second.assignment) == {"s2": 0, "s3": 0}
