@@ -26,6 +26,11 @@ class BoundaryConflict(KinesisDorisError):
     """Another writer persisted a different boundary first; re-read the stored one."""
 
 
+class BoundaryNotFound(KinesisDorisError):
+    """A read reached the shard's tip or end without meeting the record its stored end boundary
+    names: the boundary and the shard disagree, and nothing is guessed."""
+
+
 class CheckpointConflict(KinesisDorisError):
     """A conditional write on a shard or range lost to a concurrent writer (fencing, I4).
     Another run holds or advanced the same shard; this run must not move it."""

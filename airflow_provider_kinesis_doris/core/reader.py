@@ -1,0 +1,566 @@
+"""Read one shard range ``[start, end)`` exactly as its persisted boundaries cut it (DESIGN.md 4).
+
+A ``RangeReader`` yields the range's user records (KPL aggregates unpacked) lazily, page by page,
+and afterwards reports how the read ended in ``outcome``. How each boundary is met:
+
+- start ``SHARD_START``: TRIM_HORIZON. ``AT(p)`` / ``AFTER(p)``: AT_SEQUENCE_NUMBER(p), dropping
+  the records below / at-or-below ``p`` (KCL style, and it proves ``p`` still exists; if it does
+  not, retention trimmed it: ``DataTrimmed``, never a skip). ``PENDING``: re-read from the store;
+  if still pending, find the first record at or after the instant with AT_TIMESTAMP, propose it,
+  and read from whatever the store then holds.
+- end ``AT(q)``: stop before ``q``. ``AFTER(q)``: stop after ``q``. ``SHARD_END``: stop when
+  NextShardIterator is null (never compared with EndingSequenceNumber). ``PENDING``: stop at the
+  first record arriving at or after the instant, at the tip (MillisBehindLatest 0 and an empty
+  page) or at a null iterator; propose the cut with ``resolve_pending`` and follow the stored
+  answer, reading on if another writer placed it later.
+
+A record is handed out only once it is known to lie before the end: with a PENDING end, any cut
+another writer can store is at a record arriving at/after the instant, or after records it read.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.errors import (
+    BoundaryConflict,
+    BoundaryNotFound,
+    ConfigurationError,
+    DataTrimmed,
+)
+from airflow_provider_kinesis_doris.core.kpl import deaggregate
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    KinesisRecord,
+    Position,
+    ShardRange,
+)
+from airflow_provider_kinesis_doris.core.store import BoundaryStore
+
+log = logging.getLogger(__name__)
+
+MAX_RECORDS_PER_CALL = 10_000
+THROTTLING_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
+# Kinesis allows 5 GetRecords calls per second per shard: pause this long after an empty page
+# that is not the end, and never between pages that carry records.
+IDLE_PAUSE_S = 0.2
+BACKOFF_BASE_S = 0.25
+BACKOFF_CAP_S = 8.0
+PROGRESS_EVERY_RECORDS = 100_000
+PROGRESS_EVERY_S = 10.0
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_MS = timedelta(milliseconds=1)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadOutcome:
+    """How a range read ended.
+
+    :param start: the start boundary read from (made concrete if it was PENDING and a record at
+        or after its instant exists).
+    :param end: the settled end boundary; concrete unless the range is empty and still PENDING.
+    :param drained: NextShardIterator came back null: the closed shard was read to its end (also
+        true for a range that starts at SHARD_END).
+    :param last_position: the last record handed out, or None for an empty range.
+    :param records: how many user records were handed out.
+    :param get_records_calls: GetRecords calls made, throttled ones included.
+    :param millis_behind_latest: MillisBehindLatest of the last page, if any page was read.
+    """
+
+    start: Boundary
+    end: Boundary
+    drained: bool
+    last_position: Position | None
+    records: int
+    get_records_calls: int
+    millis_behind_latest: int | None
+
+
+def iterator_request(start: Boundary) -> dict[str, Any]:
+    """GetShardIterator arguments (besides stream and shard) that open a read at ``start``.
+
+    AT and AFTER both open AT the sequence number, so that the first record returned proves the
+    boundary's record still exists.
+
+    :param start: a SHARD_START, AT, AFTER or PENDING boundary.
+    :raises ValueError: for SHARD_END, which no record follows.
+    """
+    if start.kind is BoundaryKind.SHARD_START:
+        return {"ShardIteratorType": "TRIM_HORIZON"}
+    if start.kind is BoundaryKind.PENDING:
+        return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": _EPOCH + start.instant_ms * _ONE_MS}
+    if start.kind in (BoundaryKind.AT, BoundaryKind.AFTER):
+        assert start.position is not None
+        return _sequence_request("AT_SEQUENCE_NUMBER", start.position.sequence)
+    raise ValueError(f"No record follows the {start.kind.value} boundary of shard {start.shard_id}")
+
+
+def before_start(position: Position, start: Boundary) -> bool:
+    """Whether a record the opening iterator returned belongs to an earlier range than ``start``.
+
+    :param position: the record's position.
+    :param start: the concrete start boundary the read was opened at.
+    """
+    if start.kind is BoundaryKind.AT:
+        return position < start.position  # type: ignore[operator]
+    if start.kind is BoundaryKind.AFTER:
+        return position <= start.position  # type: ignore[operator]
+    return False
+
+
+def beyond_end(record: KinesisRecord, end: Boundary) -> bool:
+    """Whether ``record`` lies at or past ``end``, i.e. belongs to a later range.
+
+    For a PENDING end that is a record arriving at or after the end instant: the first such
+    record is where the end gets cut.
+
+    :param record: a record of the shard, read in sequence order.
+    :param end: the end boundary of the range being read.
+    """
+    if end.kind is BoundaryKind.AT:
+        return record.position >= end.position  # type: ignore[operator]
+    if end.kind is BoundaryKind.AFTER:
+        return record.position > end.position  # type: ignore[operator]
+    if end.kind is BoundaryKind.PENDING:
+        return record.arrival_ms >= end.instant_ms
+    return end.kind is BoundaryKind.SHARD_START
+
+
+def backoff_delay(attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (0-based) of a throttled call: exponential,
+    capped at ``BACKOFF_CAP_S``, with jitter between half and all of the step."""
+    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+    return step / 2 + random.uniform(0, step / 2)  # noqa: S311 - jitter, not security
+
+
+def arrival_ms(timestamp: datetime) -> int:
+    """A record's ApproximateArrivalTimestamp (botocore parses it to a float-derived datetime) as
+    integer epoch milliseconds, rounded so that 28.200999 s is 28 201 ms."""
+    return round((timestamp - _EPOCH) / _ONE_MS)
+
+
+class RangeReader:
+    """The user records of one shard range, in shard order, read lazily.
+
+    Iterate once; then ``outcome`` tells how the read ended. Memory holds one GetRecords page.
+
+    :param kinesis_client: a boto3 Kinesis client.
+    :param shard_range: the range to read; its boundaries may be PENDING.
+    :param boundaries: where boundaries are stored; PENDING ones are settled through it.
+    :param limit: records per GetRecords call, 1..10000.
+    :param max_throttle_retries: retries of one throttled call before its error is raised.
+    :param sleep: ``time.sleep`` (injectable for tests).
+    :param clock: ``time.time`` (injectable for tests).
+    :raises ConfigurationError: a bad limit, boundaries of another shard, or a PENDING end whose
+        instant is still in the future (the interval is not sealed).
+    """
+
+    def __init__(
+        self,
+        kinesis_client: Any,
+        shard_range: ShardRange,
+        boundaries: BoundaryStore,
+        *,
+        limit: int = MAX_RECORDS_PER_CALL,
+        max_throttle_retries: int = 10,
+        sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        _check_range(shard_range, clock)
+        if not 1 <= limit <= MAX_RECORDS_PER_CALL:
+            raise ConfigurationError(f"limit must be 1..{MAX_RECORDS_PER_CALL}, got {limit}")
+        self._range = shard_range
+        self._store = boundaries
+        self._sleep = sleep
+        self._clock = clock
+        self._shard = _ShardClient(
+            kinesis_client, shard_range.stream_name, shard_range.shard_id, limit, max_throttle_retries, sleep
+        )
+        self._outcome: ReadOutcome | None = None
+
+    @property
+    def outcome(self) -> ReadOutcome:
+        """How the read ended; available once iteration has finished."""
+        if self._outcome is None:
+            raise RuntimeError(f"The read of shard {self._range.shard_id} has not finished")
+        return self._outcome
+
+    def __iter__(self) -> Iterator[KinesisRecord]:
+        return self._read()
+
+    def _read(self) -> Iterator[KinesisRecord]:
+        state = _ReadState(self._stored(self._range.start), self._stored(self._range.end))
+        if state.start.kind is BoundaryKind.PENDING:
+            state.start = self._locate_pending_start(state.start)
+        if state.start.kind is BoundaryKind.SHARD_END:
+            state.drained = True
+            if state.end.kind is BoundaryKind.PENDING:
+                state.end = self._settle_end(state, self._cut(state.end, BoundaryKind.SHARD_END))
+        elif state.start.is_concrete and not _is_empty(state.start, state.end):
+            yield from self._read_records(state)
+        self._outcome = state.outcome(self._shard.get_records_calls)
+        log.info(
+            "Read %d records of shard %s (%s): %s .. %s, drained=%s, %d GetRecords calls, %s ms behind",
+            state.records, self._range.shard_id, self._range.stream_name, _describe(state.start),
+            _describe(state.end), state.drained, self._shard.get_records_calls, state.millis_behind,
+        )  # fmt: skip
+
+    def _read_records(self, state: _ReadState) -> Iterator[KinesisRecord]:
+        """Page through the shard from the concrete start until the end is met and settled."""
+        pager = _Pager(self._shard, iterator_request(state.start))
+        progress = _ProgressLog(self._range.shard_id, self._clock)
+        # AT/AFTER starts open at their own record: the first record returned must be that one.
+        expected = state.start.position.sequence if state.start.position is not None else None
+        while True:
+            page = pager.next_page()
+            state.millis_behind = page.millis_behind
+            for record in _user_records(page.records, self._range.shard_id):
+                if expected is not None:
+                    self._check_not_trimmed(state.start, record.position.sequence)
+                    expected = None
+                if before_start(record.position, state.start):
+                    continue
+                if beyond_end(record, state.end) and not state.end.is_concrete:
+                    proposal = self._cut(state.end, BoundaryKind.AT, record.position)
+                    state.end = self._settle_end(state, proposal)
+                if beyond_end(record, state.end):
+                    return
+                yield record
+                state.last_position = record.position
+                state.records += 1
+            progress.page(len(page.records), state)
+            if expected is not None and (page.next_iterator is None or page.at_tip):
+                self._check_not_trimmed(state.start, None)
+            if page.next_iterator is None:
+                self._finish_at_shard_end(state)
+                return
+            if state.end.is_concrete and _is_at_cut(state.end, state):
+                return
+            if page.records:
+                continue
+            if page.at_tip:
+                self._settle_end_at_tip(state)
+                if _is_at_cut(state.end, state):
+                    return
+            self._sleep(IDLE_PAUSE_S)
+
+    def _locate_pending_start(self, start: Boundary) -> Boundary:
+        """Make a PENDING start concrete: AT the first record at or after its instant, or
+        SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
+        pager = _Pager(self._shard, iterator_request(start))
+        while True:
+            page = pager.next_page()
+            if page.records:
+                first = _user_records(page.records[:1], self._range.shard_id)[0]
+                return self._settle(self._cut(start, BoundaryKind.AT, first.position))
+            if page.next_iterator is None:
+                return self._settle(self._cut(start, BoundaryKind.SHARD_END))
+            if page.at_tip:
+                log.debug("Shard %s has no record at or after %d yet; start stays pending",
+                          start.shard_id, start.instant_ms)  # fmt: skip
+                return start
+            self._sleep(IDLE_PAUSE_S)
+
+    def _finish_at_shard_end(self, state: _ReadState) -> None:
+        state.drained = True
+        if state.end.kind is BoundaryKind.PENDING:
+            state.end = self._settle_end(state, self._cut(state.end, BoundaryKind.SHARD_END))
+        if state.end.kind is not BoundaryKind.SHARD_END and not _is_at_cut(state.end, state):
+            raise self._end_not_found(state, "end")
+
+    def _settle_end_at_tip(self, state: _ReadState) -> None:
+        """At the tip no record at/after the end instant exists yet; the interval is sealed, so the
+        end is right after the last record read (or at the start, if there was none)."""
+        if state.end.is_concrete:
+            raise self._end_not_found(state, "tip")
+        if state.last_position is None:
+            proposal = self._cut(state.end, state.start.kind, state.start.position)
+        else:
+            proposal = self._cut(state.end, BoundaryKind.AFTER, state.last_position)
+        state.end = self._settle_end(state, proposal)
+
+    def _settle_end(self, state: _ReadState, proposal: Boundary) -> Boundary:
+        """Settle the PENDING end with ``proposal``; the stored answer may lie later (another
+        writer read further), but never before a record already handed out."""
+        settled = self._settle(proposal)
+        if _cuts_before(settled, state.last_position):
+            raise BoundaryConflict(
+                f"End boundary of shard {self._range.shard_id} at {settled.instant_ms} was stored as "
+                f"{_describe(settled)}, before record {_describe_position(state.last_position)} already read"
+            )
+        return settled
+
+    def _settle(self, proposal: Boundary) -> Boundary:
+        settled = self._store.resolve_pending(proposal)
+        if not settled.is_concrete:
+            raise BoundaryConflict(
+                f"Boundary store kept {_describe(settled)} pending after proposing {_describe(proposal)}"
+            )
+        if settled != proposal:
+            log.info("Boundary of shard %s at %d: proposed %s, another writer stored %s; following it",
+                     proposal.shard_id, proposal.instant_ms, _describe(proposal),
+                     _describe(settled))  # fmt: skip
+        return settled
+
+    def _stored(self, boundary: Boundary) -> Boundary:
+        """A PENDING boundary may have been made concrete since the range was planned."""
+        if boundary.is_concrete:
+            return boundary
+        return self._store.get_boundary(boundary.shard_id, boundary.instant_ms) or boundary
+
+    def _check_not_trimmed(self, start: Boundary, first_sequence: int | None) -> None:
+        assert start.position is not None
+        if first_sequence != start.position.sequence:
+            found = "no record" if first_sequence is None else f"record {first_sequence}"
+            raise DataTrimmed(
+                f"Range of shard {self._range.shard_id} in stream {self._range.stream_name} starts at "
+                f"{_describe(start)}, but the shard holds {found} there: its records were trimmed by "
+                "retention before they were loaded"
+            )
+
+    def _end_not_found(self, state: _ReadState, reached: str) -> BoundaryNotFound:
+        return BoundaryNotFound(
+            f"Reached the {reached} of shard {self._range.shard_id} of stream {self._range.stream_name} "
+            f"after {_describe_position(state.last_position)} without meeting end boundary "
+            f"{_describe(state.end)}"
+        )
+
+    @staticmethod
+    def _cut(pending: Boundary, kind: BoundaryKind, position: Position | None = None) -> Boundary:
+        return Boundary(pending.shard_id, pending.instant_ms, kind, position)
+
+
+@dataclass(slots=True)
+class _ReadState:
+    start: Boundary
+    end: Boundary
+    last_position: Position | None = None
+    records: int = 0
+    drained: bool = False
+    millis_behind: int | None = None
+
+    def outcome(self, get_records_calls: int) -> ReadOutcome:
+        return ReadOutcome(self.start, self.end, self.drained, self.last_position, self.records,
+                           get_records_calls, self.millis_behind)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Page:
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+    millis_behind: int | None
+
+    @property
+    def at_tip(self) -> bool:
+        """Caught up: nothing more to read right now (an empty page alone does not mean that)."""
+        return not self.records and self.millis_behind == 0
+
+
+class _ShardClient:
+    """GetShardIterator and GetRecords on one shard, with back-off on throttling and a count of
+    GetRecords calls."""
+
+    def __init__(self, client: Any, stream: str, shard_id: str, limit: int, max_retries: int,
+                 sleep: Callable[[float], None]) -> None:  # fmt: skip
+        self._client = client
+        self.stream = stream
+        self.shard_id = shard_id
+        self._limit = limit
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self.get_records_calls = 0
+
+    def iterator(self, request: dict[str, Any]) -> str:
+        """A shard iterator for ``request``; a sequence number the shard no longer holds raises
+        ``DataTrimmed``."""
+        try:
+            response = self._with_backoff(
+                self._client.get_shard_iterator, StreamName=self.stream, ShardId=self.shard_id, **request
+            )
+        except ClientError as error:
+            if "StartingSequenceNumber" in request and _is_missing_sequence(error):
+                raise DataTrimmed(
+                    f"Record {request['StartingSequenceNumber']} is not in shard {self.shard_id} of stream "
+                    f"{self.stream}: trimmed by retention before it was loaded (or not from this shard)"
+                ) from error
+            raise
+        return str(response["ShardIterator"])
+
+    def records(self, iterator: str) -> dict[str, Any]:
+        return self._with_backoff(self._get_records, ShardIterator=iterator, Limit=self._limit)
+
+    def _get_records(self, **kwargs: Any) -> dict[str, Any]:
+        self.get_records_calls += 1
+        return self._client.get_records(**kwargs)
+
+    def _with_backoff(self, call: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                return call(**kwargs)
+            except ClientError as error:
+                if _error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
+                    raise
+                delay = backoff_delay(attempt)
+                log.warning("Shard %s throttled (%s); retry %d in %.2fs",
+                            self.shard_id, _error_code(error), attempt + 1, delay)  # fmt: skip
+                self._sleep(delay)
+                attempt += 1
+
+
+class _Pager:
+    """Pages of one shard from an opening request onward, following NextShardIterator.
+
+    An expired iterator is renewed AFTER the last record returned (never from the opening point
+    once records were returned). Callers consume each page whole before asking for the next, so
+    that record is always fully handled, aggregates included.
+    """
+
+    def __init__(self, shard: _ShardClient, opening: dict[str, Any]) -> None:
+        self._shard = shard
+        self._opening = opening
+        self._iterator: str | None = None
+        self._last_sequence: int | None = None
+
+    def next_page(self) -> _Page:
+        if self._iterator is None:
+            self._iterator = self._shard.iterator(self._opening)
+        try:
+            response = self._shard.records(self._iterator)
+        except ClientError as error:
+            if _error_code(error) != "ExpiredIteratorException":
+                raise
+            log.info("Iterator of shard %s expired; renewing after record %s",
+                     self._shard.shard_id, self._last_sequence)  # fmt: skip
+            self._iterator = self._shard.iterator(self._resume_request())
+            response = self._shard.records(self._iterator)
+        records = response.get("Records", [])
+        if records:
+            self._last_sequence = int(records[-1]["SequenceNumber"])
+        self._iterator = response.get("NextShardIterator")
+        return _Page(records, self._iterator, response.get("MillisBehindLatest"))
+
+    def _resume_request(self) -> dict[str, Any]:
+        if self._last_sequence is None:
+            return self._opening
+        return _sequence_request("AFTER_SEQUENCE_NUMBER", self._last_sequence)
+
+
+@dataclass(slots=True)
+class _ProgressLog:
+    """INFO every ``PROGRESS_EVERY_RECORDS`` records or ``PROGRESS_EVERY_S`` seconds, DEBUG per page."""
+
+    shard_id: str
+    clock: Callable[[], float]
+    _logged_at: float = field(init=False)
+    _logged_records: int = 0
+
+    def __post_init__(self) -> None:
+        self._logged_at = self.clock()
+
+    def page(self, size: int, state: _ReadState) -> None:
+        now = self.clock()
+        due = (
+            state.records - self._logged_records >= PROGRESS_EVERY_RECORDS
+            or now - self._logged_at >= PROGRESS_EVERY_S
+        )
+        level = logging.INFO if due else logging.DEBUG
+        log.log(level, "Shard %s: page of %d records; %d read, at %s, %s ms behind latest",
+                self.shard_id, size, state.records, _describe_position(state.last_position),
+                state.millis_behind)  # fmt: skip
+        if due:
+            self._logged_at, self._logged_records = now, state.records
+
+
+def _user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisRecord]:
+    """The user records of a page of GetRecords records, in shard order."""
+    users: list[KinesisRecord] = []
+    for record in records:
+        sequence = int(record["SequenceNumber"])
+        arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
+        users.extend(
+            KinesisRecord(shard_id, Position(sequence, user.sub_sequence), arrival, user.partition_key, user.data)
+            for user in deaggregate(record["Data"], record["PartitionKey"])
+        )
+    return users
+
+
+def _is_empty(start: Boundary, end: Boundary) -> bool:
+    """Ranges known to be empty without reading: ending at the shard's start, or from a cut to itself."""
+    if end.kind is BoundaryKind.SHARD_START:
+        return True
+    return end.is_concrete and (start.kind, start.position) == (end.kind, end.position)
+
+
+def _is_at_cut(end: Boundary, state: _ReadState) -> bool:
+    """Whether ``end`` cuts right after the last record handed out (at the start if none was)."""
+    if state.last_position is None:
+        return (end.kind, end.position) == (state.start.kind, state.start.position)
+    return end.kind is BoundaryKind.AFTER and end.position == state.last_position
+
+
+def _cuts_before(end: Boundary, last_position: Position | None) -> bool:
+    """Whether ``end`` would exclude a record already handed out."""
+    if last_position is None:
+        return False
+    if end.kind is BoundaryKind.AT:
+        return end.position <= last_position  # type: ignore[operator]
+    if end.kind is BoundaryKind.AFTER:
+        return end.position < last_position  # type: ignore[operator]
+    return end.kind is BoundaryKind.SHARD_START
+
+
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _is_missing_sequence(error: ClientError) -> bool:
+    """GetShardIterator's answer to a sequence number the shard does not hold (any more).
+
+    kinesis-mock: ResourceNotFoundException "Unable to find record with provided SequenceNumber".
+    AWS: InvalidArgumentException naming the StartingSequenceNumber (harlow/kinesis-consumer#175),
+    except "... It encodes shardId-..., while it was used in a call to ...": a number of another shard.
+    """
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    code = _error_code(error)
+    if code == "ResourceNotFoundException":
+        return "sequencenumber" in message
+    if code == "InvalidArgumentException":
+        return "startingsequencenumber" in message and "encodes" not in message
+    return False
+
+
+def _sequence_request(iterator_type: str, sequence: int) -> dict[str, Any]:
+    return {"ShardIteratorType": iterator_type, "StartingSequenceNumber": str(sequence)}
+
+
+def _describe(boundary: Boundary) -> str:
+    if boundary.position is None:
+        return f"{boundary.kind.value}@{boundary.instant_ms}"
+    return f"{boundary.kind.value}({boundary.position.encode()})@{boundary.instant_ms}"
+
+
+def _describe_position(position: Position | None) -> str:
+    return "the start" if position is None else position.encode()
+
+
+def _check_range(shard_range: ShardRange, clock: Callable[[], float]) -> None:
+    for boundary in (shard_range.start, shard_range.end):
+        if boundary.shard_id != shard_range.shard_id:
+            raise ConfigurationError(
+                f"Range of shard {shard_range.shard_id} has a boundary of shard {boundary.shard_id}"
+            )
+    if shard_range.end.kind is BoundaryKind.PENDING and shard_range.end.instant_ms > clock() * 1000:
+        raise ConfigurationError(
+            f"Range of shard {shard_range.shard_id} ends at {shard_range.end.instant_ms}, which is in the "
+            "future: only a sealed interval can be read"
+        )

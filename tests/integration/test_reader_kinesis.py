@@ -1,0 +1,231 @@
+"""RangeReader over the real Kinesis wire protocol, on kinesis-mock: every boundary kind, KPL
+aggregates, a split read parent-to-SHARD_END then children, replays, and trimmed starts."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator
+
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    KinesisRecord,
+    Position,
+    ShardRange,
+)
+from airflow_provider_kinesis_doris.core.reader import RangeReader, ReadOutcome
+from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+
+pytestmark = pytest.mark.integration
+
+PIPELINE = "reader-it"
+HALF_HASH_RANGE = 2**127
+# A user record as written: where it must come back, under which key, with which bytes.
+Expected = tuple[Position, str, bytes]
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def wait_active(client: Any, stream: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        summary = client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+        if summary["StreamStatus"] == "ACTIVE":
+            return
+        assert time.monotonic() < deadline, f"stream {stream} never became ACTIVE"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def stream(kinesis_client: Any) -> Iterator[str]:
+    name = f"reader-{uuid.uuid4().hex[:12]}"
+    kinesis_client.create_stream(StreamName=name, ShardCount=1)
+    wait_active(kinesis_client, name)
+    yield name
+    kinesis_client.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
+
+
+def only_shard(client: Any, stream: str) -> str:
+    (shard,) = client.list_shards(StreamName=stream)["Shards"]
+    return str(shard["ShardId"])
+
+
+def put_plain(client: Any, stream: str, key: str, data: bytes, **routing: str) -> list[Expected]:
+    sequence = client.put_record(StreamName=stream, PartitionKey=key, Data=data, **routing)["SequenceNumber"]
+    return [(Position(int(sequence)), key, data)]
+
+
+def put_aggregate(client: Any, stream: str, users: list[tuple[str, bytes]]) -> list[Expected]:
+    aggregator = RecordAggregator()
+    for key, data in users:
+        assert aggregator.add_user_record(key, data) is None
+    key, _, blob = aggregator.clear_and_get().get_contents()
+    sequence = int(client.put_record(StreamName=stream, PartitionKey=key, Data=blob)["SequenceNumber"])
+    return [(Position(sequence, sub), user_key, data) for sub, (user_key, data) in enumerate(users)]
+
+
+def write_mixed(client: Any, stream: str, tag: str) -> list[Expected]:
+    """Two plain records, a KPL aggregate of four, two plain records: eight user records."""
+    written = put_plain(client, stream, f"{tag}-a", f"{tag} plain 1".encode())
+    written += put_plain(client, stream, f"{tag}-b", f"{tag} plain 2".encode())
+    users = [(f"{tag}-u{i}", f'{{"{tag}": {i}}}'.encode()) for i in range(4)]
+    written += put_aggregate(client, stream, users)
+    written += put_plain(client, stream, f"{tag}-c", f"{tag} plain 3".encode())
+    written += put_plain(client, stream, f"{tag}-d", b"\x00\xff raw bytes")
+    return written
+
+
+def sealed_instant() -> int:
+    """An instant after every record written so far and before every record written later."""
+    time.sleep(0.02)
+    instant = now_ms()
+    time.sleep(0.02)
+    return instant
+
+
+def cut(shard: str, instant: int, kind: BoundaryKind, position: Position | None = None) -> Boundary:
+    return Boundary(shard, instant, kind, position)
+
+
+def pending(store: MemoryCheckpointStore, shard: str, instant: int) -> Boundary:
+    return store.put_boundary(cut(shard, instant, BoundaryKind.PENDING))
+
+
+def read(
+    client: Any,
+    store: MemoryCheckpointStore,
+    stream: str,
+    start: Boundary,
+    end: Boundary,
+    *,
+    limit: int = 10_000,
+) -> tuple[list[KinesisRecord], ReadOutcome]:
+    shard_range = ShardRange(PIPELINE, stream, start.shard_id, start.instant_ms, end.instant_ms, start, end)
+    reader = RangeReader(client, shard_range, store, limit=limit)
+    return list(reader), reader.outcome
+
+
+def as_written(records: list[KinesisRecord]) -> list[Expected]:
+    return [(record.position, record.partition_key, record.data) for record in records]
+
+
+def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream) -> None:
+    written = write_mixed(kinesis_client, stream, "x")
+    end_instant = sealed_instant()
+    shard = only_shard(kinesis_client, stream)
+    store = MemoryCheckpointStore(PIPELINE)
+    p3, a2 = written[6][0], written[4][0]  # plain record 3; the aggregate's third user record
+    t0, t1, t2 = end_instant - 3, end_instant - 2, end_instant - 1  # instants only name the cuts here
+
+    # Limit 2 forces several GetRecords calls; AT(a2) cuts the aggregate between two ranges.
+    at_a2 = cut(shard, t1, BoundaryKind.AT, a2)
+    from_start = cut(shard, t0, BoundaryKind.SHARD_START)
+    records, outcome = read(kinesis_client, store, stream, from_start, at_a2, limit=2)
+    assert as_written(records) == written[:4]
+    assert outcome.get_records_calls >= 2 and outcome.last_position == written[3][0]
+
+    after_p3 = cut(shard, t2, BoundaryKind.AFTER, p3)
+    records, _ = read(kinesis_client, store, stream, at_a2, after_p3)
+    assert as_written(records) == written[4:7]
+
+    end = pending(store, shard, end_instant)
+    records, outcome = read(kinesis_client, store, stream, after_p3, end)
+    assert as_written(records) == written[7:]
+    settled = cut(shard, end_instant, BoundaryKind.AFTER, written[-1][0])
+    assert outcome.end == settled == store.get_boundary(shard, end_instant)
+    assert outcome.millis_behind_latest == 0 and not outcome.drained
+
+
+def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(kinesis_client, stream) -> None:
+    before = write_mixed(kinesis_client, stream, "early")
+    middle = sealed_instant()
+    later = write_mixed(kinesis_client, stream, "late")
+    end = sealed_instant()
+    shard = only_shard(kinesis_client, stream)
+
+    # Consecutive intervals share the middle boundary; the first read settles it, the second follows.
+    store = MemoryCheckpointStore(PIPELINE)
+    floor = cut(shard, middle - 60_000, BoundaryKind.SHARD_START)
+    first, first_outcome = read(kinesis_client, store, stream, floor, pending(store, shard, middle))
+    second, second_outcome = read(
+        kinesis_client, store, stream, pending(store, shard, middle), pending(store, shard, end)
+    )
+    assert as_written(first) == before and as_written(second) == later
+    assert first_outcome.end == second_outcome.start == cut(shard, middle, BoundaryKind.AT, later[0][0])
+
+    # A fresh pipeline finds the same cut from the start side, with AT_TIMESTAMP.
+    fresh = MemoryCheckpointStore(PIPELINE)
+    records, outcome = read(
+        kinesis_client, fresh, stream, pending(fresh, shard, middle), pending(fresh, shard, end)
+    )
+    assert as_written(records) == later
+    assert outcome.start == fresh.get_boundary(shard, middle) == first_outcome.end
+
+
+def test_replay_of_a_settled_range_after_more_writes_is_identical(kinesis_client, stream) -> None:
+    written = write_mixed(kinesis_client, stream, "one")
+    end_instant = sealed_instant()
+    shard = only_shard(kinesis_client, stream)
+    store = MemoryCheckpointStore(PIPELINE)
+    start = cut(shard, end_instant - 60_000, BoundaryKind.SHARD_START)
+    end = pending(store, shard, end_instant)
+    first, first_outcome = read(kinesis_client, store, stream, start, end)
+    assert first_outcome.end == cut(shard, end_instant, BoundaryKind.AFTER, written[-1][0])
+
+    write_mixed(kinesis_client, stream, "two")  # arrives after the end instant, but is not in the range
+    replay, replay_outcome = read(kinesis_client, store, stream, start, end)  # same (PENDING) range item
+    assert replay == first
+    assert replay_outcome.end == first_outcome.end
+    assert as_written(replay) == written
+
+
+def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(kinesis_client, stream) -> None:
+    parent = only_shard(kinesis_client, stream)
+    in_parent = write_mixed(kinesis_client, stream, "parent")
+    kinesis_client.split_shard(
+        StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(HALF_HASH_RANGE)
+    )
+    wait_active(kinesis_client, stream)
+    shards = kinesis_client.list_shards(StreamName=stream)["Shards"]
+    children = sorted(shard["ShardId"] for shard in shards if shard.get("ParentShardId") == parent)
+    assert len(children) == 2
+    in_child = {
+        children[0]: put_plain(kinesis_client, stream, "low", b"low", ExplicitHashKey="0"),
+        children[1]: put_plain(kinesis_client, stream, "high", b"high", ExplicitHashKey=str(HALF_HASH_RANGE)),
+    }
+    end_instant = sealed_instant()
+    store = MemoryCheckpointStore(PIPELINE)
+
+    floor = end_instant - 60_000
+    records, outcome = read(kinesis_client, store, stream, cut(parent, floor, BoundaryKind.SHARD_START),
+                            pending(store, parent, end_instant), limit=3)  # fmt: skip
+    assert as_written(records) == in_parent
+    assert outcome.drained
+    parent_end = cut(parent, end_instant, BoundaryKind.SHARD_END)
+    assert outcome.end == parent_end == store.get_boundary(parent, end_instant)
+
+    for child, expected in in_child.items():
+        records, outcome = read(kinesis_client, store, stream, cut(child, floor, BoundaryKind.SHARD_START),
+                                pending(store, child, end_instant))  # fmt: skip
+        assert as_written(records) == expected
+        assert not outcome.drained
+        assert outcome.end == cut(child, end_instant, BoundaryKind.AFTER, expected[-1][0])
+
+
+def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_client, stream) -> None:
+    written = put_plain(kinesis_client, stream, "k", b"v")
+    shard = only_shard(kinesis_client, stream)
+    vanished = Position(written[0][0].sequence - 1)  # kinesis-mock: ResourceNotFoundException
+    instant = sealed_instant()
+    start = cut(shard, instant - 1, BoundaryKind.AFTER, vanished)
+    end = cut(shard, instant, BoundaryKind.SHARD_END)
+    with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
+        read(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, start, end)
