@@ -57,9 +57,10 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.hooks.doris"]}],
-        "operators": [],
+        "operators": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris"]}],
         "sensors": [],
         "triggers": [],
+        "extra-links": [f"{_PACKAGE}.operators.kinesis_to_doris.DorisTableLink"],
         "connection-types": [
             {
                 "connection-type": "doris",

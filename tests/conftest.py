@@ -96,3 +96,16 @@ def kinesis_client(kinesis_mock_endpoint: str):  # type: ignore[no-untyped-def]
 def dynamodb_client(dynamodb_endpoint: str):  # type: ignore[no-untyped-def]
     """A boto3 DynamoDB client on moto."""
     return _client("dynamodb", dynamodb_endpoint)
+
+
+DORIS_USER = "loader"
+DORIS_PASSWORD = "s3cret-doris-pw"
+
+
+@pytest.fixture(scope="session")
+def doris_server():  # type: ignore[no-untyped-def]
+    """The Doris stand-in, in-process, on 127.0.0.1 (user ``loader``, a known password)."""
+    from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+
+    with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
+        yield server

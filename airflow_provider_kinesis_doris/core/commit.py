@@ -1,0 +1,76 @@
+"""Commit: after the loads are visible, mark ranges loaded and move each shard's checkpoint.
+
+Runs once per job on the driver side, only with reports of ranges whose every chunk Doris
+reported visible (a failed chunk fails its Spark task, so no report exists for it): the
+checkpoint therefore moves only after the sink (invariant I4). Every shard update is a fenced
+conditional write; a lost race is re-read and retried, because the high-water mark is derived from
+the stored ranges and recomputing it is idempotent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, ShardNotDrained
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
+from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.model import ShardState
+
+log = logging.getLogger(__name__)
+
+_FENCE_ATTEMPTS = 5
+
+
+@dataclass
+class CommitResult:
+    """Per shard: the high-water mark's kind and instant after the commit, and drained shards."""
+
+    high_water_marks: dict[str, str] = field(default_factory=dict)
+    drained: list[str] = field(default_factory=list)
+
+
+def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> CommitResult:
+    """Mark every reported range LOADED, then advance the shards' marks and retire drained ones."""
+    result = CommitResult()
+    by_shard: dict[str, list[RangeReport]] = {}
+    for report in reports:
+        store.mark_range_loaded(
+            report.shard_id,
+            report.interval_start_ms,
+            {
+                "records": report.records,
+                "rows_loaded": report.rows_loaded,
+                "rows_filtered": report.rows_filtered,
+                "dead_lettered": report.dead_lettered,
+            },
+        )
+        by_shard.setdefault(report.shard_id, []).append(report)
+    for shard_id, shard_reports in sorted(by_shard.items()):
+        lag = shard_reports[-1].millis_behind_latest
+        shard = _advance(store, shard_id, lag)
+        mark = shard.high_water_mark
+        result.high_water_marks[shard_id] = f"{mark.kind.value}@{mark.instant_ms}" if mark else "none"
+        if any(report.drained for report in shard_reports) and shard.state is ShardState.CLOSED:
+            try:
+                store.mark_drained(shard_id)
+                result.drained.append(shard_id)
+            except ShardNotDrained as exc:
+                # Its last range is loaded, but an earlier one is not yet: a later run retires it.
+                log.info("%s", exc)
+    return result
+
+
+def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None):  # type: ignore[no-untyped-def]
+    for attempt in range(1, _FENCE_ATTEMPTS + 1):
+        shard = store.get_shard(shard_id)
+        if shard is None:
+            raise CheckpointConflict(f"Shard {shard_id} disappeared from pipeline {store.pipeline_id} during commit")
+        try:
+            return store.advance_high_water_mark(shard_id, expected_counter=shard.lease_counter, last_lag_ms=lag_ms)
+        except CheckpointConflict:
+            if attempt == _FENCE_ATTEMPTS:
+                raise
+            log.info("shard %s changed concurrently; re-reading it (attempt %d)", shard_id, attempt)
+    raise AssertionError("unreachable")

@@ -1,0 +1,262 @@
+"""The load job: everything an executor needs to load planned ranges, as plain JSON.
+
+The job carries no secret. Executors take the Doris password and AWS credentials from a 0600
+credentials file whose *path* is in the job (``credentials_file``), or from their environment
+(``KINESIS_DORIS_DORIS_PASSWORD`` and boto3's usual chain), so nothing secret reaches a Spark
+plan, a command line or a log.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+
+DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """Where the executors' boto3 clients go. Credentials are never part of it.
+
+    :param region_name: AWS region.
+    :param kinesis_endpoint_url: custom Kinesis endpoint (LocalStack, emulators), else AWS.
+    :param dynamodb_endpoint_url: custom DynamoDB endpoint, else AWS.
+    """
+
+    region_name: str | None = None
+    kinesis_endpoint_url: str | None = None
+    dynamodb_endpoint_url: str | None = None
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """Secrets an executor needs; read from a file or the environment, never serialized."""
+
+    doris_password: str = field(default="", repr=False)
+    aws_access_key_id: str | None = field(default=None, repr=False)
+    aws_secret_access_key: str | None = field(default=None, repr=False)
+    aws_session_token: str | None = field(default=None, repr=False)
+
+    def write(self, path: str) -> None:
+        """Write to ``path`` readable by the owner only (created 0600, never widened)."""
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            json.dump(asdict(self), handle)
+
+    @classmethod
+    def load(cls, path: str | None) -> Credentials:
+        """From the file at ``path`` if given, else from the environment."""
+        if path:
+            with open(path) as handle:
+                return cls(**json.load(handle))
+        return cls(doris_password=os.environ.get(DORIS_PASSWORD_ENV, ""))
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    """Planned ranges of one interval plus how to read, map and load them.
+
+    :param groups: indices into ``ranges``, one list per Spark partition, parents first.
+    """
+
+    pipeline_id: str
+    stream_name: str
+    checkpoint_table: str
+    doris_database: str
+    doris_table: str
+    dead_letter_table: str
+    doris: DorisConnectionConfig
+    aws: AwsSettings
+    load_options: StreamLoadOptions
+    mapping: RecordMapping
+    chunk_limits: ChunkLimits
+    ranges: tuple[ShardRange, ...]
+    groups: tuple[tuple[int, ...], ...]
+    credentials_file: str | None = None
+    transform_path: str | None = None
+    dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
+
+    def __post_init__(self) -> None:
+        if self.doris.password:
+            raise ConfigurationError("LoadJob must not carry the Doris password; use credentials_file")
+        used = sorted(index for group in self.groups for index in group)
+        if used != list(range(len(self.ranges))):
+            raise ConfigurationError(f"groups must use every range exactly once, got {self.groups}")
+
+    def partition_groups(self) -> list[list[int]]:
+        """Range indices of each Spark partition (a list: PySpark rejects tuples)."""
+        return [list(group) for group in self.groups]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "pipeline_id": self.pipeline_id,
+                "stream_name": self.stream_name,
+                "checkpoint_table": self.checkpoint_table,
+                "doris_database": self.doris_database,
+                "doris_table": self.doris_table,
+                "dead_letter_table": self.dead_letter_table,
+                "doris": _doris_to_dict(self.doris),
+                "aws": asdict(self.aws),
+                "load_options": _options_to_dict(self.load_options),
+                "dead_letter_options": _options_to_dict(self.dead_letter_options),
+                "mapping": {
+                    "metadata_columns": list(self.mapping.metadata_columns),
+                    "required_fields": list(self.mapping.required_fields),
+                },
+                "transform_path": self.transform_path,
+                "chunk_limits": asdict(self.chunk_limits),
+                "ranges": [range_to_dict(r) for r in self.ranges],
+                "groups": [list(g) for g in self.groups],
+                "credentials_file": self.credentials_file,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> LoadJob:
+        data = json.loads(text)
+        transform_path = data["transform_path"]
+        return cls(
+            pipeline_id=data["pipeline_id"],
+            stream_name=data["stream_name"],
+            checkpoint_table=data["checkpoint_table"],
+            doris_database=data["doris_database"],
+            doris_table=data["doris_table"],
+            dead_letter_table=data["dead_letter_table"],
+            doris=_doris_from_dict(data["doris"]),
+            aws=AwsSettings(**data["aws"]),
+            load_options=_options_from_dict(data["load_options"]),
+            dead_letter_options=_options_from_dict(data["dead_letter_options"]),
+            mapping=RecordMapping(
+                metadata_columns=tuple(data["mapping"]["metadata_columns"]),
+                required_fields=tuple(data["mapping"]["required_fields"]),
+                transform=import_transform(transform_path) if transform_path else None,
+            ),
+            transform_path=transform_path,
+            chunk_limits=ChunkLimits(**data["chunk_limits"]),
+            ranges=tuple(range_from_dict(r) for r in data["ranges"]),
+            groups=tuple(tuple(g) for g in data["groups"]),
+            credentials_file=data["credentials_file"],
+        )
+
+    def doris_config(self, credentials: Credentials) -> DorisConnectionConfig:
+        """The Doris connection with the password filled in on the executor."""
+        return replace(self.doris, password=credentials.doris_password)
+
+
+def import_transform(path: str) -> Any:
+    """The user transform named ``package.module:function``."""
+    module_name, _, attribute = path.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"transform must be 'package.module:function', got {path!r}")
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigurationError(f"Cannot import transform {path!r}: {exc}") from exc
+
+
+def balance_groups(ranges: Sequence[ShardRange], parallelism: int, weights: Mapping[str, float] | None = None) -> tuple[tuple[int, ...], ...]:
+    """Spread ranges over at most ``parallelism`` partitions, heaviest first onto the lightest
+    partition; a partition keeps the plan's order (parents before children).
+
+    :param weights: per shard id (e.g. bytes carried recently); 1 for a shard not listed.
+    """
+    if parallelism < 1:
+        raise ConfigurationError(f"parallelism must be at least 1, got {parallelism}")
+    count = min(parallelism, len(ranges))
+    if count == 0:
+        return ()
+    weight = {i: float((weights or {}).get(r.shard_id, 1.0)) for i, r in enumerate(ranges)}
+    heap = [(0.0, slot) for slot in range(count)]
+    members: list[list[int]] = [[] for _ in range(count)]
+    for index in sorted(weight, key=lambda i: (-weight[i], i)):
+        load, slot = heapq.heappop(heap)
+        members[slot].append(index)
+        heapq.heappush(heap, (load + weight[index], slot))
+    return tuple(tuple(sorted(group)) for group in members)
+
+
+# --- JSON forms of the value objects -----------------------------------------------------------
+
+
+def boundary_to_dict(boundary: Boundary) -> dict[str, Any]:
+    return {
+        "shard_id": boundary.shard_id,
+        "instant_ms": boundary.instant_ms,
+        "kind": boundary.kind.value,
+        "position": boundary.position.encode() if boundary.position else None,
+    }
+
+
+def boundary_from_dict(data: Mapping[str, Any]) -> Boundary:
+    position = data.get("position")
+    return Boundary(
+        data["shard_id"], int(data["instant_ms"]), BoundaryKind(data["kind"]), Position.decode(position) if position else None
+    )
+
+
+def range_to_dict(shard_range: ShardRange) -> dict[str, Any]:
+    return {
+        "pipeline_id": shard_range.pipeline_id,
+        "stream_name": shard_range.stream_name,
+        "shard_id": shard_range.shard_id,
+        "interval_start_ms": shard_range.interval_start_ms,
+        "interval_end_ms": shard_range.interval_end_ms,
+        "start": boundary_to_dict(shard_range.start),
+        "end": boundary_to_dict(shard_range.end),
+        "state": shard_range.state.value,
+    }
+
+
+def range_from_dict(data: Mapping[str, Any]) -> ShardRange:
+    return ShardRange(
+        pipeline_id=data["pipeline_id"],
+        stream_name=data["stream_name"],
+        shard_id=data["shard_id"],
+        interval_start_ms=int(data["interval_start_ms"]),
+        interval_end_ms=int(data["interval_end_ms"]),
+        start=boundary_from_dict(data["start"]),
+        end=boundary_from_dict(data["end"]),
+        state=RangeState(data["state"]),
+    )
+
+
+def _doris_to_dict(config: DorisConnectionConfig) -> dict[str, Any]:
+    data = asdict(config)
+    data.pop("password")
+    data["be_address_map"] = dict(config.be_address_map)
+    return data
+
+
+def _doris_from_dict(data: Mapping[str, Any]) -> DorisConnectionConfig:
+    return DorisConnectionConfig(
+        **{
+            **data,
+            "be_hosts": tuple(data["be_hosts"]),
+            "allowed_redirect_hosts": tuple(data["allowed_redirect_hosts"]),
+        }
+    )
+
+
+def _options_to_dict(options: StreamLoadOptions) -> dict[str, Any]:
+    data = asdict(options)
+    data["extra_headers"] = dict(options.extra_headers)
+    return data
+
+
+def _options_from_dict(data: Mapping[str, Any]) -> StreamLoadOptions:
+    tuples = {name: tuple(data[name]) for name in ("columns", "jsonpaths") if data.get(name) is not None}
+    return StreamLoadOptions(**{**data, **tuples})

@@ -1,0 +1,204 @@
+"""Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process).
+
+Each chunk follows the intent log of invariant I7: record the intent in DynamoDB, load under the
+chunk's label (Doris drops a duplicate label), record the outcome. On a replay, a chunk whose
+outcome is recorded is skipped without asking Doris, and a chunk with an intent but no outcome is
+resolved through ``get_load_state`` first. An intent older than Doris's label window whose label
+Doris no longer knows cannot be resolved: it is reported, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.checkpoints import CHUNK_INTENT, CheckpointStore, ChunkRecord, DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.chunks import Chunk, cut_chunks
+from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
+from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
+from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
+from airflow_provider_kinesis_doris.core.model import ShardRange
+from airflow_provider_kinesis_doris.core.reader import RangeReader
+from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_result import LabelState
+from airflow_provider_kinesis_doris.core.transform import map_record
+
+log = logging.getLogger(__name__)
+
+_LOADED_STATES = frozenset({LabelState.VISIBLE.value, LabelState.COMMITTED.value})
+
+
+@dataclass
+class RangeReport:
+    """What loading one range did; one row of the Spark job's output."""
+
+    shard_id: str
+    interval_start_ms: int
+    records: int = 0
+    rows_loaded: int = 0
+    rows_filtered: int = 0
+    rows_unselected: int = 0
+    dead_lettered: int = 0
+    chunks: int = 0
+    chunks_already_loaded: int = 0
+    labels: list[str] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    drained: bool = False
+    last_position: str | None = None
+    millis_behind_latest: int | None = None
+    get_records_calls: int = 0
+    seconds: float = 0.0
+
+    @property
+    def range_key(self) -> str:
+        return f"{self.shard_id}#{self.interval_start_ms}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RangeReport:
+        return cls(**json.loads(text))
+
+
+@dataclass
+class Executor:
+    """The clients one task uses, built once per task from the job and the credentials."""
+
+    job: LoadJob
+    kinesis: Any
+    store: CheckpointStore
+    doris: DorisStreamLoadClient
+    clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+
+    @classmethod
+    def from_job(cls, job: LoadJob, credentials: Credentials) -> Executor:
+        import boto3
+
+        session = boto3.session.Session(
+            aws_access_key_id=credentials.aws_access_key_id,
+            aws_secret_access_key=credentials.aws_secret_access_key,
+            aws_session_token=credentials.aws_session_token,
+            region_name=job.aws.region_name,
+        )
+        kinesis = session.client("kinesis", endpoint_url=job.aws.kinesis_endpoint_url)
+        dynamodb = session.client("dynamodb", endpoint_url=job.aws.dynamodb_endpoint_url)
+        return cls(
+            job=job,
+            kinesis=kinesis,
+            store=DynamoCheckpointStore(dynamodb, job.checkpoint_table, job.pipeline_id),
+            doris=DorisStreamLoadClient(job.doris_config(credentials)),
+        )
+
+
+def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:
+    """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
+    executor = Executor.from_job(job, credentials or Credentials.load(job.credentials_file))
+    try:
+        for index in indices:
+            yield load_range(executor, job.ranges[index])
+    finally:
+        executor.doris.close()
+
+
+def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
+    """Read ``shard_range`` and load it, chunk by chunk, exactly once."""
+    job, store = executor.job, executor.store
+    started = time.monotonic()
+    report = RangeReport(shard_range.shard_id, shard_range.interval_start_ms)
+    recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    reader = RangeReader(executor.kinesis, shard_range, store)
+    mapped = (map_record(record, job.mapping) for record in reader)
+    by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
+    for chunk in cut_chunks(mapped, job.chunk_limits, list(by_span)):
+        _load_chunk(executor, shard_range, chunk, by_span.get((chunk.first, chunk.last)), report)
+    outcome = reader.outcome
+    report.end = boundary_to_dict(outcome.end)
+    report.drained = outcome.drained
+    report.last_position = outcome.last_position.encode() if outcome.last_position else None
+    report.millis_behind_latest = outcome.millis_behind_latest
+    report.get_records_calls = outcome.get_records_calls
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info(
+        "shard %s interval %s: %d records, %d rows loaded, %d filtered, %d dead-lettered, %d chunks (%d already loaded)",
+        shard_range.shard_id, shard_range.interval_start_ms, report.records, report.rows_loaded,
+        report.rows_filtered, report.dead_lettered, report.chunks, report.chunks_already_loaded,
+    )  # fmt: skip
+    return report
+
+
+def _load_chunk(
+    executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport
+) -> None:
+    job = executor.job
+    report.records += chunk.record_count
+    report.chunks += 1
+    ids = (job.pipeline_id, job.stream_name, chunk.shard_id, chunk.first, chunk.last)
+    if chunk.rows:
+        label = chunk_label(*ids)
+        report.labels.append(label)
+        loaded = _load_once(executor, shard_range, chunk, label, job.doris_table, job.load_options, chunk.body(), recorded)
+        report.chunks_already_loaded += loaded is None
+        if loaded is not None:
+            report.rows_loaded += loaded.number_loaded_rows
+            report.rows_filtered += loaded.number_filtered_rows
+            report.rows_unselected += loaded.number_unselected_rows
+    if chunk.dead_letters:
+        body = b"".join(dead.as_row(job.stream_name) + b"\n" for dead in chunk.dead_letters)
+        label = dead_letter_label(*ids)
+        _load_once(executor, shard_range, chunk, label, job.dead_letter_table, job.dead_letter_options, body, None)
+        report.dead_lettered += len(chunk.dead_letters)
+
+
+def _load_once(
+    executor: Executor,
+    shard_range: ShardRange,
+    chunk: Chunk,
+    label: str,
+    table: str,
+    options: StreamLoadOptions,
+    body: bytes,
+    recorded: ChunkRecord | None,
+) -> Any:
+    """Load ``body`` under ``label`` unless the intent log or Doris proves it loaded.
+
+    :return: the Stream Load result of a load made now, or None if it was already loaded.
+    """
+    store, doris, database = executor.store, executor.doris, executor.job.doris_database
+    known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label)
+    if known is not None and known.state in _LOADED_STATES:
+        return None
+    if known is not None and known.state == CHUNK_INTENT and _past_label_window(executor, known):
+        state = doris.get_load_state(database, label)
+        if state.is_loaded:
+            store.record_chunk_outcome(label, state.value)
+            return None
+        if state is LabelState.UNKNOWN:
+            raise UnresolvableLoad(
+                f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}) was "
+                f"sent more than {executor.job.doris.label_keep_seconds} s ago and Doris no longer knows its label: "
+                "whether it was loaded cannot be decided. Check the table for these positions, then delete the "
+                f"chunk item from the checkpoint table to load it again, or record it as VISIBLE."
+            )
+    if known is None:
+        store.record_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, shard_range.interval_start_ms)
+    result = doris.load_idempotently(database, table, label, body, options)
+    txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
+    loaded = result.result
+    store.record_chunk_outcome(
+        label,
+        result.state.value,
+        txn_id,
+        rows_loaded=loaded.number_loaded_rows if loaded else 0,
+        rows_filtered=loaded.number_filtered_rows if loaded else 0,
+    )
+    return loaded
+
+
+def _past_label_window(executor: Executor, chunk: ChunkRecord) -> bool:
+    return executor.clock_ms() - chunk.updated_ms >= executor.job.doris.label_keep_seconds * 1000

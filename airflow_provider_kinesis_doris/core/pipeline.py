@@ -1,0 +1,147 @@
+"""One interval end to end: plan → read + load (by a runner: Spark, or this process) → commit.
+
+The Airflow operator and the tests both go through :func:`run_interval`; only the runner and
+where the settings come from differ.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups
+from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
+from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+
+log = logging.getLogger(__name__)
+
+Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
+"""Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
+:func:`run_here`)."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What stays the same from interval to interval: one stream into one table.
+
+    ``doris`` carries no password (see ``core.job.Credentials``).
+    """
+
+    pipeline_id: str
+    stream_name: str
+    checkpoint_table: str
+    doris_database: str
+    doris_table: str
+    dead_letter_table: str
+    doris: DorisConnectionConfig
+    aws: AwsSettings
+    load_options: StreamLoadOptions
+    mapping: RecordMapping
+    chunk_limits: ChunkLimits = ChunkLimits()
+    transform_path: str | None = None
+    initial_position: str = "INTERVAL"
+    relaxed_order: bool = False
+    parallelism: int | None = None
+
+    def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
+        """The load job of ``plan``'s ranges."""
+        ranges = plan.ranges
+        return LoadJob(
+            pipeline_id=self.pipeline_id,
+            stream_name=self.stream_name,
+            checkpoint_table=self.checkpoint_table,
+            doris_database=self.doris_database,
+            doris_table=self.doris_table,
+            dead_letter_table=self.dead_letter_table,
+            doris=self.doris,
+            aws=self.aws,
+            load_options=self.load_options,
+            mapping=self.mapping,
+            transform_path=self.transform_path,
+            chunk_limits=self.chunk_limits,
+            ranges=ranges,
+            groups=balance_groups(ranges, self.parallelism or max(len(ranges), 1), weights),
+        )
+
+
+@dataclass(frozen=True)
+class IntervalResult:
+    plan: Plan
+    reports: tuple[RangeReport, ...]
+    commit: CommitResult | None
+
+    def summary(self) -> dict[str, Any]:
+        """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
+        by_shard = {report.shard_id: report for report in self.reports}
+        marks = self.commit.high_water_marks if self.commit else {}
+        shards: dict[str, Any] = {}
+        for shard in self.plan.shards:
+            entry: dict[str, Any] = {"state": shard.state.value, "decision": shard.decision.value}
+            if shard.waiting_for:
+                entry["waiting_for"] = list(shard.waiting_for)
+            report = by_shard.get(shard.shard_id)
+            if report is not None:
+                entry.update(
+                    records=report.records,
+                    loaded=report.rows_loaded,
+                    filtered=report.rows_filtered,
+                    dead_lettered=report.dead_lettered,
+                    chunks=report.chunks,
+                    chunks_already_loaded=report.chunks_already_loaded,
+                    lag_ms=report.millis_behind_latest,
+                    labels=report.labels,
+                    end=report.end,
+                    high_water_mark=marks.get(shard.shard_id),
+                )
+            shards[shard.shard_id] = entry
+        return {
+            "pipeline_id": self.plan.pipeline_id,
+            "interval": [self.plan.interval_start_ms, self.plan.interval_end_ms],
+            "records": sum(r.records for r in self.reports),
+            "loaded": sum(r.rows_loaded for r in self.reports),
+            "filtered": sum(r.rows_filtered for r in self.reports),
+            "dead_lettered": sum(r.dead_lettered for r in self.reports),
+            "shards": shards,
+        }
+
+
+def run_interval(
+    config: PipelineConfig,
+    start_ms: int,
+    end_ms: int,
+    *,
+    kinesis: Any,
+    store: CheckpointStore,
+    credentials: Credentials,
+    runner: Runner,
+) -> IntervalResult:
+    """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
+
+    An interval with nothing to read returns without calling the runner (no Spark start).
+    """
+    plan = plan_interval(
+        kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
+        initial_position=config.initial_position, relaxed_order=config.relaxed_order,
+    )  # fmt: skip
+    for shard in plan.shards:
+        log.info(
+            "plan %s [%d, %d) shard %s (%s): %s%s",
+            config.pipeline_id, start_ms, end_ms, shard.shard_id, shard.state.value, shard.decision.value,
+            f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
+        )  # fmt: skip
+    if not plan.ranges:
+        return IntervalResult(plan, (), None)
+    reports = tuple(runner(config.job(plan), credentials))
+    return IntervalResult(plan, reports, commit_reports(store, reports))
+
+
+def run_here(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+    """A runner without Spark: every range group in this process, one after the other."""
+    return [report for group in job.partition_groups() for report in load_range_group(job, group, credentials)]

@@ -1,0 +1,119 @@
+"""Decode Kinesis records and map them to the rows Stream Load receives (JSON lines).
+
+A record that cannot be decoded or mapped is not dropped: it becomes a ``DeadLetter`` carrying
+its shard, position and reason (invariant I6).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.model import KinesisRecord
+
+# The metadata a row can carry, by column name; values are taken from the record.
+METADATA_COLUMNS: dict[str, Callable[[KinesisRecord], Any]] = {
+    "_kinesis_shard": lambda record: record.shard_id,
+    "_kinesis_sequence": lambda record: record.position.encode(),
+    "_kinesis_arrival": lambda record: record.arrival_ms,
+    "_kinesis_partition_key": lambda record: record.partition_key,
+}
+
+RowTransform = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+"""A user function applied to each decoded row: return the row to load, or None to send the
+record to the dead letter (it is never dropped silently)."""
+
+
+@dataclass(frozen=True)
+class RecordMapping:
+    """How a record's JSON payload becomes a row.
+
+    :param metadata_columns: names from ``METADATA_COLUMNS`` to add to every row.
+    :param required_fields: fields a payload must have (after ``transform``); a payload missing
+        one goes to the dead letter instead of failing the whole chunk in Doris.
+    :param transform: optional per-row function (must be picklable to reach Spark executors).
+    """
+
+    metadata_columns: tuple[str, ...] = ()
+    required_fields: tuple[str, ...] = ()
+    transform: RowTransform | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.metadata_columns) - set(METADATA_COLUMNS))
+        if unknown:
+            raise ConfigurationError(f"Unknown metadata columns {unknown}; choose from {sorted(METADATA_COLUMNS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A record mapped for loading: one JSON line (without its newline)."""
+
+    record: KinesisRecord
+    line: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A record that could not become a row, and why."""
+
+    record: KinesisRecord
+    reason: str
+
+    def as_row(self, stream_name: str) -> bytes:
+        """The dead-letter table's JSON line: stream, shard, position, arrival, reason, raw base64."""
+        return json.dumps(
+            {
+                "stream_name": stream_name,
+                "shard_id": self.record.shard_id,
+                "sequence_number": str(self.record.position.sequence),
+                "sub_sequence_number": self.record.position.sub_sequence,
+                "arrival_ms": self.record.arrival_ms,
+                "partition_key": self.record.partition_key,
+                "reason": self.reason[:1000],
+                "payload_base64": base64.b64encode(self.record.data).decode("ascii"),
+            },
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
+
+
+def map_record(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
+    """Decode ``record`` as a JSON object and apply ``mapping``."""
+    if not record.data:
+        return DeadLetter(record, "payload is empty")
+    try:
+        # Decode explicitly: json.loads(bytes) guesses UTF-16/32 and can misread binary payloads.
+        payload = json.loads(record.data.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        return DeadLetter(record, f"payload is not UTF-8 text: {exc.reason} at byte {exc.start}")
+    except (json.JSONDecodeError, ValueError) as exc:
+        return DeadLetter(record, f"payload is not JSON: {exc}")
+    if not isinstance(payload, dict):
+        return DeadLetter(record, f"payload is JSON {type(payload).__name__}, expected an object")
+    if mapping.transform is not None:
+        try:
+            payload = mapping.transform(payload)
+        except Exception as exc:  # noqa: BLE001 - a user function's failure is this record's dead letter
+            return DeadLetter(record, f"transform raised {type(exc).__name__}: {exc}")
+        if payload is None:
+            return DeadLetter(record, "transform rejected the record")
+    missing = [name for name in mapping.required_fields if payload.get(name) is None]
+    if missing:
+        return DeadLetter(record, f"missing required fields {missing}")
+    for column in mapping.metadata_columns:
+        payload[column] = METADATA_COLUMNS[column](record)
+    return Row(record, _json_line(payload))
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN and Infinity are Python's extension, not JSON; Doris would reject the whole chunk.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _json_line(payload: Mapping[str, Any]) -> bytes:
+    # ensure_ascii=False keeps unicode readable and smaller; Doris reads UTF-8.
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -1,0 +1,350 @@
+"""``KinesisToDorisOperator``: load one data interval of a Kinesis stream into a Doris table,
+exactly once.
+
+Seal → plan → read + load (Spark) → commit. See the README for the walk-through and the
+guarantees, and ``docs/checkpoints.md`` for the checkpoint table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, BaseOperatorLink, XCom, conf
+
+from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.errors import (
+    CheckpointConflict,
+    ConfigurationError,
+    DataTrimmed,
+    PermanentStreamLoadError,
+    UnresolvableLoad,
+)
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+log = logging.getLogger(__name__)
+
+_DEAD_LETTER_DDL = """CREATE TABLE IF NOT EXISTS `{database}`.`{table}` (
+    stream_name VARCHAR(128) NOT NULL,
+    shard_id VARCHAR(64) NOT NULL,
+    sequence_number VARCHAR(64) NOT NULL,
+    sub_sequence_number INT NOT NULL,
+    arrival_ms BIGINT NULL,
+    partition_key VARCHAR(256) NULL,
+    reason STRING NULL,
+    payload_base64 STRING NULL
+) DUPLICATE KEY(stream_name, shard_id, sequence_number)
+DISTRIBUTED BY HASH(shard_id) BUCKETS AUTO"""
+
+
+class DorisTableLink(BaseOperatorLink):
+    """The loaded table's schema on the Doris FE (``GET /api/{db}/{table}/_schema``)."""
+
+    name = "Doris table"
+    key = "doris_table_link"
+
+    def get_link(self, operator: BaseOperator, *, ti_key: Any) -> str:
+        return XCom.get_value(key=self.key, ti_key=ti_key) or ""
+
+    @classmethod
+    def persist(cls, context: Context, fe_url: str, database: str, table: str) -> None:
+        context["ti"].xcom_push(key=cls.key, value=f"{fe_url}/api/{database}/{table}/_schema")
+
+
+class KinesisToDorisOperator(BaseOperator):
+    """Load the records that arrived in ``[data_interval_start, data_interval_end)`` on a Kinesis
+    stream into a Doris table, exactly once across retries, reruns, backfills and reshards.
+
+    The interval is loaded once it is sealed (``data_interval_end + seal_grace`` has passed);
+    until then the task defers (``deferrable=True``) or reschedules itself. Each run plans per
+    shard a range of records and persists it in DynamoDB, reads and Stream Loads the ranges with
+    Spark, and moves the checkpoints only after Doris reports the data visible.
+
+    .. seealso::
+        Doris Stream Load: https://doris.apache.org/docs/data-operate/import/import-way/stream-load-manual
+
+    :param stream_name: the Kinesis stream. (templated)
+    :param doris_table: the target, ``database.table``. (templated)
+    :param checkpoint_table: the DynamoDB table holding ranges, boundaries, chunk intents and
+        checkpoints; shared by pipelines. (templated)
+    :param pipeline_id: identity of this stream→table load in the checkpoint table and in the
+        labels; default ``<stream_name>.<doris_table>``. Changing it starts a new pipeline. (templated)
+    :param aws_conn_id: AWS connection (credentials, region, ``endpoint_url`` extras).
+    :param doris_conn_id: ``doris`` connection.
+    :param initial_position: ``INTERVAL`` (a shard's first range starts at its interval) or
+        ``TRIM_HORIZON`` (the first run also loads everything still retained).
+    :param seal_grace: time after ``data_interval_end`` before the interval is loaded, to let
+        in-flight records arrive.
+    :param chunk_max_rows: records per Stream Load request.
+    :param chunk_max_bytes: bytes per Stream Load request.
+    :param load_options: Stream Load settings by field of ``StreamLoadOptions`` (``columns``,
+        ``jsonpaths``, ``where``, ``max_filter_ratio``, ``strict_mode``, ``sequence_col``, ...). (templated)
+    :param load_headers: further Stream Load headers, e.g. ``{"timezone": "UTC"}``. (templated)
+    :param metadata_columns: Kinesis metadata added to every row: ``_kinesis_shard``,
+        ``_kinesis_sequence``, ``_kinesis_arrival``, ``_kinesis_partition_key``.
+    :param required_fields: JSON fields a record must have; others go to the dead letter.
+    :param transform: ``package.module:function`` applied to each decoded JSON object (returns
+        the row, or None to dead-letter it); importable on Spark executors.
+    :param unique_key_sequence: for UNIQUE KEY tables: feed the record's arrival time to Doris's
+        sequence column (``function_column.sequence_col``), so the newest value wins whatever
+        order loads land in. Adds ``_kinesis_arrival`` to every row.
+    :param dead_letter_table: table for records that cannot be decoded or mapped, default
+        ``<table>_dead_letter`` (created if missing). (templated)
+    :param relaxed_order: load child shards without waiting for their parents (only for tables
+        where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
+    :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
+    :param spark_remote: a Spark Connect URL (``sc://...``) to run through instead. (templated)
+    :param spark_submit: run through ``spark-submit`` instead of in the task's process.
+    :param spark_conf: Spark configuration. (templated)
+    :param spark_python: Python interpreter of the executors (default: the task's own).
+    :param parallelism: Spark partitions at most (default: one per shard range).
+    :param create_checkpoint_table: create the DynamoDB table (on-demand billing) if missing.
+    :param deferrable: wait for the seal in the triggerer instead of rescheduling.
+    """
+
+    template_fields: Sequence[str] = (
+        "stream_name",
+        "doris_table",
+        "checkpoint_table",
+        "pipeline_id",
+        "dead_letter_table",
+        "load_options",
+        "load_headers",
+        "spark_master",
+        "spark_remote",
+        "spark_conf",
+    )
+    template_fields_renderers = {"load_options": "json", "load_headers": "json", "spark_conf": "json"}
+    operator_extra_links = (DorisTableLink(),)
+    ui_color = "#d4e9f7"
+
+    def __init__(
+        self,
+        *,
+        stream_name: str,
+        doris_table: str,
+        checkpoint_table: str,
+        pipeline_id: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        doris_conn_id: str = DorisHook.default_conn_name,
+        initial_position: str = "INTERVAL",
+        seal_grace: timedelta = timedelta(seconds=60),
+        chunk_max_rows: int = ChunkLimits.max_rows,
+        chunk_max_bytes: int = ChunkLimits.max_bytes,
+        load_options: Mapping[str, Any] | None = None,
+        load_headers: Mapping[str, str] | None = None,
+        metadata_columns: Sequence[str] = (),
+        required_fields: Sequence[str] = (),
+        transform: str | None = None,
+        unique_key_sequence: bool = False,
+        dead_letter_table: str | None = None,
+        relaxed_order: bool = False,
+        spark_master: str = "local[*]",
+        spark_remote: str | None = None,
+        spark_submit: bool = False,
+        spark_conf: Mapping[str, str] | None = None,
+        spark_python: str | None = None,
+        parallelism: int | None = None,
+        create_checkpoint_table: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.stream_name = stream_name
+        self.doris_table = doris_table
+        self.checkpoint_table = checkpoint_table
+        self.pipeline_id = pipeline_id
+        self.aws_conn_id = aws_conn_id
+        self.doris_conn_id = doris_conn_id
+        self.initial_position = initial_position
+        self.seal_grace = seal_grace
+        self.chunk_limits = ChunkLimits(max_rows=chunk_max_rows, max_bytes=chunk_max_bytes)
+        self.load_options = dict(load_options or {})
+        self.load_headers = dict(load_headers or {})
+        self.metadata_columns = tuple(metadata_columns)
+        self.required_fields = tuple(required_fields)
+        self.transform = transform
+        self.unique_key_sequence = unique_key_sequence
+        self.dead_letter_table = dead_letter_table
+        self.relaxed_order = relaxed_order
+        self.spark_master = spark_master
+        self.spark_remote = spark_remote
+        self.spark_submit = spark_submit
+        self.spark_conf = dict(spark_conf or {})
+        self.spark_python = spark_python
+        self.parallelism = parallelism
+        self.create_checkpoint_table = create_checkpoint_table
+        self.deferrable = deferrable
+
+    # -- seal -------------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        start, end = _interval(context)
+        sealed_at = end + self.seal_grace
+        now = datetime.now(timezone.utc)
+        if now < sealed_at:
+            self.log.info("Interval [%s, %s) is sealed at %s; waiting", start.isoformat(), end.isoformat(), sealed_at)
+            if self.deferrable:
+                self.defer(trigger=DateTimeTrigger(moment=sealed_at), method_name="execute_sealed")
+            raise AirflowRescheduleException(sealed_at)
+        return self._load(context, start, end)
+
+    def execute_sealed(self, context: Context, event: Any = None) -> dict[str, Any]:
+        """Resumed by the trigger once the interval is sealed."""
+        start, end = _interval(context)
+        return self._load(context, start, end)
+
+    # -- plan → load → commit ---------------------------------------------------------------------
+
+    def _load(self, context: Context, start: datetime, end: datetime) -> dict[str, Any]:
+        from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+
+        database, table = _split_table(self.doris_table)
+        kinesis_hook = KinesisHook(aws_conn_id=self.aws_conn_id)
+        dynamodb_hook = AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="dynamodb")
+        doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
+        doris_config = doris_hook.connection_config()
+        DorisTableLink.persist(context, doris_config.fe_url, database, table)
+        config = PipelineConfig(
+            pipeline_id=self.pipeline_id or f"{self.stream_name}.{self.doris_table}",
+            stream_name=self.stream_name,
+            checkpoint_table=self.checkpoint_table,
+            doris_database=database,
+            doris_table=table,
+            dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
+            doris=replace(doris_config, password=""),
+            aws=AwsSettings(
+                region_name=kinesis_hook.conn.meta.region_name,
+                kinesis_endpoint_url=kinesis_hook.conn.meta.endpoint_url,
+                dynamodb_endpoint_url=dynamodb_hook.conn.meta.endpoint_url,
+            ),
+            load_options=self._load_options(),
+            mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
+            transform_path=self.transform,
+            chunk_limits=self.chunk_limits,
+            initial_position=self.initial_position,
+            relaxed_order=self.relaxed_order,
+            parallelism=self.parallelism,
+        )
+        store = DynamoCheckpointStore(dynamodb_hook.conn, self.checkpoint_table, config.pipeline_id)
+        if self.create_checkpoint_table:
+            store.create_table_if_missing()
+        self._check_tables(doris_hook, database, table, config.dead_letter_table)
+        settings = SparkSettings(
+            master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
+            conf=self.spark_conf, python=self.spark_python,
+        )  # fmt: skip
+        try:
+            result = run_interval(
+                config, _ms(start), _ms(end),
+                kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
+                runner=lambda job, credentials: run_spark_job(job, credentials, settings),
+            )  # fmt: skip
+        except Exception as exc:
+            raise AirflowException(_explain_failure(exc)) from exc
+        if result.commit is None:
+            self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
+        summary = result.summary()
+        for shard_id, shard in summary["shards"].items():
+            self.log.info("shard %s: %s", shard_id, shard)
+        return summary
+
+    def _load_options(self) -> StreamLoadOptions:
+        options: dict[str, Any] = {"format": "json", "read_json_by_line": True, **self.load_options}
+        for name in ("columns", "jsonpaths"):
+            if options.get(name) is not None:
+                options[name] = tuple(options[name])
+        if self.unique_key_sequence:
+            options.setdefault("sequence_col", "_kinesis_arrival")
+        try:
+            return StreamLoadOptions(**options, extra_headers=self.load_headers)
+        except TypeError as exc:
+            raise AirflowException(f"load_options: {exc}; see StreamLoadOptions for the accepted names") from exc
+
+    def _metadata_columns(self) -> tuple[str, ...]:
+        columns = self.metadata_columns
+        if self.unique_key_sequence and "_kinesis_arrival" not in columns:
+            columns = (*columns, "_kinesis_arrival")
+        return columns
+
+    def _check_tables(self, hook: DorisHook, database: str, table: str, dead_letter_table: str) -> None:
+        tables = {row[0] for row in hook.run_sql("SHOW TABLES", database=database).rows}
+        if table not in tables:
+            raise AirflowException(
+                f"Doris table {database}.{table} does not exist (the connection {self.doris_conn_id!r} sees "
+                f"{sorted(tables)[:20]}); create it first"
+            )
+        if dead_letter_table not in tables:
+            hook.run_sql(_DEAD_LETTER_DDL.format(database=database, table=dead_letter_table), database=database)
+            self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def _interval(context: Context) -> tuple[datetime, datetime]:
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None or end <= start:
+        raise AirflowException(
+            f"KinesisToDorisOperator needs a non-empty data interval, got [{start}, {end}). On Airflow 3 a cron "
+            "schedule gives zero-length intervals by default: use CronDataIntervalTimetable or a timedelta schedule."
+        )
+    return start, end
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def _split_table(name: str) -> tuple[str, str]:
+    database, _, table = name.partition(".")
+    if not database or not table or "." in table:
+        raise AirflowException(f"doris_table must be 'database.table', got {name!r}")
+    return database, table
+
+
+def _credentials(hook: AwsBaseHook, doris_password: str) -> Credentials:
+    aws = hook.get_credentials()
+    return Credentials(
+        doris_password=doris_password,
+        aws_access_key_id=aws.access_key,
+        aws_secret_access_key=aws.secret_key,
+        aws_session_token=aws.token,
+    )
+
+
+def _explain_failure(exc: BaseException) -> str:
+    """What failed and what to do, for the task log (Spark wraps executor errors in its own)."""
+    text = str(exc)
+    for error_type, advice in (
+        (DataTrimmed, "Kinesis retention deleted records before they were loaded; see the shard and position "
+                      "above. Load them from a backup or accept the loss explicitly by re-planning."),
+        (UnresolvableLoad, "A chunk's outcome cannot be decided after Doris forgot its label; follow the message."),
+        (PermanentStreamLoadError, "Doris rejected the data; open the ErrorURL above for the rejected rows, fix "
+                                   "the mapping or max_filter_ratio, then clear the task."),
+        (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
+                             "label, so rerun this task once the other run has finished."),
+        (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
+    ):
+        if isinstance(exc, error_type) or error_type.__name__ in text:
+            return f"{error_type.__name__}: {_last_line_with(text, error_type.__name__)} — {advice}"
+    return f"The Spark load job failed: {_last_line_with(text, 'Error')}"
+
+
+def _last_line_with(text: str, needle: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if needle in line]
+    return (lines[-1] if lines else text.strip().splitlines()[-1] if text.strip() else "no message")[:2000]

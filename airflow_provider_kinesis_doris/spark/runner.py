@@ -1,0 +1,127 @@
+"""Where the Spark job runs: in this process (local mode or a Spark Connect remote), or through
+``spark-submit`` against a master URL. Both return the same range reports.
+
+The job and credentials travel as files (0600, in a private temporary folder), so no secret is
+ever on a command line or in a Spark plan (invariant I8).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.loader import RangeReport
+
+log = logging.getLogger(__name__)
+
+_DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    # One Python worker per task slot, reused across jobs: the fixed cost is process start-up.
+    "spark.python.worker.reuse": "true",
+}
+
+
+@dataclass(frozen=True)
+class SparkSettings:
+    """How to run the job.
+
+    :param master: ``local[*]`` (default), ``local[N]``, ``spark://host:port``, ``yarn``, ...
+    :param remote: a Spark Connect URL (``sc://host:15002``); runs in-process through Connect.
+    :param submit: run through ``spark-submit`` instead of in this process.
+    :param conf: Spark configuration (``spark.executor.memory``, ...).
+    :param python: interpreter for executors (``PYSPARK_PYTHON``); default: this one.
+    :param spark_home: where ``bin/spark-submit`` is; default: the installed pyspark package.
+    :param py_files: extra files for ``--py-files`` (e.g. a zip of this package when executors do
+        not have it installed).
+    """
+
+    master: str = "local[*]"
+    remote: str | None = None
+    submit: bool = False
+    conf: Mapping[str, str] = field(default_factory=dict)
+    python: str | None = None
+    spark_home: str | None = None
+    py_files: Sequence[str] = ()
+
+
+def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
+    """Write the job's files, run it as ``settings`` say, and return one report per range."""
+    with _private_folder() as folder:
+        credentials_file = folder / "credentials.json"
+        credentials.write(str(credentials_file))
+        job = replace(job, credentials_file=str(credentials_file))
+        if settings.submit:
+            return _submit(job, settings, folder)
+        return _in_process(job, settings)
+
+
+def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_kinesis_doris.spark.job import run_job
+
+    os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
+    builder = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline_id}")
+    builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
+    for key, value in {**_DEFAULT_CONF, **settings.conf}.items():
+        builder = builder.config(key, value)
+    # The session is kept for the next job of this process: starting one costs 4-8 s.
+    spark = builder.getOrCreate()
+    return run_job(spark, job)
+
+
+def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeReport]:
+    job_file, report_file = folder / "job.json", folder / "reports.json"
+    job_file.write_text(job.to_json())
+    python = settings.python or sys.executable
+    command = [
+        str(Path(settings.spark_home or _pyspark_home()) / "bin" / "spark-submit"),
+        "--master", settings.master,
+        "--conf", f"spark.pyspark.python={python}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+    ]  # fmt: skip
+    for key, value in {**_DEFAULT_CONF, **settings.conf}.items():
+        command += ["--conf", f"{key}={value}"]
+    if settings.py_files:
+        command += ["--py-files", ",".join(settings.py_files)]
+    command += [_job_script(), "--job-file", str(job_file), "--report-file", str(report_file)]
+    log.info("spark-submit to %s: %d ranges in %d partitions", settings.master, len(job.ranges), len(job.groups))
+    env = {**os.environ, "PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    for line in completed.stderr.splitlines()[-40:]:
+        log.info("spark-submit: %s", line)
+    if completed.returncode != 0:
+        raise RuntimeError(f"spark-submit to {settings.master} failed with exit code {completed.returncode}; see the log above")
+    return [RangeReport(**entry) for entry in json.loads(report_file.read_text())]
+
+
+def _job_script() -> str:
+    from airflow_provider_kinesis_doris.spark import job
+
+    return job.__file__
+
+
+def _pyspark_home() -> str:
+    import pyspark
+
+    return str(Path(pyspark.__file__).parent)
+
+
+@contextmanager
+def _private_folder() -> Iterator[Path]:
+    folder = Path(tempfile.mkdtemp(prefix="kinesis-doris-"))  # created 0700
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,79 @@
+"""A PySpark Python Data Source that *is* the load: each partition reads its shard ranges from
+Kinesis and Stream Loads them into Doris; the rows it returns are one report per range.
+
+Why a fused reader instead of reader → writer: moving rows from a Python reader to a Python
+writer through the JVM costs 2–4 µs per row and cancels the second core on a small machine,
+while all the work in one Python worker matched a plain loop (measured in
+``spark-python-datasource.md`` B4). Exactly-once comes from labels and the DynamoDB intent log,
+not from Spark's commit protocol, so a writer's ``commit()`` would add nothing.
+
+Runs on executors: imports ``core`` only, never Airflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+SOURCE_NAME = "kinesis_to_doris"
+REPORT_SCHEMA = "range_key STRING, report STRING"
+
+
+def _credentials(job: object) -> object:
+    """The job's credentials file: at its path (local mode, shared storage), or shipped to the
+    executor with ``spark-submit --files`` (then only its name matches)."""
+    import os
+
+    from airflow_provider_kinesis_doris.core.job import Credentials
+
+    path = job.credentials_file  # type: ignore[attr-defined]
+    if path and not os.path.exists(path):
+        from pyspark import SparkFiles
+
+        path = SparkFiles.get(os.path.basename(path))
+    return Credentials.load(path)
+
+
+class RangeGroup(InputPartition):
+    """One Spark partition: range tasks (JSON) run in order, parents before children."""
+
+    def __init__(self, tasks: list[str]) -> None:
+        super().__init__(tasks)
+
+
+class KinesisToDorisSource(DataSource):
+    """``spark.read.format("kinesis_to_doris").option("job", <LoadJob JSON>).load()``.
+
+    The job carries the planned ranges and connection settings but no secret: executors take
+    credentials from their environment (see ``core.job``).
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return REPORT_SCHEMA
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return _RangeLoadReader(self.options["job"])
+
+
+class _RangeLoadReader(DataSourceReader):
+    def __init__(self, job_json: str) -> None:
+        self.job_json = job_json
+
+    def partitions(self) -> list[InputPartition]:
+        from airflow_provider_kinesis_doris.core.job import LoadJob
+
+        return [RangeGroup(group) for group in LoadJob.from_json(self.job_json).partition_groups()]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
+        # Imported here: this runs in an executor's Python worker.
+        from airflow_provider_kinesis_doris.core.job import LoadJob
+        from airflow_provider_kinesis_doris.core.loader import load_range_group
+
+        job = LoadJob.from_json(self.job_json)
+        for report in load_range_group(job, partition.value, _credentials(job)):
+            yield report.range_key, report.to_json()

@@ -1,0 +1,87 @@
+"""Building blocks for tests, the demo and the benchmark: streams, events and tables on the
+local stack."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+EVENTS_DDL = """CREATE TABLE IF NOT EXISTS `{table}` (
+    event_id BIGINT NOT NULL,
+    user_id VARCHAR(32) NULL,
+    amount INT NULL,
+    _kinesis_shard VARCHAR(64) NULL,
+    _kinesis_sequence VARCHAR(80) NULL,
+    _kinesis_arrival BIGINT NULL
+) {model} KEY(event_id)
+DISTRIBUTED BY HASH(event_id) BUCKETS 1
+PROPERTIES ("replication_num" = "1"{properties})"""
+
+
+def events_table_ddl(table: str, model: str = "DUPLICATE") -> str:
+    """``event_id, user_id, amount`` plus the Kinesis metadata columns; UNIQUE tables get a
+    sequence column fed by ``_kinesis_arrival`` so the newest value wins in any load order."""
+    properties = ', "function_column.sequence_type" = "BIGINT"' if model == "UNIQUE" else ""
+    return EVENTS_DDL.format(table=table, model=model, properties=properties)
+
+
+def create_stream(kinesis: Any, name: str, shards: int) -> list[str]:
+    """Create ``name`` with ``shards`` shards, wait until it is active; return the shard ids."""
+    kinesis.create_stream(StreamName=name, ShardCount=shards)
+    kinesis.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+    return [shard["ShardId"] for shard in kinesis.list_shards(StreamName=name)["Shards"]]
+
+
+def event(event_id: int, user_id: str | None = None, amount: int = 1) -> dict[str, Any]:
+    return {"event_id": event_id, "user_id": user_id or f"user-{event_id % 17}", "amount": amount}
+
+
+def put_records(kinesis: Any, stream: str, payloads: Iterable[tuple[str, bytes]]) -> list[dict[str, Any]]:
+    """PutRecords in batches of 500, retrying what the service refused; returns every result
+    entry (ShardId, SequenceNumber) in input order."""
+    batch: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for partition_key, data in payloads:
+        batch.append({"PartitionKey": partition_key, "Data": data})
+        if len(batch) == 500:
+            results.extend(_put_batch(kinesis, stream, batch))
+            batch = []
+    if batch:
+        results.extend(_put_batch(kinesis, stream, batch))
+    return results
+
+
+def put_events(kinesis: Any, stream: str, events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put JSON events, partitioned by ``user_id``."""
+    return put_records(kinesis, stream, ((str(e["user_id"]), json.dumps(e).encode()) for e in events))
+
+
+def _put_batch(kinesis: Any, stream: str, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    results: list[dict[str, Any] | None] = [None] * len(batch)
+    pending = list(range(len(batch)))
+    for attempt in range(10):
+        response = kinesis.put_records(StreamName=stream, Records=[batch[i] for i in pending])
+        retry = []
+        for index, entry in zip(pending, response["Records"]):
+            if "ErrorCode" in entry:
+                retry.append(index)
+            else:
+                results[index] = entry
+        if not retry:
+            return results  # type: ignore[return-value]
+        pending = retry
+        time.sleep(0.1 * 2**attempt)
+    raise RuntimeError(f"PutRecords kept failing for {len(pending)} records of stream {stream}")
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def wait_past(instant_ms: int, margin_ms: int = 5) -> None:
+    """Sleep until the wall clock (and so the emulator's arrival stamps) is past ``instant_ms``."""
+    remaining = instant_ms + margin_ms - now_ms()
+    if remaining > 0:
+        time.sleep(remaining / 1000)
