@@ -18,7 +18,7 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
@@ -85,6 +85,7 @@ class LoadJob:
     credentials_file: str | None = None
     transform_path: str | None = None
     dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
+    retry_policy: RetryPolicy = RetryPolicy()
 
     def __post_init__(self) -> None:
         if self.doris.password:
@@ -119,6 +120,7 @@ class LoadJob:
                 "ranges": [range_to_dict(r) for r in self.ranges],
                 "groups": [list(g) for g in self.groups],
                 "credentials_file": self.credentials_file,
+                "retry_policy": asdict(self.retry_policy),
             },
             sort_keys=True,
         )
@@ -148,6 +150,7 @@ class LoadJob:
             ranges=tuple(range_from_dict(r) for r in data["ranges"]),
             groups=tuple(tuple(g) for g in data["groups"]),
             credentials_file=data["credentials_file"],
+            retry_policy=RetryPolicy(**data["retry_policy"]),
         )
 
     def doris_config(self, credentials: Credentials) -> DorisConnectionConfig:
@@ -168,25 +171,57 @@ def import_transform(path: str) -> Any:
         raise ConfigurationError(f"Cannot import transform {path!r}: {exc}") from exc
 
 
-def balance_groups(ranges: Sequence[ShardRange], parallelism: int, weights: Mapping[str, float] | None = None) -> tuple[tuple[int, ...], ...]:
-    """Spread ranges over at most ``parallelism`` partitions, heaviest first onto the lightest
-    partition; a partition keeps the plan's order (parents before children).
+def balance_groups(
+    ranges: Sequence[ShardRange],
+    parallelism: int,
+    weights: Mapping[str, float] | None = None,
+    parents: Mapping[str, Sequence[str]] | None = None,
+) -> tuple[tuple[int, ...], ...]:
+    """Spread ranges over at most ``parallelism`` Spark partitions.
 
+    Ranges of shards related by lineage in this job (a parent and its children) form one unit
+    that stays in one partition in the plan's order, so a child is loaded after its parents (I5);
+    units go heaviest first onto the lightest partition.
+
+    :param ranges: the plan's ranges, parents before children.
     :param weights: per shard id (e.g. bytes carried recently); 1 for a shard not listed.
+    :param parents: shard id → its parent shard ids.
     """
     if parallelism < 1:
         raise ConfigurationError(f"parallelism must be at least 1, got {parallelism}")
-    count = min(parallelism, len(ranges))
-    if count == 0:
-        return ()
+    units = _lineage_units(ranges, parents or {})
     weight = {i: float((weights or {}).get(r.shard_id, 1.0)) for i, r in enumerate(ranges)}
+    count = min(parallelism, len(units))
     heap = [(0.0, slot) for slot in range(count)]
     members: list[list[int]] = [[] for _ in range(count)]
-    for index in sorted(weight, key=lambda i: (-weight[i], i)):
+    for unit in sorted(units, key=lambda u: (-sum(weight[i] for i in u), u[0])):
         load, slot = heapq.heappop(heap)
-        members[slot].append(index)
-        heapq.heappush(heap, (load + weight[index], slot))
+        members[slot].extend(unit)
+        heapq.heappush(heap, (load + sum(weight[i] for i in unit), slot))
     return tuple(tuple(sorted(group)) for group in members)
+
+
+def _lineage_units(ranges: Sequence[ShardRange], parents: Mapping[str, Sequence[str]]) -> list[list[int]]:
+    """Indices of ``ranges`` grouped by connected lineage (union-find over parent links)."""
+    root = list(range(len(ranges)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    index_of: dict[str, list[int]] = {}
+    for i, shard_range in enumerate(ranges):
+        index_of.setdefault(shard_range.shard_id, []).append(i)
+    for i, shard_range in enumerate(ranges):
+        for parent in parents.get(shard_range.shard_id, ()):
+            for j in index_of.get(parent, ()):
+                root[find(i)] = find(j)
+    units: dict[int, list[int]] = {}
+    for i in range(len(ranges)):
+        units.setdefault(find(i), []).append(i)
+    return list(units.values())
 
 
 # --- JSON forms of the value objects -----------------------------------------------------------

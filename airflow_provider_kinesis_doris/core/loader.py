@@ -92,7 +92,7 @@ class Executor:
             job=job,
             kinesis=kinesis,
             store=DynamoCheckpointStore(dynamodb, job.checkpoint_table, job.pipeline_id),
-            doris=DorisStreamLoadClient(job.doris_config(credentials)),
+            doris=DorisStreamLoadClient(job.doris_config(credentials), retry_policy=job.retry_policy),
         )
 
 

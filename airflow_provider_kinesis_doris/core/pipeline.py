@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_repo
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups
 from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,7 @@ class PipelineConfig:
     initial_position: str = "INTERVAL"
     relaxed_order: bool = False
     parallelism: int | None = None
+    retry_policy: RetryPolicy = RetryPolicy()
 
     def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
         """The load job of ``plan``'s ranges."""
@@ -67,7 +68,13 @@ class PipelineConfig:
             transform_path=self.transform_path,
             chunk_limits=self.chunk_limits,
             ranges=ranges,
-            groups=balance_groups(ranges, self.parallelism or max(len(ranges), 1), weights),
+            retry_policy=self.retry_policy,
+            groups=balance_groups(
+                ranges,
+                self.parallelism or max(len(ranges), 1),
+                weights,
+                parents={shard.shard_id: shard.parent_ids for shard in plan.shards},
+            ),
         )
 
 

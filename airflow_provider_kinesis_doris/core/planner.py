@@ -303,7 +303,7 @@ class _IntervalPlanner:
         )
         if waiting_for:
             return ShardDecision.WAITING, None, waiting_for
-        span = clip_span(self.start_ms, self.end_ms, ranges, sweep=self.sweep)
+        span = clip_span(self.start_ms, self.end_ms, ranges, sweep=self.sweep or self._born_in_scope(shard))
         if span is None:
             return ShardDecision.COVERED, None, ()
         proposed = self._new_range(shard, *span)
@@ -339,6 +339,20 @@ class _IntervalPlanner:
                 return True
             cut = self.store.get_boundary(parent, instant_ms)
             if cut is not None and cut.kind is not BoundaryKind.SHARD_END:
+                return True
+        return False
+
+    def _born_in_scope(self, shard: ShardInfo) -> bool:
+        """A child created while one of its parents was being loaded by this pipeline holds only
+        records in scope: its first range sweeps from SHARD_START. Otherwise a child that waited
+        for its parents through the interval it was created in would never get the records it took
+        before the interval it is first planned in (I1)."""
+        for parent in shard.parent_ids:
+            ranges = list(self.store.ranges_for_shard(parent))
+            planned = self.decided.get(parent)
+            if planned is not None and planned.range is not None:
+                ranges.append(planned.range)
+            if ranges and min(ranges, key=lambda r: r.start.instant_ms).start.kind is not BoundaryKind.SHARD_END:
                 return True
         return False
 

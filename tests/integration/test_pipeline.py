@@ -14,7 +14,7 @@ from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.model import BoundaryKind
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 from airflow_provider_kinesis_doris.testing.scenario import (
     create_stream,
@@ -54,6 +54,7 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
         load_options=StreamLoadOptions.json_lines(),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
         chunk_limits=ChunkLimits(max_rows=7),
+        retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1, running_wait_seconds=20),
     )
     store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
     store.create_table_if_missing()

@@ -1,0 +1,89 @@
+"""The load job: JSON round trip without secrets, and partition balancing that keeps a child
+after its parents in one partition (I5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+
+
+def shard_range(shard_id: str, start: Boundary | None = None) -> ShardRange:
+    return ShardRange(
+        "p", "s", shard_id, 1000, 2000,
+        start or Boundary(shard_id, 1000, BoundaryKind.AT, Position(12345678901234567890123456789, 3)),
+        Boundary(shard_id, 2000, BoundaryKind.PENDING),
+    )  # fmt: skip
+
+
+def job(**overrides) -> LoadJob:  # type: ignore[no-untyped-def]
+    values = dict(
+        pipeline_id="p", stream_name="s", checkpoint_table="t", doris_database="db", doris_table="events",
+        dead_letter_table="events_dead_letter",
+        doris=DorisConnectionConfig(host="fe", be_hosts=("be1:8040",), be_address_map={"10.0.0.1:8040": "be1:8040"}),
+        aws=AwsSettings("eu-west-1", "http://127.0.0.1:1", None),
+        load_options=StreamLoadOptions.json_lines(columns=("a", "b"), max_filter_ratio=0.1),
+        mapping=RecordMapping(metadata_columns=("_kinesis_shard",), required_fields=("id",)),
+        chunk_limits=ChunkLimits(max_rows=10, max_bytes=1000),
+        retry_policy=RetryPolicy(max_attempts=2, initial_backoff_seconds=0.1),
+        ranges=(shard_range("a"), shard_range("b", Boundary("b", 0, BoundaryKind.SHARD_START))),
+        groups=((1,), (0,)),
+    )  # fmt: skip
+    values.update(overrides)
+    return LoadJob(**values)
+
+
+def test_json_round_trip_is_exact() -> None:
+    original = job()
+    assert LoadJob.from_json(original.to_json()) == original
+
+
+def test_job_refuses_a_password_and_credentials_stay_out_of_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigurationError, match="password"):
+        job(doris=DorisConnectionConfig(host="fe", password="pw"))
+    secrets = Credentials(doris_password="doris-pw", aws_secret_access_key="aws-secret")
+    path = tmp_path / "credentials.json"
+    secrets.write(str(path))
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert Credentials.load(str(path)) == secrets
+    assert "doris-pw" not in repr(secrets) and "aws-secret" not in repr(secrets)
+    assert "doris-pw" not in job(credentials_file=str(path)).to_json()
+
+
+def test_groups_must_cover_every_range_once() -> None:
+    with pytest.raises(ConfigurationError, match="exactly once"):
+        job(groups=((0,),))
+
+
+def test_children_stay_after_their_parents_in_one_partition() -> None:
+    ranges = [shard_range(s) for s in ("p1", "p2", "other1", "other2", "c1", "c2", "merged")]
+    parents = {"c1": ("p1",), "c2": ("p1",), "merged": ("c2", "p2")}
+    groups = balance_groups(ranges, parallelism=3, parents=parents)
+    lineage = {0, 1, 4, 5, 6}
+    (together,) = [g for g in groups if set(g) & lineage]
+    assert set(together) >= lineage
+    assert list(together) == sorted(together)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    weights=st.lists(st.integers(min_value=1, max_value=100), min_size=1, max_size=24),
+    parallelism=st.integers(min_value=1, max_value=8),
+)
+def test_balance_is_within_one_shard_of_even(weights: list[int], parallelism: int) -> None:
+    ranges = [shard_range(f"s{i}") for i in range(len(weights))]
+    groups = balance_groups(ranges, parallelism, {f"s{i}": w for i, w in enumerate(weights)})
+    assert sorted(i for g in groups for i in g) == list(range(len(weights)))
+    assert len(groups) == min(parallelism, len(weights))
+    loads = [sum(weights[i] for i in g) for g in groups]
+    assert max(loads) - min(loads) <= max(weights)
+    assert groups == balance_groups(ranges, parallelism, {f"s{i}": w for i, w in enumerate(weights)})
