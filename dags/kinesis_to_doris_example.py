@@ -19,14 +19,26 @@ from airflow.providers.common.compat.sdk import DAG
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 try:
-    from airflow.sdk import CronDataIntervalTimetable
+    from airflow.sdk import CronDataIntervalTimetable, DeltaDataIntervalTimetable
 except ImportError:  # Airflow 2.11
-    from airflow.timetables.interval import CronDataIntervalTimetable  # type: ignore[no-redef]
+    from airflow.timetables.interval import (  # type: ignore[no-redef]
+        CronDataIntervalTimetable,
+        DeltaDataIntervalTimetable,
+    )
+
+
+def _timetable() -> CronDataIntervalTimetable | DeltaDataIntervalTimetable:
+    # KD_EXAMPLE_INTERVAL_SECONDS gives short fixed intervals (the local stack's tests and demo).
+    seconds = os.environ.get("KD_EXAMPLE_INTERVAL_SECONDS")
+    if seconds:
+        return DeltaDataIntervalTimetable(timedelta(seconds=int(seconds)))
+    return CronDataIntervalTimetable(os.environ.get("KD_EXAMPLE_CRON", "*/10 * * * *"), timezone="UTC")
+
 
 with DAG(
     dag_id="kinesis_to_doris_example",
     description="Kinesis → Doris micro-batches, one data interval per run",
-    schedule=CronDataIntervalTimetable(os.environ.get("KD_EXAMPLE_CRON", "*/10 * * * *"), timezone="UTC"),
+    schedule=_timetable(),
     start_date=datetime.fromisoformat(os.environ.get("KD_EXAMPLE_START", "2026-01-01T00:00:00+00:00")),
     catchup=False,
     max_active_runs=int(os.environ.get("KD_EXAMPLE_MAX_ACTIVE_RUNS", "1")),

@@ -39,6 +39,9 @@ for _var in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    spark_session = sys.modules.get("pyspark.sql.session")
+    if spark_session is not None and spark_session.SparkSession.getActiveSession() is not None:
+        spark_session.SparkSession.getActiveSession().stop()
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
@@ -46,6 +49,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 def airflow_db() -> Path:
     """A migrated Airflow metadata DB (SQLite) in the session's AIRFLOW_HOME."""
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, timeout=300)
+    try:
+        # Airflow 2.x: dag_run_note references FAB's ab_user; SQLAlchemy must know that model
+        # before dag.test() deletes or rewrites a run.
+        import airflow.providers.fab.auth_manager.models  # noqa: F401
+    except ImportError:
+        pass
     return _AIRFLOW_HOME
 
 
