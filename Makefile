@@ -1,10 +1,12 @@
-# Two environments, both built from the lock files in requirements/:
-#   .venv      Airflow 3.x + PySpark: the whole suite
-#   .venv-af2  Airflow 2.11: the Airflow-facing tests (marker "airflow")
+# Three environments, all built from the lock files in requirements/:
+#   .venv        Airflow 3.x + PySpark: the whole suite
+#   .venv-af2    Airflow 2.11: the Airflow-facing tests (marker "airflow")
+#   .venv-spark  a Spark executor's environment, without Airflow (cluster tests)
 # plus node_modules/ for the Kinesis emulators.
 PYTHON ?= python3
 VENV := .venv
 VENV2 := .venv-af2
+VENV_SPARK := .venv-spark
 UV := $(VENV)/bin/uv
 AIRFLOW3_VERSION := 3.3.2
 AIRFLOW2_VERSION := 2.11.2
@@ -12,7 +14,7 @@ PYTEST_ARGS ?=
 
 .PHONY: install test test-af3 test-af2 demo lock bench clean
 
-install: $(VENV)/.installed $(VENV2)/.installed node_modules/.installed
+install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,12 @@ $(VENV2)/.installed: $(UV) pyproject.toml requirements/airflow2.txt
 	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e .
 	touch $@
 
+$(VENV_SPARK)/.installed: $(UV) pyproject.toml requirements/executor.txt
+	test -x $(VENV_SPARK)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV_SPARK)
+	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python -r requirements/executor.txt
+	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python --no-deps -e .
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
@@ -39,6 +47,7 @@ lock: $(UV)
 	echo "apache-airflow==$(AIRFLOW2_VERSION)" > /tmp/kd-af2.in
 	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
 	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
+	$(UV) pip compile --quiet --python-version 3.11 requirements/executor.in -c requirements/airflow3.txt -o requirements/executor.txt
 
 test: install
 	$(MAKE) test-af3
@@ -57,4 +66,4 @@ bench: install
 	$(VENV)/bin/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) $(VENV2) node_modules .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) node_modules .pytest_cache .hypothesis

@@ -228,6 +228,45 @@ def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float =
     )  # fmt: skip
 
 
+def start_spark_cluster(log_dir: Path, *, cores: int = 2, memory: str = "1g", timeout: float = 90.0) -> list[ServiceProcess]:
+    """A standalone Spark master and one worker on loopback, from the pip package's own
+    ``spark-class``; the master's URL is the first service's endpoint."""
+    import pyspark
+
+    spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
+    env = {"SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1"}
+    port, web = free_port(), free_port()
+    master_url = f"spark://{LOOPBACK}:{port}"
+    argv = [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(web)]
+    process, log_path = _spawn("spark_master", argv, env, log_dir)
+    master = ServiceProcess("spark_master", process, master_url, log_path)
+    try:
+        _wait_http("spark master", process, f"http://{LOOPBACK}:{web}", log_path, timeout)
+        worker_argv = [
+            spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", LOOPBACK,
+            "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory,
+        ]  # fmt: skip
+        process, log_path = _spawn("spark_worker", worker_argv, env, log_dir)
+        worker = ServiceProcess("spark_worker", process, master_url, log_path)
+        _wait_for_log(worker, "Successfully registered with master", timeout)
+    except BaseException:
+        master.stop()
+        raise
+    return [master, worker]
+
+
+def _wait_for_log(service: ServiceProcess, needle: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in service.log_path.read_text(errors="replace"):
+            return
+        if service.process.poll() is not None:
+            break
+        time.sleep(0.2)
+    service.stop()
+    raise TimeoutError(f"{service.name} did not log {needle!r} within {timeout:.0f}s; see {service.log_path}")
+
+
 _STARTERS = {
     "kinesis_mock": start_kinesis_mock,
     "kinesalite": start_kinesalite,
