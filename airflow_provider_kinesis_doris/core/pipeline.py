@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups, boundary_to_dict
 from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
+from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
+from airflow_provider_kinesis_doris.core.reader import RangeReader
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 
@@ -145,8 +147,35 @@ def run_interval(
         )  # fmt: skip
     if not plan.ranges:
         return IntervalResult(plan, (), None)
-    reports = tuple(runner(config.job(plan), credentials))
+    empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
+    to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
+    loaded = tuple(runner(config.job(to_load), credentials)) if to_load.ranges else ()
+    if not to_load.ranges:
+        log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
+    reports = loaded + tuple(empty.values())
     return IntervalResult(plan, reports, commit_reports(store, reports))
+
+
+def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRange) -> RangeReport | None:
+    """A report for a range that holds no record, found with one GetRecords on the driver; None
+    if it holds any. Empty intervals then start no Spark, and their ranges are still committed,
+    so checkpoints and drained parents advance exactly as if they had been read."""
+    if shard_range.start.kind is BoundaryKind.SHARD_END:
+        return RangeReport(shard_range.shard_id, shard_range.interval_start_ms, end=boundary_to_dict(shard_range.end), drained=True)
+    reader = RangeReader(kinesis, shard_range, store, limit=1)
+    records = iter(reader)
+    if next(records, None) is not None:
+        records.close()
+        return None
+    outcome = reader.outcome
+    return RangeReport(
+        shard_range.shard_id,
+        shard_range.interval_start_ms,
+        end=boundary_to_dict(outcome.end),
+        drained=outcome.drained,
+        millis_behind_latest=outcome.millis_behind_latest,
+        get_records_calls=outcome.get_records_calls,
+    )
 
 
 def run_here(job: LoadJob, credentials: Credentials) -> list[RangeReport]:

@@ -59,10 +59,10 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
     store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
     store.create_table_if_missing()
 
-    def run(start: int, end: int, cfg: PipelineConfig = config):  # type: ignore[no-untyped-def]
+    def run(start: int, end: int, cfg: PipelineConfig = config, runner=run_here):  # type: ignore[no-untyped-def]
         return run_interval(
             cfg, start, end, kinesis=kinesis_client, store=store,
-            credentials=Credentials(doris_password=DORIS_PASSWORD), runner=run_here,
+            credentials=Credentials(doris_password=DORIS_PASSWORD), runner=runner,
         )  # fmt: skip
 
     def rows() -> list[tuple]:
@@ -148,12 +148,26 @@ def test_bad_records_go_to_the_dead_letter_table_and_nothing_is_dropped(world, k
     assert summary["records"] == 5
 
 
-def test_an_interval_without_records_plans_and_commits_nothing_new(world, kinesis_client) -> None:
+def test_intervals_without_records_start_no_runner_and_still_commit(world, kinesis_client) -> None:
+    """No Spark for an empty interval (before any data, and after the data), yet its ranges are
+    committed so the checkpoints keep up."""
+
+    def no_runner(job, credentials):  # type: ignore[no-untyped-def]
+        raise AssertionError(f"the runner was started for {len(job.ranges)} empty ranges")
+
     start = now_ms()
-    end = start + 50
-    wait_past(end)
-    result = world["run"](start, end)
-    assert world["rows"]() == []
-    assert result.summary()["records"] == 0
-    for shard in result.plan.shards:
-        assert shard.range is None or shard.range.end.kind in (BoundaryKind.PENDING, BoundaryKind.AFTER, BoundaryKind.SHARD_START, BoundaryKind.AT)
+    wait_past(start + 50)
+    first = world["run"](start, start + 50, runner=no_runner)
+    loaded_start = start + 50
+    put_events(kinesis_client, world["stream"], [event(i) for i in range(10)])
+    loaded_end = now_ms() + 1
+    wait_past(loaded_end + 50)
+    world["run"](loaded_start, loaded_end)
+    after = world["run"](loaded_end, loaded_end + 50, runner=no_runner)
+
+    assert [row[0] for row in world["rows"]()] == list(range(10))
+    for result in (first, after):
+        assert result.summary()["records"] == 0 and result.commit is not None
+        assert {s.shard_id for s in result.plan.shards if s.range is not None} == set(result.commit.high_water_marks)
+    for shard in world["store"].list_shard_checkpoints():
+        assert shard.high_water_mark.instant_ms == loaded_end + 50
