@@ -12,7 +12,7 @@ AIRFLOW3_VERSION := 3.3.2
 AIRFLOW2_VERSION := 2.11.2
 PYTEST_ARGS ?=
 
-.PHONY: install test test-af3 test-af2 demo lock bench clean
+.PHONY: install test test-af3 test-af2 demo lock bench proof clean
 
 install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed
 
@@ -63,7 +63,12 @@ demo: install
 	$(VENV)/bin/python -m airflow_provider_kinesis_doris.testing.demo
 
 bench: install
-	$(VENV)/bin/python benchmarks/run.py
+	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+# The fault-injection proof: KD_PROOF_TRIALS seeded trials across the whole matrix (make test runs 25).
+proof: install
+	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
+		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) node_modules .pytest_cache .hypothesis

@@ -57,9 +57,14 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "hooks": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.hooks.doris"]}],
-        "operators": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris"]}],
-        "sensors": [],
-        "triggers": [],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris", f"{_PACKAGE}.operators.rebalance"],
+            }
+        ],
+        "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],
+        "triggers": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kinesis_reshard"]}],
         "extra-links": [f"{_PACKAGE}.operators.kinesis_to_doris.DorisTableLink"],
         "connection-types": [
             {

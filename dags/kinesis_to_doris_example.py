@@ -40,6 +40,7 @@ with DAG(
     description="Kinesis → Doris micro-batches, one data interval per run",
     schedule=_timetable(),
     start_date=datetime.fromisoformat(os.environ.get("KD_EXAMPLE_START", "2026-01-01T00:00:00+00:00")),
+    end_date=datetime.fromisoformat(os.environ["KD_EXAMPLE_END"]) if os.environ.get("KD_EXAMPLE_END") else None,
     catchup=False,
     max_active_runs=int(os.environ.get("KD_EXAMPLE_MAX_ACTIVE_RUNS", "1")),
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
@@ -53,5 +54,6 @@ with DAG(
         seal_grace=timedelta(seconds=int(os.environ.get("KD_EXAMPLE_SEAL_GRACE_SECONDS", "60"))),
         metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"),
         required_fields=("event_id",),
+        use_spark=os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true",
         spark_master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"),
     )

@@ -13,6 +13,7 @@ follow the stored sequence number (invariant I2).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -22,6 +23,7 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.checkpoints import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
+from airflow_provider_kinesis_doris.core.reader import THROTTLING_ERRORS, backoff_delay
 from airflow_provider_kinesis_doris.core.store import BoundaryStore
 
 log = logging.getLogger(__name__)
@@ -30,6 +32,7 @@ DEFAULT_MAX_PAGES = 1000
 # Our clock and the service's may differ a little: a timestamp the service calls "in the future"
 # within this margin of our now is treated as such, anything older is a real error.
 _CLOCK_SKEW_MS = 5_000
+_PROBE_ATTEMPTS = 10
 
 
 def probe_boundary(
@@ -41,6 +44,7 @@ def probe_boundary(
     shard_is_open: bool,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> Boundary:
     """Where ``instant_ms`` cuts the shard, as Kinesis shows it now (not persisted).
 
@@ -52,11 +56,29 @@ def probe_boundary(
         end the probe at its tip (a closed one is followed until its iterator is null).
     :param max_pages: GetRecords calls before giving up.
     :param clock: now, in epoch ms.
+    :param sleep: pauses between retries of a throttled or expired probe.
     :return: AT(first record at/after the instant), SHARD_END, or PENDING.
     :raises KinesisDorisError: no answer within ``max_pages`` pages.
     """
     if instant_ms > clock():
         return _future_boundary(shard_id, instant_ms, shard_is_open)
+    for attempt in range(_PROBE_ATTEMPTS):
+        try:
+            return _probe_once(client, stream_name, shard_id, instant_ms, shard_is_open, max_pages, clock)
+        except ClientError as error:
+            code = error.response.get("Error", {}).get("Code")
+            # The probe is idempotent: it reopens its AT_TIMESTAMP iterator from scratch.
+            if code not in (*THROTTLING_ERRORS, "ExpiredIteratorException") or attempt == _PROBE_ATTEMPTS - 1:
+                raise
+            log.warning("boundary probe of shard %s: %s; retry %d", shard_id, code, attempt + 1)
+            sleep(backoff_delay(attempt))
+    raise AssertionError("unreachable")
+
+
+def _probe_once(
+    client: Any, stream_name: str, shard_id: str, instant_ms: int, shard_is_open: bool, max_pages: int,
+    clock: Callable[[], int],
+) -> Boundary:
     try:
         iterator = client.get_shard_iterator(
             StreamName=stream_name,

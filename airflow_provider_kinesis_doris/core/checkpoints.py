@@ -482,6 +482,26 @@ class CheckpointStore:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
         return stored
 
+    def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int) -> tuple[int, int]:
+        """The chunk limits of a range, fixed by the first run that loads it.
+
+        Labels follow chunk spans, so every run of a range must cut it alike: a later or
+        concurrent run with other limits would otherwise load the same records under other
+        labels (duplicates). The first caller stores its limits (conditional write); everyone
+        gets the stored ones.
+
+        :param max_rows: this run's rows per chunk.
+        :param max_bytes: this run's bytes per chunk.
+        :return: ``(max_rows, max_bytes)`` stored for the range.
+        :raises CheckpointNotFound: no such range.
+        """
+        sk = range_key(shard_id, interval_start_ms)
+        self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
+        item = self._get(sk)
+        if item is None:
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+        return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
+
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""
         item = self._get(range_key(shard_id, interval_start_ms))

@@ -38,6 +38,15 @@ class UserRecord:
     data: bytes = field(repr=False)
 
 
+def may_be_aggregate(data: bytes) -> bool:
+    """Whether ``data`` starts like a KPL aggregate; False proves it is a plain record (the
+    common case, checked first so that a plain record costs no parsing and no extra object).
+
+    :param data: a Kinesis record's raw bytes.
+    """
+    return data.startswith(MAGIC)
+
+
 def deaggregate(data: bytes, partition_key: str) -> list[UserRecord]:
     """The user records held by one Kinesis record.
 
@@ -62,7 +71,7 @@ def deaggregate(data: bytes, partition_key: str) -> list[UserRecord]:
 
 def _parse_aggregate(data: bytes) -> Any | None:
     """The protobuf message of a well-formed, non-empty KPL aggregate, else None."""
-    if not data.startswith(MAGIC) or len(data) <= len(MAGIC) + DIGEST_SIZE:
+    if not may_be_aggregate(data) or len(data) <= len(MAGIC) + DIGEST_SIZE:
         return None
     message, digest = data[len(MAGIC) : -DIGEST_SIZE], data[-DIGEST_SIZE:]
     if hashlib.md5(message).digest() != digest:  # noqa: S324 - the format's checksum, not security

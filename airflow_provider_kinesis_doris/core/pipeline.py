@@ -19,6 +19,7 @@ from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_g
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
 from airflow_provider_kinesis_doris.core.reader import RangeReader
+from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 
@@ -149,7 +150,8 @@ def run_interval(
         return IntervalResult(plan, (), None)
     empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
-    loaded = tuple(runner(config.job(to_load), credentials)) if to_load.ranges else ()
+    # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
+    loaded = tuple(runner(config.job(to_load, weights_for_plan(store)), credentials)) if to_load.ranges else ()
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())

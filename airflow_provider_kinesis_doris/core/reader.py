@@ -36,7 +36,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
     DataTrimmed,
 )
-from airflow_provider_kinesis_doris.core.kpl import deaggregate
+from airflow_provider_kinesis_doris.core.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -487,9 +487,13 @@ def _user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisR
     for record in records:
         sequence = int(record["SequenceNumber"])
         arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
+        data = record["Data"]
+        if not may_be_aggregate(data):
+            users.append(KinesisRecord(shard_id, Position(sequence), arrival, record["PartitionKey"], data))
+            continue
         users.extend(
             KinesisRecord(shard_id, Position(sequence, user.sub_sequence), arrival, user.partition_key, user.data)
-            for user in deaggregate(record["Data"], record["PartitionKey"])
+            for user in deaggregate(data, record["PartitionKey"])
         )
     return users
 

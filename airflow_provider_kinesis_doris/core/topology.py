@@ -163,3 +163,83 @@ def blocking_parents(
         if parent_progress is None or not parent_progress.drained_up_to(interval_start_ms):
             blocking.append(parent)
     return tuple(blocking)
+
+
+# --- what changed since the topology was stored (the reshard sensor) ------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyChange:
+    """The difference between a stored shard set and a live listing.
+
+    :param stored_version: version of the stored topology the listing was compared with.
+    :param closed: shards whose children appeared (split or merged away), by id.
+    :param appeared: shards not in the stored set, with their parents and hash ranges.
+    :param expired: stored shards ListShards no longer reports (past retention).
+    """
+
+    stored_version: int
+    closed: tuple[str, ...]
+    appeared: tuple[ShardInfo, ...]
+    expired: tuple[str, ...]
+
+    @property
+    def is_reshard(self) -> bool:
+        """True if shards were split or merged: every reshard creates new shards."""
+        return bool(self.appeared)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (hash keys as decimal strings: they exceed 64 bits) for XCom."""
+        return {
+            "stored_version": self.stored_version,
+            "closed": list(self.closed),
+            "appeared": [_shard_to_dict(shard) for shard in self.appeared],
+            "expired": list(self.expired),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TopologyChange:
+        return cls(
+            stored_version=int(data["stored_version"]),
+            closed=tuple(data["closed"]),
+            appeared=tuple(_shard_from_dict(shard) for shard in data["appeared"]),
+            expired=tuple(data["expired"]),
+        )
+
+
+def _shard_to_dict(shard: ShardInfo) -> dict[str, Any]:
+    return {
+        "shard_id": shard.shard_id,
+        "parent_ids": list(shard.parent_ids),
+        "starting_hash_key": str(shard.starting_hash_key),
+        "ending_hash_key": str(shard.ending_hash_key),
+        "starting_sequence": str(shard.starting_sequence),
+        "is_open": shard.is_open,
+    }
+
+
+def _shard_from_dict(data: Mapping[str, Any]) -> ShardInfo:
+    return ShardInfo(
+        shard_id=data["shard_id"],
+        parent_ids=tuple(data["parent_ids"]),
+        starting_hash_key=int(data["starting_hash_key"]),
+        ending_hash_key=int(data["ending_hash_key"]),
+        starting_sequence=int(data["starting_sequence"]),
+        is_open=bool(data["is_open"]),
+    )
+
+
+def diff_topology(stored_ids: Iterable[str], stored_version: int, live: Iterable[ShardInfo]) -> TopologyChange:
+    """What changed between the stored shard set and the live listing.
+
+    :param stored_ids: shard ids of the stored topology.
+    :param stored_version: its version.
+    :param live: the shards ListShards reports now.
+    """
+    stored = set(stored_ids)
+    listed = list(live)
+    appeared = tuple(sorted((s for s in listed if s.shard_id not in stored), key=lambda s: s.shard_id))
+    # A shard that appeared and was resharded again before this look is closed too.
+    closed = tuple(sorted({parent for shard in appeared for parent in shard.parent_ids}))
+    expired = tuple(sorted(stored - {shard.shard_id for shard in listed}))
+    return TopologyChange(stored_version, closed, appeared, expired)

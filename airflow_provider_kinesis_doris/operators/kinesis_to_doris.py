@@ -27,29 +27,17 @@ from airflow_provider_kinesis_doris.core.errors import (
     UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+from airflow_provider_kinesis_doris.triggers.kinesis_reshard import loader_pipeline_id
 from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 log = logging.getLogger(__name__)
-
-_DEAD_LETTER_DDL = """CREATE TABLE IF NOT EXISTS `{database}`.`{table}` (
-    stream_name VARCHAR(128) NOT NULL,
-    shard_id VARCHAR(64) NOT NULL,
-    sequence_number VARCHAR(64) NOT NULL,
-    sub_sequence_number INT NOT NULL,
-    arrival_ms BIGINT NULL,
-    partition_key VARCHAR(256) NULL,
-    reason STRING NULL,
-    payload_base64 STRING NULL
-) DUPLICATE KEY(stream_name, shard_id, sequence_number)
-DISTRIBUTED BY HASH(shard_id) BUCKETS AUTO"""
-
 
 class DorisTableLink(BaseOperatorLink):
     """The loaded table's schema on the Doris FE (``GET /api/{db}/{table}/_schema``)."""
@@ -106,6 +94,8 @@ class KinesisToDorisOperator(BaseOperator):
         ``<table>_dead_letter`` (created if missing). (templated)
     :param relaxed_order: load child shards without waiting for their parents (only for tables
         where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
+    :param use_spark: load with Spark (default). ``False`` loads the ranges one after the other in
+        the task's own process: for small streams, where Spark's start-up (~15 s) dominates.
     :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
     :param spark_remote: a Spark Connect URL (``sc://...``) to run through instead. (templated)
     :param spark_submit: run through ``spark-submit`` instead of in the task's process.
@@ -153,6 +143,7 @@ class KinesisToDorisOperator(BaseOperator):
         unique_key_sequence: bool = False,
         dead_letter_table: str | None = None,
         relaxed_order: bool = False,
+        use_spark: bool = True,
         spark_master: str = "local[*]",
         spark_remote: str | None = None,
         spark_submit: bool = False,
@@ -181,6 +172,7 @@ class KinesisToDorisOperator(BaseOperator):
         self.unique_key_sequence = unique_key_sequence
         self.dead_letter_table = dead_letter_table
         self.relaxed_order = relaxed_order
+        self.use_spark = use_spark
         self.spark_master = spark_master
         self.spark_remote = spark_remote
         self.spark_submit = spark_submit
@@ -220,7 +212,7 @@ class KinesisToDorisOperator(BaseOperator):
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
         config = PipelineConfig(
-            pipeline_id=self.pipeline_id or f"{self.stream_name}.{self.doris_table}",
+            pipeline_id=loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table),
             stream_name=self.stream_name,
             checkpoint_table=self.checkpoint_table,
             doris_database=database,
@@ -252,7 +244,7 @@ class KinesisToDorisOperator(BaseOperator):
             result = run_interval(
                 config, _ms(start), _ms(end),
                 kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
-                runner=lambda job, credentials: run_spark_job(job, credentials, settings),
+                runner=(lambda job, credentials: run_spark_job(job, credentials, settings)) if self.use_spark else run_here,
             )  # fmt: skip
         except Exception as exc:
             raise AirflowException(_explain_failure(exc)) from exc
@@ -289,7 +281,7 @@ class KinesisToDorisOperator(BaseOperator):
                 f"{sorted(tables)[:20]}); create it first"
             )
         if dead_letter_table not in tables:
-            hook.run_sql(_DEAD_LETTER_DDL.format(database=database, table=dead_letter_table), database=database)
+            hook.run_sql(dead_letter_ddl(database, dead_letter_table), database=database)
             self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
 
 

@@ -29,6 +29,8 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     # One Python worker per task slot, reused across jobs: the fixed cost is process start-up.
     "spark.python.worker.reuse": "true",
+    # The progress bar redraws stderr several times a second: noise in task logs.
+    "spark.ui.showConsoleProgress": "false",
 }
 
 
@@ -56,7 +58,10 @@ class SparkSettings:
 
 
 def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
-    """Write the job's files, run it as ``settings`` say, and return one report per range."""
+    """Write the job's files, run it as ``settings`` say, and return one report per range.
+
+    Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver.
+    """
     with _private_folder() as folder:
         credentials_file = folder / "credentials.json"
         credentials.write(str(credentials_file))

@@ -71,9 +71,34 @@ class _RangeLoadReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
         # Imported here: this runs in an executor's Python worker.
+        import os
+
         from airflow_provider_kinesis_doris.core.job import LoadJob
-        from airflow_provider_kinesis_doris.core.loader import load_range_group
 
         job = LoadJob.from_json(self.job_json)
-        for report in load_range_group(job, partition.value, _credentials(job)):
+        profile_dir = os.environ.get(PROFILE_DIR_ENV)
+        reports = _profiled(job, partition.value, profile_dir) if profile_dir else _load(job, partition.value)
+        for report in reports:
             yield report.range_key, report.to_json()
+
+
+PROFILE_DIR_ENV = "KINESIS_DORIS_PROFILE_DIR"
+"""Set on the driver (executors inherit it in local mode): every partition then writes a cProfile
+file ``partition-<pid>-<first range>.prof`` into that folder."""
+
+
+def _load(job: object, indices: list[int]) -> list[object]:
+    from airflow_provider_kinesis_doris.core.loader import load_range_group
+
+    return list(load_range_group(job, indices, _credentials(job)))  # type: ignore[arg-type]
+
+
+def _profiled(job: object, indices: list[int], folder: str) -> list[object]:
+    """``_load`` under the standard library's profiler (py-spy cannot attach to Spark's workers)."""
+    import cProfile
+    import os
+
+    profiler = cProfile.Profile()
+    reports = profiler.runcall(_load, job, indices)
+    profiler.dump_stats(os.path.join(folder, f"partition-{os.getpid()}-{indices[0] if indices else 'none'}.prof"))
+    return reports

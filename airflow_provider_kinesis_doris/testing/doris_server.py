@@ -122,6 +122,11 @@ class FaultInjector:
         with self._lock:
             self._faults.clear()
 
+    def pending(self) -> int:
+        """Uses of queued faults not taken yet."""
+        with self._lock:
+            return sum(fault.remaining for fault in self._faults)
+
     def take(self, at_fe: bool) -> Fault | None:
         """Consume one use of the oldest fault that acts at FE (``at_fe``) or at BE."""
         with self._lock:
@@ -967,6 +972,19 @@ class DorisServer:
     def clear_faults(self) -> None:
         """Drop every pending fault."""
         self._running().faults.clear()
+
+    def pending_faults(self) -> int:
+        """How many stream loads queued faults would still affect (0: every fault struck)."""
+        return self._running().faults.pending()
+
+    def applied_row_count(self, db: str, table: str) -> int:
+        """Rows committed loads applied to ``db.table`` since start, one per row per load: shows
+        a load applied twice even on a UNIQUE KEY table, whose rows hide it.
+
+        :param db: the database.
+        :param table: the table.
+        """
+        return self._running().txns.applied_row_count(db, table)
 
     def execute_sql(self, db: str, stmt: str) -> list[tuple[Any, ...]]:
         """Run one statement of the SQL subset in-process; rows for queries, [] otherwise.

@@ -14,6 +14,7 @@ import json
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,9 @@ class TxnManager:
         self._clock = clock
         stored = [self._stored_last_id(db) for db in storage.database_names()]
         self._last_txn_id = max([_FIRST_TXN_ID, *stored])
+        # Rows applied per (db, table) since start: on a UNIQUE table a load applied twice leaves
+        # no trace in the rows, so tests count applications here.
+        self._applied_rows: Counter[tuple[str, str]] = Counter()
 
     def _stored_last_id(self, db: str) -> int:
         row = self._storage.connection(db).execute(
@@ -351,6 +355,14 @@ class TxnManager:
             apply_rows(self._connection(db), schema, rows)
         except sqlite3.Error as exc:
             raise DorisSqlError(f"failed to write rows of table {table}: {exc}") from exc
+        self._applied_rows[(db, table)] += len(rows)
+
+    def applied_row_count(self, db: str, table: str) -> int:
+        """Rows that committed loads applied to ``db.table`` since this manager started (each
+        application counts, even when a UNIQUE key replaced an earlier row)."""
+        with self._storage.lock:
+            self.sweep()
+            return self._applied_rows[(db, table)]
 
     def _set_state(self, connection: sqlite3.Connection, txn_id: int, state: str, finished_at: float) -> None:
         connection.execute(

@@ -12,10 +12,9 @@ import pytest
 from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.model import BoundaryKind
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.testing.scenario import (
     create_stream,
     event,
@@ -41,7 +40,7 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
     create_stream(kinesis_client, stream, 2)
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     doris_server.execute_sql(DB, events_table_ddl(table))
-    doris_server.execute_sql(DB, _dead_letter_ddl(f"{table}_dead_letter"))
+    doris_server.execute_sql(DB, dead_letter_ddl(DB, f"{table}_dead_letter"))
     config = PipelineConfig(
         pipeline_id=f"{stream}.{DB}.{table}",
         stream_name=stream,
@@ -72,18 +71,6 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
         return doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {table}_dead_letter")
 
     return {"stream": stream, "config": config, "store": store, "run": run, "rows": rows, "dead": dead}
-
-
-def _dead_letter_ddl(table: str) -> str:
-    from airflow_provider_kinesis_doris.operators import kinesis_to_doris  # noqa: F401 - DDL lives with the operator
-
-    return (
-        f"CREATE TABLE {table} (stream_name VARCHAR(128) NOT NULL, shard_id VARCHAR(64) NOT NULL, "
-        "sequence_number VARCHAR(64) NOT NULL, sub_sequence_number INT NOT NULL, arrival_ms BIGINT NULL, "
-        "partition_key VARCHAR(256) NULL, reason STRING NULL, payload_base64 STRING NULL) "
-        "DUPLICATE KEY(stream_name, shard_id, sequence_number) DISTRIBUTED BY HASH(shard_id) BUCKETS 1 "
-        "PROPERTIES ('replication_num' = '1')"
-    )
 
 
 def _three_intervals(kinesis_client, stream: str) -> tuple[list[int], list[int]]:  # type: ignore[no-untyped-def]

@@ -3,8 +3,6 @@ after its parents in one partition (I5)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

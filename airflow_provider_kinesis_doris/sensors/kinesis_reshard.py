@@ -1,0 +1,106 @@
+"""Sensor that succeeds when a Kinesis stream was split or merged since the stored topology."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
+
+from airflow_provider_kinesis_doris.triggers.kinesis_reshard import (
+    KinesisReshardTrigger,
+    check_topology,
+    loader_pipeline_id,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+
+class KinesisReshardSensor(BaseSensorOperator):
+    """Wait until the shards of ``stream_name`` were split or merged, and push what changed.
+
+    The live shard set (ListShards, every page) is compared with the topology the pipeline keeps
+    in its checkpoint table. The first look, with nothing stored, stores the live set and waits.
+    Nothing else is written: the rebalance step (``KinesisShardRebalanceOperator``) stores the new
+    topology, so the sensor fires once per change.
+
+    The XCom value: ``{"stored_version", "closed": [shard ids], "appeared": [{"shard_id",
+    "parent_ids", "starting_hash_key", "ending_hash_key", ...}], "expired": [shard ids]}``.
+
+    Waits in the triggerer when ``deferrable`` (the default follows
+    ``[operators] default_deferrable``), otherwise in ``reschedule`` mode unless ``mode`` is given.
+    ``timeout`` and ``soft_fail`` behave as on every Airflow sensor.
+
+    :param stream_name: the Kinesis stream.
+    :param checkpoint_table: DynamoDB table of the loader's checkpoints.
+    :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
+    :param doris_table: the loader's ``database.table``, to derive the default pipeline id.
+    :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    """
+
+    template_fields = ("stream_name", "checkpoint_table", "pipeline_id", "doris_table")
+    ui_color = "#f5e6c8"
+
+    def __init__(
+        self,
+        *,
+        stream_name: str,
+        checkpoint_table: str,
+        pipeline_id: str | None = None,
+        doris_table: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("mode", "reschedule")
+        super().__init__(**kwargs)
+        self.stream_name = stream_name
+        self.checkpoint_table = checkpoint_table
+        self.pipeline_id = pipeline_id
+        self.doris_table = doris_table
+        self.aws_conn_id = aws_conn_id
+        self.deferrable = deferrable
+
+    @property
+    def resolved_pipeline_id(self) -> str:
+        return loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table)
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        pipeline_id = self.resolved_pipeline_id
+        change = check_topology(self.aws_conn_id, self.stream_name, self.checkpoint_table, pipeline_id)
+        if change is None:
+            self.log.info("First look at stream %s: stored the topology of %s", self.stream_name, pipeline_id)
+            return PokeReturnValue(is_done=False)
+        if not change.is_reshard:
+            version = change.stored_version
+            self.log.info("Stream %s: no split or merge since topology version %d", self.stream_name, version)
+            return PokeReturnValue(is_done=False)
+        self.log.info("Stream %s was resharded: %s", self.stream_name, change.to_dict())
+        return PokeReturnValue(is_done=True, xcom_value=change.to_dict())
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        self.defer(
+            trigger=KinesisReshardTrigger(
+                stream_name=self.stream_name,
+                checkpoint_table=self.checkpoint_table,
+                pipeline_id=self.resolved_pipeline_id,
+                aws_conn_id=self.aws_conn_id,
+                poll_interval=self.poke_interval,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resumed by :class:`KinesisReshardTrigger`; returns the change (the XCom value)."""
+        if not event or event.get("status") != "success":
+            message = (event or {}).get("message", "no event")
+            raise AirflowException(f"Watching the shards of stream {self.stream_name} failed: {message}")
+        return event["change"]

@@ -1,0 +1,624 @@
+"""Benchmark: the loader end to end against the floor of the local stack.
+
+One run starts kinesalite (volume), moto (DynamoDB) and the Doris stand-in as child processes on
+loopback, and for N records (then N/10):
+
+1. produces N JSON records of about ``--record-bytes`` into a fresh 4-shard stream;
+2. measures the floor: a raw boto3 GetRecords loop over every shard (``Limit=10000``) and a raw
+   Stream Load of the same bytes in the same chunks (``requests`` PUT straight to the BE);
+3. runs ``run_interval`` with the Spark runner on ``local[2]`` and again on ``local[1]`` (fresh
+   pipeline id and table, so the second run really loads);
+4. (at N) runs an interval without new data, which must not start Spark.
+
+It prints a table and, last, one JSON line with the figures. ``KINESIS_DORIS_PROFILE_DIR`` (read by
+``spark/source.py``) makes every Spark partition dump a cProfile file there.
+
+Usage::
+
+    .venv/bin/python benchmarks/run.py [--records 1000000] [--record-bytes 200] [--json-out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.reader import MAX_RECORDS_PER_CALL, arrival_ms
+from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping, map_record
+from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+from airflow_provider_kinesis_doris.testing.scenario import create_stream, now_ms, put_records, wait_past
+from airflow_provider_kinesis_doris.testing.stack import LocalStack, ServiceProcess, local_client
+
+log = logging.getLogger("benchmark")
+
+SHARDS = 4
+PRODUCERS = 2
+DATABASE = "bench"
+CHECKPOINT_TABLE = "bench_checkpoints"
+REGION = "us-east-1"
+SENTINEL_KEY = "sentinel"
+MAPPING = RecordMapping(
+    metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), required_fields=("event_id",)
+)
+TABLE_DDL = """CREATE TABLE `{table}` (
+    event_id BIGINT NOT NULL, user_id VARCHAR(32) NULL, amount INT NULL, note STRING NULL,
+    _kinesis_shard VARCHAR(64) NULL, _kinesis_sequence VARCHAR(80) NULL, _kinesis_arrival BIGINT NULL
+) DUPLICATE KEY(event_id) DISTRIBUTED BY HASH(event_id) BUCKETS 1 PROPERTIES ("replication_num" = "1")"""
+DEAD_LETTER_DDL = """CREATE TABLE `{table}` (
+    stream_name VARCHAR(128) NOT NULL, shard_id VARCHAR(64) NOT NULL, sequence_number VARCHAR(64) NOT NULL,
+    sub_sequence_number INT NOT NULL, arrival_ms BIGINT NULL, partition_key VARCHAR(256) NULL,
+    reason STRING NULL, payload_base64 STRING NULL
+) DUPLICATE KEY(stream_name, shard_id, sequence_number) DISTRIBUTED BY HASH(shard_id) BUCKETS 1
+PROPERTIES ("replication_num" = "1")"""
+RESULT_KEYS = (
+    "records", "e2e_s", "raw_read_s", "raw_load_s", "ratio_e2e_to_floor", "spark_fixed_cost_s",
+    "empty_interval_s", "empty_interval_started_spark", "peak_rss_mb", "peak_rss_small_mb",
+    "peak_rss_loader_mb", "peak_rss_loader_small_mb", "get_records_calls_per_shard",
+    "get_records_min_per_shard", "get_records_ratio", "speedup_local2_over_local1", "small", "load_average",
+    "empty_interval_probe_s",
+)  # fmt: skip
+
+
+# --- memory of the process tree ----------------------------------------------------------------
+
+
+class RssSampler:
+    """Samples the resident memory of this process and all its descendants every ``interval`` s.
+
+    ``window()`` yields a dict that, once the block ends, holds the peak of the whole tree
+    (``tree_mb``) and of the tree without the local stack's services (``loader_mb``).
+
+    :param excluded_roots: PIDs whose subtrees are the emulators and the stand-in.
+    """
+
+    def __init__(self, excluded_roots: Sequence[int], interval: float = 0.2) -> None:
+        self._excluded_roots = set(excluded_roots)
+        self._interval = interval
+        self._page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+        self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @contextmanager
+    def window(self) -> Iterator[dict[str, float]]:
+        with self._lock:
+            self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
+        result: dict[str, float] = {}
+        try:
+            yield result
+        finally:
+            self._sample()
+            with self._lock:
+                result.update({name: round(value, 1) for name, value in self._peaks.items()})
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def _sample(self) -> None:
+        tree, loader = self._tree_rss_mb()
+        with self._lock:
+            self._peaks["tree_mb"] = max(self._peaks["tree_mb"], tree)
+            self._peaks["loader_mb"] = max(self._peaks["loader_mb"], loader)
+
+    def _tree_rss_mb(self) -> tuple[float, float]:
+        children = _children_by_parent()
+        tree_kb = loader_kb = 0
+        pending = [(os.getpid(), False)]
+        while pending:
+            pid, excluded = pending.pop()
+            excluded = excluded or pid in self._excluded_roots
+            kb = self._rss_kb(pid)
+            tree_kb += kb
+            loader_kb += 0 if excluded else kb
+            pending.extend((child, excluded) for child in children.get(pid, ()))
+        return tree_kb / 1024, loader_kb / 1024
+
+    def _rss_kb(self, pid: int) -> int:
+        try:
+            with open(f"/proc/{pid}/statm") as handle:
+                return int(handle.read().split()[1]) * self._page_kb
+        except (OSError, IndexError, ValueError):
+            return 0  # the process ended between the listing and the read
+
+
+def _children_by_parent() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                # The command name is in parentheses and may contain spaces: split after it.
+                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    return children
+
+
+# --- the stack and the data ----------------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    """Clients and addresses of the running local stack."""
+
+    kinesis: Any
+    dynamodb: Any
+    doris: DorisStreamLoadClient
+    doris_service: ServiceProcess
+    aws: AwsSettings
+
+    @property
+    def be_url(self) -> str:
+        return f"http://127.0.0.1:{self.doris_service.extra['be_port']}"
+
+    @property
+    def password(self) -> str:
+        return str(self.doris_service.extra["password"])
+
+    @property
+    def user(self) -> str:
+        return str(self.doris_service.extra["user"])
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A sealed interval holding ``records`` records, followed by ``[end_ms, quiet_end_ms)`` holding none."""
+
+    stream: str
+    start_ms: int
+    end_ms: int
+    quiet_end_ms: int
+    records: int
+
+
+def payload(event_id: int, record_bytes: int) -> bytes:
+    """A JSON event of about ``record_bytes`` bytes (padded by its ``note``)."""
+    head = {"event_id": event_id, "user_id": f"user-{event_id % 17}", "amount": event_id % 1000, "note": ""}
+    padding = max(record_bytes - len(json.dumps(head, separators=(",", ":"))), 0)
+    head["note"] = "x" * padding
+    return json.dumps(head, separators=(",", ":")).encode()
+
+
+def put_events(kinesis: Any, stream: str, event_ids: range, record_bytes: int) -> None:
+    put_records(kinesis, stream, ((f"pk-{i}", payload(i, record_bytes)) for i in event_ids))
+
+
+def produce(stack: Stack, stream: str, records: int, record_bytes: int) -> Interval:
+    """Create a 4-shard stream and put ``records`` events into it inside one sealed interval, then,
+    after a quiet interval, one sentinel record per shard.
+
+    The sentinels are there because kinesalite never answers GetShardIterator AT_TIMESTAMP for an
+    instant after a shard's last record (AWS returns an iterator at the tip): the planner's
+    boundary probes at both intervals' ends would hang without them. They are never loaded.
+    """
+    shards = create_stream(stack.kinesis, stream, SHARDS)
+    start = now_ms()
+    wait_past(start)
+    # Two producers: one encodes and signs while the emulator stores the other's batch.
+    shares = [range(first, records, PRODUCERS) for first in range(PRODUCERS)]
+    with ThreadPoolExecutor(max_workers=PRODUCERS) as pool:
+        list(pool.map(lambda ids: put_events(stack.kinesis, stream, ids, record_bytes), shares))
+    end = now_ms() + 1
+    quiet_end = end + 50
+    wait_past(quiet_end)
+    for shard in stack.kinesis.list_shards(StreamName=stream)["Shards"]:
+        stack.kinesis.put_record(
+            StreamName=stream, PartitionKey=SENTINEL_KEY, Data=payload(-1, record_bytes),
+            ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"],
+        )  # fmt: skip
+    assert len(shards) == SHARDS
+    return Interval(stream, start, end, quiet_end, records)
+
+
+# --- the floor -----------------------------------------------------------------------------------
+
+
+@dataclass
+class RawRead:
+    seconds: float
+    calls_per_shard: dict[str, int]
+    pages: dict[str, list[list[dict[str, Any]]]] = field(repr=False)
+
+
+def raw_read(kinesis: Any, stream: str) -> RawRead:
+    """Every shard from TRIM_HORIZON to its tip with plain GetRecords calls (``Limit=10000``)."""
+    shard_ids = [shard["ShardId"] for shard in kinesis.list_shards(StreamName=stream)["Shards"]]
+    calls: dict[str, int] = {}
+    pages: dict[str, list[list[dict[str, Any]]]] = {}
+    started = time.perf_counter()
+    for shard_id in shard_ids:
+        iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")[
+            "ShardIterator"
+        ]
+        calls[shard_id], pages[shard_id] = 0, []
+        while iterator:
+            response = kinesis.get_records(ShardIterator=iterator, Limit=MAX_RECORDS_PER_CALL)
+            calls[shard_id] += 1
+            if response["Records"]:
+                pages[shard_id].append(response["Records"])
+            elif response.get("MillisBehindLatest") == 0:
+                break
+            iterator = response.get("NextShardIterator")
+    return RawRead(time.perf_counter() - started, calls, pages)
+
+
+def chunk_bodies(read: RawRead, mapping: RecordMapping, limits: ChunkLimits) -> list[bytes]:
+    """The loader's Stream Load bodies for what ``read`` returned: same lines, same chunk cuts."""
+    bodies = []
+    for shard_id, pages in read.pages.items():
+        records = (
+            KinesisRecord(
+                shard_id, Position(int(raw["SequenceNumber"]), 0), arrival_ms(raw["ApproximateArrivalTimestamp"]),
+                raw["PartitionKey"], raw["Data"],
+            )
+            for page in pages
+            for raw in page
+            if raw["PartitionKey"] != SENTINEL_KEY
+        )  # fmt: skip
+        mapped = (map_record(record, mapping) for record in records)
+        bodies.extend(chunk.body() for chunk in cut_chunks(mapped, limits))
+    return bodies
+
+
+def raw_load(stack: Stack, table: str, bodies: Sequence[bytes]) -> float:
+    """PUT every body straight to the BE under its own label, one after the other; seconds taken."""
+    url = f"{stack.be_url}/api/{DATABASE}/{table}/_stream_load"
+    headers = {"format": "json", "read_json_by_line": "true", "group_commit": "off_mode"}
+    started = time.perf_counter()
+    with requests.Session() as session:
+        for index, body in enumerate(bodies):
+            response = session.put(
+                url, data=body, auth=(stack.user, stack.password), timeout=600,
+                headers={**headers, "label": f"raw-{table}-{index}"},
+            )  # fmt: skip
+            reply = response.json()
+            if reply.get("Status") != "Success":
+                raise RuntimeError(f"raw Stream Load {index} into {table} failed: {reply}")
+    return time.perf_counter() - started
+
+
+# --- the loader ----------------------------------------------------------------------------------
+
+
+@dataclass
+class LoaderRun:
+    master: str
+    seconds: float
+    runner_seconds: float
+    spark_fixed_cost_s: float
+    rows_loaded: int
+    calls_per_shard: dict[str, int]
+    records_per_shard: dict[str, int]
+    rss: dict[str, float]
+
+
+class TimedRunner:
+    """The Spark runner, timed."""
+
+    def __init__(self, master: str) -> None:
+        self.settings = SparkSettings(master=master)
+        self.seconds = 0.0
+        self.reports: list[RangeReport] = []
+
+    def __call__(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        started = time.perf_counter()
+        self.reports = run_spark_job(job, credentials, self.settings)
+        self.seconds = time.perf_counter() - started
+        return self.reports
+
+    def fixed_cost(self, slots: int) -> float:
+        """Runner time not spent inside range loads: session, planning, workers, collect.
+
+        The task work is the sum of range seconds spread over ``slots`` (ranges are equal-sized).
+        """
+        work = sum(report.seconds for report in self.reports)
+        return self.seconds - work / min(slots, max(len(self.reports), 1))
+
+
+def pipeline_config(stack: Stack, stream: str, table: str, chunk_limits: ChunkLimits) -> PipelineConfig:
+    return PipelineConfig(
+        pipeline_id=f"{stream}.{DATABASE}.{table}",
+        stream_name=stream,
+        checkpoint_table=CHECKPOINT_TABLE,
+        doris_database=DATABASE,
+        doris_table=table,
+        dead_letter_table=f"{table}_dead_letter",
+        doris=DorisConnectionConfig(host="127.0.0.1", port=stack.doris.config.port, user=stack.user),
+        aws=stack.aws,
+        load_options=StreamLoadOptions.json_lines(),
+        mapping=MAPPING,
+        chunk_limits=chunk_limits,
+        retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.5, max_backoff_seconds=2),
+    )
+
+
+def create_tables(stack: Stack, table: str) -> None:
+    stack.doris.run_sql(DATABASE, TABLE_DDL.format(table=table))
+    stack.doris.run_sql(DATABASE, DEAD_LETTER_DDL.format(table=f"{table}_dead_letter"))
+
+
+def run_loader(
+    stack: Stack, interval: Interval, table: str, master: str, limits: ChunkLimits, sampler: RssSampler
+) -> tuple[LoaderRun, PipelineConfig]:
+    """``run_interval`` over ``interval`` into a fresh table with the Spark runner on ``master``."""
+    create_tables(stack, table)
+    config = pipeline_config(stack, interval.stream, table, limits)
+    runner = TimedRunner(master)
+    with sampler.window() as rss:
+        started = time.perf_counter()
+        result = run_interval(config, interval.start_ms, interval.end_ms, **_world(stack, config), runner=runner)
+        seconds = time.perf_counter() - started
+    summary = result.summary()
+    if summary["loaded"] != interval.records:
+        raise RuntimeError(f"{master} loaded {summary['loaded']} of {interval.records} records into {table}")
+    slots = int(master.strip("local[]") or 1)
+    run = LoaderRun(
+        master, seconds, runner.seconds, runner.fixed_cost(slots), summary["loaded"],
+        {r.shard_id: r.get_records_calls for r in result.reports}, {r.shard_id: r.records for r in result.reports}, rss,
+    )  # fmt: skip
+    return run, config
+
+
+def _world(stack: Stack, config: PipelineConfig) -> dict[str, Any]:
+    return {
+        "kinesis": stack.kinesis,
+        "store": DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id),
+        "credentials": Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local"),
+    }
+
+
+@dataclass(frozen=True)
+class EmptyInterval:
+    """The quiet interval: its seconds, the seconds of the emulator's timestamp probes alone, and
+    whether it started a Spark session."""
+
+    seconds: float
+    probe_seconds: float
+    started_spark: bool
+
+
+def empty_interval(stack: Stack, config: PipelineConfig, interval: Interval) -> EmptyInterval:
+    """Run the quiet interval after ``interval`` (it holds no record) with no Spark session running before."""
+    from pyspark.sql import SparkSession
+
+    stop_spark()
+    probe_s = timestamp_probe_seconds(stack.kinesis, interval.stream, interval.quiet_end_ms)
+    log.info("GetShardIterator AT_TIMESTAMP on all shards: %.2fs", probe_s)
+    started = time.perf_counter()
+    result = run_interval(
+        config, interval.end_ms, interval.quiet_end_ms, **_world(stack, config), runner=TimedRunner("local[2]")
+    )
+    seconds = time.perf_counter() - started
+    if result.summary()["records"]:
+        raise RuntimeError(f"the quiet interval of {interval.stream} read {result.summary()['records']} records")
+    return EmptyInterval(seconds, probe_s, SparkSession.getActiveSession() is not None)
+
+
+def timestamp_probe_seconds(kinesis: Any, stream: str, instant_ms: int) -> float:
+    """Seconds the emulator takes to open one AT_TIMESTAMP iterator per shard: the planner's
+    boundary probe, the part of an empty interval that grows with what the shard holds."""
+    started = time.perf_counter()
+    for shard in kinesis.list_shards(StreamName=stream)["Shards"]:
+        kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard["ShardId"], ShardIteratorType="AT_TIMESTAMP",
+            Timestamp=datetime.fromtimestamp(instant_ms / 1000, tz=timezone.utc),
+        )  # fmt: skip
+    return time.perf_counter() - started
+
+
+def stop_spark() -> None:
+    """Stop this process's Spark session so the next run starts one on another master."""
+    from pyspark.sql import SparkSession
+
+    session = SparkSession.getActiveSession()
+    if session is not None:
+        session.stop()
+
+
+# --- one size ------------------------------------------------------------------------------------
+
+
+@dataclass
+class SizeResult:
+    records: int
+    produce_s: float
+    raw: RawRead
+    raw_load_s: float
+    runs: dict[str, LoaderRun]
+    config: PipelineConfig | None = None
+    interval: Interval | None = None
+
+    @property
+    def e2e(self) -> LoaderRun:
+        return self.runs["local[2]"]
+
+    @property
+    def ratio(self) -> float:
+        return self.e2e.seconds / max(self.raw.seconds, self.raw_load_s)
+
+    def min_calls(self) -> dict[str, int]:
+        """ceil(records/10000) pages with records plus the one empty page at the tip, per shard."""
+        return {shard: math.ceil(n / MAX_RECORDS_PER_CALL) + 1 for shard, n in self.e2e.records_per_shard.items()}
+
+    def calls_ratio(self) -> float:
+        minimum = self.min_calls()
+        return max(self.e2e.calls_per_shard[shard] / minimum[shard] for shard in minimum)
+
+
+def run_size(
+    stack: Stack, records: int, record_bytes: int, tag: str, masters: Sequence[str], sampler: RssSampler
+) -> SizeResult:
+    """Steps 1-3 for ``records`` records; Spark runs on ``masters`` in that order."""
+    limits = ChunkLimits()
+    stream = f"bench-{tag}"
+    started = time.perf_counter()
+    interval = produce(stack, stream, records, record_bytes)
+    produce_s = time.perf_counter() - started
+    log.info("produced %d records in %.1fs", records, produce_s)
+    raw = raw_read(stack.kinesis, stream)
+    log.info("raw read %.1fs, calls %s", raw.seconds, raw.calls_per_shard)
+    bodies = chunk_bodies(raw, MAPPING, limits)
+    raw.pages.clear()
+    raw_table = f"raw_{tag}"
+    create_tables(stack, raw_table)
+    raw_load_s = raw_load(stack, raw_table, bodies)
+    log.info("raw load of %d bodies %.1fs", len(bodies), raw_load_s)
+    del bodies
+    result = SizeResult(records, produce_s, raw, raw_load_s, {}, interval=interval)
+    for master in masters:
+        stop_spark()
+        table = f"events_{tag}_{master.strip('local[]')}"
+        run, config = run_loader(stack, interval, table, master, limits, sampler)
+        log.info("%s: %.1fs (runner %.1fs, fixed %.1fs)", master, run.seconds, run.runner_seconds, run.spark_fixed_cost_s)
+        result.runs[master] = run
+        if master == "local[2]":
+            result.config = config
+    return result
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def summarize(big: SizeResult, small: SizeResult, empty: EmptyInterval, load_average: list[float]) -> dict[str, Any]:
+    def speedup(size: SizeResult) -> float:
+        return round(size.runs["local[1]"].seconds / size.runs["local[2]"].seconds, 2)
+
+    return {
+        "records": big.records,
+        "e2e_s": round(big.e2e.seconds, 2),
+        "raw_read_s": round(big.raw.seconds, 2),
+        "raw_load_s": round(big.raw_load_s, 2),
+        "ratio_e2e_to_floor": round(big.ratio, 2),
+        "spark_fixed_cost_s": round(statistics.median(r.spark_fixed_cost_s for s in (big, small) for r in s.runs.values()), 2),
+        "empty_interval_s": round(empty.seconds, 2),
+        "empty_interval_probe_s": round(empty.probe_seconds, 2),
+        "empty_interval_started_spark": empty.started_spark,
+        "peak_rss_mb": big.e2e.rss["tree_mb"],
+        "peak_rss_small_mb": small.e2e.rss["tree_mb"],
+        "peak_rss_loader_mb": big.e2e.rss["loader_mb"],
+        "peak_rss_loader_small_mb": small.e2e.rss["loader_mb"],
+        "get_records_calls_per_shard": big.e2e.calls_per_shard,
+        "get_records_min_per_shard": big.min_calls(),
+        "get_records_ratio": round(big.calls_ratio(), 3),
+        "speedup_local2_over_local1": speedup(big),
+        "small": {
+            "records": small.records,
+            "e2e_s": round(small.e2e.seconds, 2),
+            "raw_read_s": round(small.raw.seconds, 2),
+            "raw_load_s": round(small.raw_load_s, 2),
+            "ratio_e2e_to_floor": round(small.ratio, 2),
+            "get_records_ratio": round(small.calls_ratio(), 3),
+            "speedup_local2_over_local1": speedup(small),
+        },
+        # 1-minute load average at the start and the end: the machine is shared, read figures with it.
+        "load_average": load_average,
+    }
+
+
+def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval) -> None:
+    print(f"{'records':>9} {'produce':>8} {'raw read':>9} {'raw load':>9} {'e2e L2':>8} {'fixed L2':>9} "
+          f"{'e2e L1':>8} {'L2/L1':>6} {'ratio':>6} {'GR calls/min':>13} {'RSS tree':>9} {'RSS loader':>11}")  # fmt: skip
+    for size in sizes:
+        l2, l1 = size.runs["local[2]"], size.runs["local[1]"]
+        calls = sum(l2.calls_per_shard.values())
+        print(
+            f"{size.records:>9} {size.produce_s:>7.1f}s {size.raw.seconds:>8.1f}s {size.raw_load_s:>8.1f}s "
+            f"{l2.seconds:>7.1f}s {l2.spark_fixed_cost_s:>8.1f}s {l1.seconds:>7.1f}s {l1.seconds / l2.seconds:>6.2f} "
+            f"{size.ratio:>6.2f} {calls:>6}/{sum(size.min_calls().values()):<6} {l2.rss['tree_mb']:>7.0f}MB "
+            f"{l2.rss['loader_mb']:>9.0f}MB"
+        )
+    print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
+          f"started Spark: {empty.started_spark}")  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="records at full size (N/10 runs too)")
+    parser.add_argument("--record-bytes", type=int, default=200, help="approximate JSON size of a record")
+    parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write the final JSON line here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-"))
+    load_average = [round(os.getloadavg()[0], 2)]
+    with LocalStack(state_dir, services=["kinesalite", "dynamodb", "doris"]) as local:
+        stack = _connect(local)
+        roots = [service.pid for service in local.running.values()]
+        with RssSampler(roots) as sampler:
+            big = run_size(stack, args.records, args.record_bytes, "n", ("local[2]", "local[1]"), sampler)
+            assert big.config is not None and big.interval is not None
+            empty = empty_interval(stack, big.config, big.interval)
+            small = run_size(stack, max(args.records // 10, 1), args.record_bytes, "n10", ("local[1]", "local[2]"), sampler)
+        stop_spark()
+        stack.doris.close()
+    load_average.append(round(os.getloadavg()[0], 2))
+    result = summarize(big, small, empty, load_average)
+    print_table((big, small), empty)
+    line = json.dumps(result, sort_keys=True)
+    if args.json_out:
+        args.json_out.write_text(line + "\n")
+    print(line)
+    return 0
+
+
+def _connect(local: LocalStack) -> Stack:
+    kinesis_endpoint = local.running["kinesalite"].endpoint
+    dynamodb_endpoint = local.running["dynamodb"].endpoint
+    doris = local.running["doris"]
+    client = DorisStreamLoadClient(
+        DorisConnectionConfig(
+            host="127.0.0.1", port=int(doris.extra["fe_port"]), user=str(doris.extra["user"]),
+            password=str(doris.extra["password"]),
+        )
+    )  # fmt: skip
+    client.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    dynamodb = local_client("dynamodb", dynamodb_endpoint)
+    DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, "bench").create_table_if_missing()
+    return Stack(
+        kinesis=local_client("kinesis", kinesis_endpoint),
+        dynamodb=dynamodb,
+        doris=client,
+        doris_service=doris,
+        aws=AwsSettings(REGION, kinesis_endpoint, dynamodb_endpoint),
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,72 @@
+"""Airflow's own processes for the backfill tests, on loopback, stopped by their PIDs."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from airflow_provider_kinesis_doris.testing.stack import free_port, stop_pid
+
+
+def airflow_cli(*args: str, env: Mapping[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """Run ``airflow <args>`` with this interpreter's Airflow; fail with its output."""
+    result = subprocess.run(
+        [sys.executable, "-m", "airflow", *args], env=dict(env), capture_output=True, text=True, timeout=timeout
+    )
+    assert result.returncode == 0, f"airflow {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    return result
+
+
+@contextlib.contextmanager
+def airflow3_services(env: Mapping[str, str], log_dir: Path) -> Iterator[dict[str, str]]:
+    """api-server (Execution API), scheduler, dag-processor and triggerer of Airflow 3; log
+    servers are skipped so nothing listens beyond the api-server on 127.0.0.1."""
+    port = free_port()
+    env = {
+        **env,
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        # Only the DAG a test unpauses runs; the other example DAGs stay quiet.
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+    }
+    commands = {
+        "api-server": ["api-server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        "scheduler": ["scheduler", "--skip-serve-logs"],
+        "dag-processor": ["dag-processor"],
+        "triggerer": ["triggerer", "--skip-serve-logs"],
+    }
+    processes: list[subprocess.Popen[bytes]] = []
+    try:
+        for name, args in commands.items():
+            with open(log_dir / f"{name}.log", "wb") as log:
+                processes.append(
+                    subprocess.Popen(
+                        [sys.executable, "-m", "airflow", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL, start_new_session=True,
+                    )  # fmt: skip
+                )
+        _wait_healthy(f"http://127.0.0.1:{port}/api/v2/monitor/health", processes[0], timeout=120)
+        yield env
+    finally:
+        for process in reversed(processes):
+            stop_pid(process.pid, timeout=15)
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the api-server exited while starting"
+        with contextlib.suppress(OSError):
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - loopback
+                if response.status == 200:
+                    return
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} did not answer within {timeout:.0f}s")

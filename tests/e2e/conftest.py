@@ -1,0 +1,71 @@
+"""Fixtures of the Airflow end-to-end tests: the example DAG's environment on the local stack."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl
+from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
+
+DB = "e2e"
+INTERVAL_S = 2
+CHECKPOINT_TABLE = "e2e_checkpoints"
+_names = itertools.count()
+
+
+@pytest.fixture
+def example(monkeypatch, airflow_db, kinesis_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server):  # type: ignore[no-untyped-def]
+    """Connections and names for the example DAG, as a user would set them in the environment."""
+    n = next(_names)
+    stream, table = f"e2e-dag-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
+    create_stream(kinesis_client, stream, 2)
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    doris_server.execute_sql(DB, events_table_ddl(table))
+    aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_mock_endpoint,
+                 "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
+        {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
+        {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
+         "password": DORIS_PASSWORD, "schema": DB}))  # fmt: skip
+    env = {
+        "KD_EXAMPLE_STREAM": stream,
+        "KD_EXAMPLE_TABLE": f"{DB}.{table}",
+        "KD_EXAMPLE_CHECKPOINT_TABLE": CHECKPOINT_TABLE,
+        "KD_EXAMPLE_INTERVAL_SECONDS": str(INTERVAL_S),
+        "KD_EXAMPLE_SEAL_GRACE_SECONDS": "0",
+        "KD_EXAMPLE_SPARK_MASTER": "local[2]",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return {"stream": stream, "table": table, "pipeline_id": f"{stream}.{DB}.{table}"}
+
+
+def load_example_dag():  # type: ignore[no-untyped-def]
+    """Import the DAG file afresh, so it reads this test's environment."""
+    path = REPO_ROOT / "dags" / "kinesis_to_doris_example.py"
+    spec = importlib.util.spec_from_file_location(f"kd_example_{next(_names)}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.dag
+
+
+def run_dag_test(dag, interval_end: datetime):  # type: ignore[no-untyped-def]
+    """One manual run whose data interval is [interval_end - INTERVAL_S, interval_end)."""
+    from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+    if AIRFLOW_V_3_0_PLUS:
+        return dag.test(logical_date=interval_end)
+    return dag.test(execution_date=interval_end)
+
+
+def aligned_grid(count: int) -> list[int]:
+    """Interval bounds (epoch ms) on the DAG's grid, starting just ahead of now."""
+    now_s = int(datetime.now(timezone.utc).timestamp())
+    first = (now_s // INTERVAL_S + 1) * INTERVAL_S
+    return [(first + i * INTERVAL_S) * 1000 for i in range(count + 1)]

@@ -1,0 +1,29 @@
+"""Servers of the proof suite: its own two Doris stand-ins (one forgets labels after a second),
+so injected faults never reach another module's loads."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from tests.faults.trial import (
+    CHECKPOINT_TABLE,
+    DORIS_PASSWORD,
+    DORIS_USER,
+    SHORT_LABEL_KEEP_SECONDS,
+    Stack,
+    aws_client,
+)
+
+
+@pytest.fixture(scope="module")
+def proof_stack(kinesis_mock_endpoint: str, dynamodb_endpoint: str) -> Iterator[Stack]:
+    store = DynamoCheckpointStore(aws_client("dynamodb", dynamodb_endpoint), CHECKPOINT_TABLE, "setup")
+    store.create_table_if_missing()
+    with DorisServer(user=DORIS_USER, password=DORIS_PASSWORD) as doris, DorisServer(
+        user=DORIS_USER, password=DORIS_PASSWORD, label_keep_seconds=SHORT_LABEL_KEEP_SECONDS
+    ) as short:
+        yield Stack(kinesis_mock_endpoint, dynamodb_endpoint, doris, short)
