@@ -36,3 +36,40 @@ def test_three_intervals_then_replays_load_exactly_once(example, kinesis_client,
     shards = store.list_shard_checkpoints()
     assert len(shards) == 2
     assert {shard.high_water_mark.instant_ms for shard in shards} == {bounds[3]}
+
+
+def test_a_task_killed_mid_load_and_retried_loads_exactly_once(example, monkeypatch, kinesis_client, doris_server) -> None:
+    """SIGKILL the Airflow task process while its Stream Load is in flight (the stand-in holds
+    the load for a while, then commits it anyway); the retry resolves the label and loads the
+    rest: every record once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv("KD_EXAMPLE_USE_SPARK", "false")  # kill one process, not a JVM tree
+    bounds = aligned_grid(1)
+    wait_past(bounds[0])
+    put_events(kinesis_client, example["stream"], [event(e) for e in range(40)])
+    wait_past(bounds[1])
+    end = datetime.fromtimestamp(bounds[1] / 1000, tz=timezone.utc)
+    doris_server.inject_fault("slow", count=1, seconds=6)
+    env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
+    attempt = subprocess.Popen(
+        [sys.executable, "-m", "airflow", "dags", "test", "kinesis_to_doris_example", end.isoformat()],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while doris_server.pending_faults() and time.monotonic() < deadline:  # the slow load has begun
+        assert attempt.poll() is None, "the first attempt ended before its load was in flight"
+        time.sleep(0.05)
+    assert doris_server.pending_faults() == 0
+    os.killpg(attempt.pid, signal.SIGKILL)
+    attempt.wait()
+
+    dag_run = run_dag_test(load_example_dag(), end)
+
+    assert str(dag_run.state) in ("success", "DagRunState.SUCCESS"), dag_run.state
+    rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
+    assert [row[0] for row in rows] == list(range(40))
