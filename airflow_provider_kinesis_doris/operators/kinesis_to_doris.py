@@ -7,7 +7,6 @@ guarantees, and ``docs/checkpoints.md`` for the checkpoint table.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -37,7 +36,6 @@ from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleExcep
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
-log = logging.getLogger(__name__)
 
 class DorisTableLink(BaseOperatorLink):
     """The loaded table's schema on the Doris FE (``GET /api/{db}/{table}/_schema``)."""

@@ -394,6 +394,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.connection.close()
         self.close_connection = True
 
+    def do_PUT(self) -> None:
+        """Stream Load and 2PC: the FE redirects both to a BE, the BE runs them."""
+        path, _ = self.path_parts()
+        if match := _STREAM_LOAD.match(path):
+            self._stream_load(unquote(match.group(1)), unquote(match.group(2)))
+        elif match := _TWO_PC.match(path):
+            self._two_phase_commit(unquote(match.group(1)))
+        else:
+            self._not_found()
+
     def path_parts(self) -> tuple[str, dict[str, list[str]]]:
         split = urlsplit(self.path)
         return split.path, parse_qs(split.query, keep_blank_values=True)
@@ -427,15 +437,6 @@ _QUERY = re.compile(r"^/api/query/([^/]*)/([^/]*)$")
 
 class _FrontendHandler(_Handler):
     """FE (``http_port``): authenticates, redirects loads to BE, answers state and SQL."""
-
-    def do_PUT(self) -> None:
-        path, _ = self.path_parts()
-        if match := _STREAM_LOAD.match(path):
-            self._stream_load(unquote(match.group(1)), unquote(match.group(2)))
-        elif match := _TWO_PC.match(path):
-            self._two_phase_commit(unquote(match.group(1)))
-        else:
-            self._not_found()
 
     def do_GET(self) -> None:
         path, query = self.path_parts()
@@ -621,15 +622,6 @@ class _LoadContext:
 
 class _BackendHandler(_Handler):
     """BE (``webserver_port``): runs stream loads, 2PC operations, serves error logs."""
-
-    def do_PUT(self) -> None:
-        path, _ = self.path_parts()
-        if match := _STREAM_LOAD.match(path):
-            self._stream_load(unquote(match.group(1)), unquote(match.group(2)))
-        elif match := _TWO_PC.match(path):
-            self._two_phase_commit(unquote(match.group(1)))
-        else:
-            self._not_found()
 
     def do_GET(self) -> None:
         path, query = self.path_parts()
