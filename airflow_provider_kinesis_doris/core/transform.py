@@ -69,9 +69,16 @@ _DEAD_LETTER_DDL = """CREATE TABLE IF NOT EXISTS `{database}`.`{table}` (
 DISTRIBUTED BY HASH(shard_id) BUCKETS AUTO"""
 
 
-def dead_letter_ddl(database: str, table: str) -> str:
-    """``CREATE TABLE IF NOT EXISTS`` of a dead-letter table: the columns of ``DeadLetter.as_row``."""
-    return _DEAD_LETTER_DDL.format(database=database, table=table)
+def dead_letter_ddl(database: str, table: str, properties: Mapping[str, str] | None = None) -> str:
+    """``CREATE TABLE IF NOT EXISTS`` of a dead-letter table: the columns of ``DeadLetter.as_row``.
+
+    :param properties: the table's ``PROPERTIES``, e.g. ``{"replication_num": "1"}``: Doris's
+        default of 3 replicas fails on a cluster with fewer BEs.
+    """
+    ddl = _DEAD_LETTER_DDL.format(database=database, table=table)
+    if properties:
+        ddl += "\nPROPERTIES (" + ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in properties.items()) + ")"
+    return ddl
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,8 @@ class KinesisToDorisOperator(BaseOperator):
         order loads land in. Adds ``_kinesis_arrival`` to every row.
     :param dead_letter_table: table for records that cannot be decoded or mapped, default
         ``<table>_dead_letter`` (created if missing). (templated)
+    :param dead_letter_table_properties: ``PROPERTIES`` of the dead-letter table when it is
+        created, e.g. ``{"replication_num": "1"}`` on a cluster with fewer than three BEs.
     :param relaxed_order: load child shards without waiting for their parents (only for tables
         where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
     :param use_spark: load with Spark (default). ``False`` loads the ranges one after the other in
@@ -140,6 +142,7 @@ class KinesisToDorisOperator(BaseOperator):
         transform: str | None = None,
         unique_key_sequence: bool = False,
         dead_letter_table: str | None = None,
+        dead_letter_table_properties: Mapping[str, str] | None = None,
         relaxed_order: bool = False,
         use_spark: bool = True,
         spark_master: str = "local[*]",
@@ -169,6 +172,7 @@ class KinesisToDorisOperator(BaseOperator):
         self.transform = transform
         self.unique_key_sequence = unique_key_sequence
         self.dead_letter_table = dead_letter_table
+        self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.use_spark = use_spark
         self.spark_master = spark_master
@@ -279,7 +283,8 @@ class KinesisToDorisOperator(BaseOperator):
                 f"{sorted(tables)[:20]}); create it first"
             )
         if dead_letter_table not in tables:
-            hook.run_sql(dead_letter_ddl(database, dead_letter_table), database=database)
+            ddl = dead_letter_ddl(database, dead_letter_table, self.dead_letter_table_properties)
+            hook.run_sql(ddl, database=database)
             self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
 
 

@@ -122,3 +122,15 @@ def test_replay_with_changed_limits_recreates_recorded_chunks(count, first_rows,
         pos for chunk in replayed for pos in (item.record.position for item in mapped) if chunk.first <= pos <= chunk.last
     ]
     assert all(chunk.record_count <= replay_rows for chunk in replayed[len(recorded):])
+
+
+def test_dead_letter_table_is_created_with_the_given_properties(doris_server) -> None:  # type: ignore[no-untyped-def]
+    from airflow_provider_kinesis_doris.core.transform import dead_letter_ddl
+
+    one_be = dead_letter_ddl("dead_letter_props", "one_be", {"replication_num": 1})
+    doris_server.execute_sql("", "CREATE DATABASE IF NOT EXISTS dead_letter_props")
+    doris_server.execute_sql("dead_letter_props", one_be)  # the stand-in parses Doris's PROPERTIES clause
+
+    assert one_be.endswith('\nPROPERTIES ("replication_num" = "1")')
+    assert "PROPERTIES" not in dead_letter_ddl("dead_letter_props", "default")
+    assert ("one_be",) in doris_server.execute_sql("dead_letter_props", "SHOW TABLES")
