@@ -66,7 +66,7 @@ test-af3:
 test-af2:
 	$(VENV2)/bin/python -m pytest -m airflow $(PYTEST_ARGS)
 
-demo: install
+demo: $(VENV)/.installed node_modules/.installed
 	$(VENV)/bin/python -m airflow_provider_kinesis_doris.testing.demo
 
 bench: install
