@@ -15,7 +15,7 @@ It prints a table and, last, one JSON line with the figures. ``KINESIS_DORIS_PRO
 
 Usage::
 
-    .venv/bin/python benchmarks/run.py [--records 1000000] [--record-bytes 200] [--json-out F]
+    .venv/bin/python benchmarks/run.py [--records 1000000] [--record-bytes 200] [--chunk-rows 100000] [--json-out F]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import statistics
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,24 +79,27 @@ RESULT_KEYS = (
     "empty_interval_s", "empty_interval_started_spark", "peak_rss_mb", "peak_rss_small_mb",
     "peak_rss_loader_mb", "peak_rss_loader_small_mb", "get_records_calls_per_shard",
     "get_records_min_per_shard", "get_records_ratio", "speedup_local2_over_local1", "small", "load_average",
-    "empty_interval_probe_s",
+    "empty_interval_probe_s", "chunk_rows", "cpu_share",
 )  # fmt: skip
 
 
-# --- memory of the process tree ----------------------------------------------------------------
+# --- memory and CPU of the process tree ---------------------------------------------------------
 
 
 class RssSampler:
     """Samples the resident memory of this process and all its descendants every ``interval`` s.
 
     ``window()`` yields a dict that, once the block ends, holds the peak of the whole tree
-    (``tree_mb``) and of the tree without the local stack's services (``loader_mb``).
+    (``tree_mb``), of the tree without the local stack's services (``loader_mb``), and per
+    service and for the loader the CPU seconds used per second of the block (``cpu_<name>``: 1.0
+    is one core busy throughout, the ceiling of a single-threaded server).
 
-    :param excluded_roots: PIDs whose subtrees are the emulators and the stand-in.
+    :param services: name → PID of the emulators and the stand-in (roots of their subtrees).
     """
 
-    def __init__(self, excluded_roots: Sequence[int], interval: float = 0.2) -> None:
-        self._excluded_roots = set(excluded_roots)
+    def __init__(self, services: Mapping[str, int], interval: float = 0.2) -> None:
+        self._services = dict(services)
+        self._excluded_roots = set(services.values())
         self._interval = interval
         self._page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
         self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
@@ -117,12 +120,16 @@ class RssSampler:
         with self._lock:
             self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
         result: dict[str, float] = {}
+        cpu_before, started = cpu_seconds(self._services), time.perf_counter()
         try:
             yield result
         finally:
             self._sample()
+            elapsed = time.perf_counter() - started
+            cpu_after = cpu_seconds(self._services)
             with self._lock:
                 result.update({name: round(value, 1) for name, value in self._peaks.items()})
+            result.update({f"cpu_{name}": round((cpu_after[name] - cpu_before[name]) / elapsed, 2) for name in cpu_after})
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
@@ -153,6 +160,33 @@ class RssSampler:
                 return int(handle.read().split()[1]) * self._page_kb
         except (OSError, IndexError, ValueError):
             return 0  # the process ended between the listing and the read
+
+
+def cpu_seconds(services: Mapping[str, int]) -> dict[str, float]:
+    """User + system CPU seconds used so far by each service's process tree and by the rest of this
+    process's tree (``loader``: this process, the JVM, Spark's Python workers), reaped children
+    included."""
+    children = _children_by_parent()
+    owner_of = {pid: name for name, pid in services.items()}
+    totals = dict.fromkeys([*services, "loader"], 0.0)
+    ticks = os.sysconf("SC_CLK_TCK")
+    pending = [(os.getpid(), "loader")]
+    while pending:
+        pid, owner = pending.pop()
+        owner = owner_of.get(pid, owner)
+        totals[owner] += _cpu_ticks(pid) / ticks
+        pending.extend((child, owner) for child in children.get(pid, ()))
+    return totals
+
+
+def _cpu_ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0  # the process ended between the listing and the read
+    # utime, stime, cutime, cstime (fields 14-17; the split starts at field 3).
+    return sum(int(value) for value in fields[11:15])
 
 
 def _children_by_parent() -> dict[int, list[int]]:
@@ -225,7 +259,8 @@ def produce(stack: Stack, stream: str, records: int, record_bytes: int) -> Inter
 
     The sentinels are there because kinesalite never answers GetShardIterator AT_TIMESTAMP for an
     instant after a shard's last record (AWS returns an iterator at the tip): the planner's
-    boundary probes at both intervals' ends would hang without them. They are never loaded.
+    boundary probe at the loaded interval's end would hang without them (the quiet interval's end
+    is then carried forward from that boundary, without a probe). They are never loaded.
     """
     shards = create_stream(stack.kinesis, stream, SHARDS)
     start = now_ms()
@@ -482,10 +517,10 @@ class SizeResult:
 
 
 def run_size(
-    stack: Stack, records: int, record_bytes: int, tag: str, masters: Sequence[str], sampler: RssSampler
+    stack: Stack, records: int, record_bytes: int, limits: ChunkLimits, tag: str, masters: Sequence[str],
+    sampler: RssSampler,
 ) -> SizeResult:
     """Steps 1-3 for ``records`` records; Spark runs on ``masters`` in that order."""
-    limits = ChunkLimits()
     stream = f"bench-{tag}"
     started = time.perf_counter()
     interval = produce(stack, stream, records, record_bytes)
@@ -515,12 +550,15 @@ def run_size(
 # --- report --------------------------------------------------------------------------------------
 
 
-def summarize(big: SizeResult, small: SizeResult, empty: EmptyInterval, load_average: list[float]) -> dict[str, Any]:
+def summarize(
+    big: SizeResult, small: SizeResult, empty: EmptyInterval, load_average: list[float], limits: ChunkLimits
+) -> dict[str, Any]:
     def speedup(size: SizeResult) -> float:
         return round(size.runs["local[1]"].seconds / size.runs["local[2]"].seconds, 2)
 
     return {
         "records": big.records,
+        "chunk_rows": limits.max_rows,
         "e2e_s": round(big.e2e.seconds, 2),
         "raw_read_s": round(big.raw.seconds, 2),
         "raw_load_s": round(big.raw_load_s, 2),
@@ -533,6 +571,8 @@ def summarize(big: SizeResult, small: SizeResult, empty: EmptyInterval, load_ave
         "peak_rss_small_mb": small.e2e.rss["tree_mb"],
         "peak_rss_loader_mb": big.e2e.rss["loader_mb"],
         "peak_rss_loader_small_mb": small.e2e.rss["loader_mb"],
+        # CPU seconds per second of each run at N, per process tree: which one saturates a core.
+        "cpu_share": {master: _cpu_share(run) for master, run in big.runs.items()},
         "get_records_calls_per_shard": big.e2e.calls_per_shard,
         "get_records_min_per_shard": big.min_calls(),
         "get_records_ratio": round(big.calls_ratio(), 3),
@@ -551,6 +591,10 @@ def summarize(big: SizeResult, small: SizeResult, empty: EmptyInterval, load_ave
     }
 
 
+def _cpu_share(run: LoaderRun) -> dict[str, float]:
+    return {name.removeprefix("cpu_"): value for name, value in run.rss.items() if name.startswith("cpu_")}
+
+
 def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval) -> None:
     print(f"{'records':>9} {'produce':>8} {'raw read':>9} {'raw load':>9} {'e2e L2':>8} {'fixed L2':>9} "
           f"{'e2e L1':>8} {'L2/L1':>6} {'ratio':>6} {'GR calls/min':>13} {'RSS tree':>9} {'RSS loader':>11}")  # fmt: skip
@@ -563,6 +607,8 @@ def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval) -> None:
             f"{size.ratio:>6.2f} {calls:>6}/{sum(size.min_calls().values()):<6} {l2.rss['tree_mb']:>7.0f}MB "
             f"{l2.rss['loader_mb']:>9.0f}MB"
         )
+        for master, run in size.runs.items():
+            print(f"{'':>9} CPU seconds per second in {master}: {_cpu_share(run)}")
     print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
           f"started Spark: {empty.started_spark}")  # fmt: skip
 
@@ -571,6 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records at full size (N/10 runs too)")
     parser.add_argument("--record-bytes", type=int, default=200, help="approximate JSON size of a record")
+    parser.add_argument("--chunk-rows", type=int, default=ChunkLimits().max_rows, help="rows per Stream Load")
     parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the final JSON line here")
     args = parser.parse_args(argv)
@@ -578,18 +625,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.setLevel(logging.INFO)
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-"))
     load_average = [round(os.getloadavg()[0], 2)]
+    limits = ChunkLimits(max_rows=args.chunk_rows)
     with LocalStack(state_dir, services=["kinesalite", "dynamodb", "doris"]) as local:
         stack = _connect(local)
-        roots = [service.pid for service in local.running.values()]
-        with RssSampler(roots) as sampler:
-            big = run_size(stack, args.records, args.record_bytes, "n", ("local[2]", "local[1]"), sampler)
+        services = {name: service.pid for name, service in local.running.items()}
+        with RssSampler(services) as sampler:
+            big = run_size(stack, args.records, args.record_bytes, limits, "n", ("local[2]", "local[1]"), sampler)
             assert big.config is not None and big.interval is not None
             empty = empty_interval(stack, big.config, big.interval)
-            small = run_size(stack, max(args.records // 10, 1), args.record_bytes, "n10", ("local[1]", "local[2]"), sampler)
+            small_n = max(args.records // 10, 1)
+            small = run_size(stack, small_n, args.record_bytes, limits, "n10", ("local[1]", "local[2]"), sampler)
         stop_spark()
         stack.doris.close()
     load_average.append(round(os.getloadavg()[0], 2))
-    result = summarize(big, small, empty, load_average)
+    result = summarize(big, small, empty, load_average, limits)
     print_table((big, small), empty)
     line = json.dumps(result, sort_keys=True)
     if args.json_out:

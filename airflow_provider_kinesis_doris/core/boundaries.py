@@ -6,6 +6,11 @@ the tip of an open shard (``MillisBehindLatest == 0`` on an empty page → PENDI
 in the future has no record at or after it yet (AWS rejects such a timestamp): PENDING on an
 open shard, SHARD_END on a closed one.
 
+An AT boundary keeps the arrival stamp of its record. If the shard's boundary at an earlier
+instant ``S`` is AT a record that arrived at or after ``t``, every record before it arrived before
+``S``, so the same record is the first at or after ``t``: ``boundary(t)`` is that cut, found
+without a probe (an interval without new data then costs no Kinesis call).
+
 Arrival stamps are used here only, to find a cut once; the cut is then stored and replays
 follow the stored sequence number (invariant I2).
 """
@@ -23,7 +28,7 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.checkpoints import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.reader import THROTTLING_ERRORS, backoff_delay
+from airflow_provider_kinesis_doris.core.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
 from airflow_provider_kinesis_doris.core.store import BoundaryStore
 
 log = logging.getLogger(__name__)
@@ -107,7 +112,8 @@ def _follow_to_cut(
         records = page.get("Records", [])
         if records:
             position = Position(int(records[0]["SequenceNumber"]))
-            return Boundary(shard_id, instant_ms, BoundaryKind.AT, position)
+            arrival = arrival_ms(records[0]["ApproximateArrivalTimestamp"])
+            return Boundary(shard_id, instant_ms, BoundaryKind.AT, position, arrival)
         next_iterator = page.get("NextShardIterator")
         if next_iterator is None:
             return Boundary(shard_id, instant_ms, BoundaryKind.SHARD_END)
@@ -138,6 +144,7 @@ def resolve_boundary(
     instant_ms: int,
     *,
     created_after: bool = False,
+    earlier: Boundary | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
 ) -> Boundary:
@@ -146,6 +153,8 @@ def resolve_boundary(
     :param created_after: the shard is known to be created after the instant (a child whose
         parent still took records at/after it, or the pipeline's TRIM_HORIZON floor): SHARD_START
         without probing.
+    :param earlier: the shard's stored boundary at an earlier instant (the start of the range
+        that ends at ``instant_ms``); see :func:`carried_forward`.
     :param max_pages: GetRecords calls the probe may make.
     :param clock: now, in epoch ms (instants after it are in the future).
     :return: the stored boundary (ours, or the one a concurrent resolver stored first).
@@ -155,6 +164,8 @@ def resolve_boundary(
         return stored
     if created_after:
         proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
+    elif (carried := carried_forward(earlier, instant_ms)) is not None:
+        proposed = carried
     else:
         proposed = probe_boundary(
             client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages,
@@ -164,6 +175,21 @@ def resolve_boundary(
     lost = "" if winner == proposed else f" (stored by another writer; we probed {_describe(proposed)})"
     log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, _describe(winner), lost)
     return winner
+
+
+def carried_forward(earlier: Boundary | None, instant_ms: int) -> Boundary | None:
+    """``boundary(shard, instant_ms)`` known without Kinesis from the boundary at an earlier instant.
+
+    ``earlier`` AT a record arriving at or after ``instant_ms``: the records before it arrived
+    before ``earlier.instant_ms``, hence before ``instant_ms``, so that record is also the first at
+    or after ``instant_ms``: the same cut. Otherwise (no arrival stamp kept, another kind, or an
+    earlier arrival) None: only a probe can tell.
+    """
+    if earlier is None or earlier.kind is not BoundaryKind.AT or earlier.arrival_ms is None:
+        return None
+    if not earlier.instant_ms < instant_ms <= earlier.arrival_ms:
+        return None
+    return Boundary(earlier.shard_id, instant_ms, BoundaryKind.AT, earlier.position, earlier.arrival_ms)
 
 
 def _describe(boundary: Boundary) -> str:

@@ -144,6 +144,8 @@ def _boundary_from_item(item: Mapping[str, Any]) -> Boundary:
         instant_ms=int(item["instant_ms"]),
         kind=BoundaryKind(item["boundary_kind"]),
         position=Position.decode(position) if position else None,
+        # Items written before the attribute existed have none: their boundary carries no hint.
+        arrival_ms=item.get("arrival_ms"),
     )
 
 
@@ -391,6 +393,8 @@ class CheckpointStore:
         }
         if boundary.position is not None:
             item["position"] = boundary.position.encode()
+        if boundary.arrival_ms is not None:
+            item["arrival_ms"] = boundary.arrival_ms
         if self._put_new(item):
             return boundary
         stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
@@ -411,6 +415,7 @@ class CheckpointStore:
         changes = {
             "boundary_kind": proposed.kind.value,
             "position": proposed.position.encode() if proposed.position else None,
+            "arrival_ms": proposed.arrival_ms,
             "resolved_ms": self._clock(),
         }
         sk = boundary_key(proposed.shard_id, proposed.instant_ms)

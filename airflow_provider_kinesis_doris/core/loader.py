@@ -1,5 +1,10 @@
 """Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process).
 
+Chunk k is loaded in one background thread while this thread reads, maps and cuts chunk k+1: at
+most one load in flight and at most two chunks in memory. Loads are submitted in chunk order and
+each waits for the one before it, so intents and outcomes are recorded in order; a failed load
+stops the range before any later chunk is loaded.
+
 Each chunk follows the intent log of invariant I7: record the intent in DynamoDB, load under the
 chunk's label (Doris drops a duplicate label), record the outcome. On a replay, a chunk whose
 outcome is recorded is skipped without asking Doris, and a chunk with an intent but no outcome is
@@ -13,6 +18,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -131,8 +137,17 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     reader = RangeReader(executor.kinesis, shard_range, store)
     mapped = (map_record(record, job.mapping) for record in reader)
     by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
-    for chunk in cut_chunks(mapped, limits, list(by_span)):
-        _load_chunk(executor, shard_range, chunk, by_span.get((chunk.first, chunk.last)), report)
+    # Only the load thread touches ``report``, ``executor.doris`` and the chunk log until the last
+    # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"load-{shard_range.shard_id}") as loads:
+        in_flight: Future[None] | None = None
+        for chunk in cut_chunks(mapped, limits, list(by_span)):
+            if in_flight is not None:
+                in_flight.result()
+            recorded_chunk = by_span.get((chunk.first, chunk.last))
+            in_flight = loads.submit(_load_chunk, executor, shard_range, chunk, recorded_chunk, report)
+        if in_flight is not None:
+            in_flight.result()
     outcome = reader.outcome
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained

@@ -55,17 +55,25 @@ class BoundaryKind(str, enum.Enum):
 @dataclass(frozen=True, slots=True)
 class Boundary:
     """``boundary(shard, instant)``: the cut between records arriving before and at/after
-    ``instant_ms``. Resolved once, persisted, and shared by the two ranges it separates."""
+    ``instant_ms``. Resolved once, persisted, and shared by the two ranges it separates.
+
+    ``arrival_ms`` is the arrival stamp of the record an AT boundary starts at, when it was seen
+    while resolving the cut (None otherwise). It is a hint for resolving later instants, not part
+    of the cut: two boundaries at the same cut are equal whatever their ``arrival_ms``.
+    """
 
     shard_id: str
     instant_ms: int
     kind: BoundaryKind
     position: Position | None = None
+    arrival_ms: int | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         needs_position = self.kind in (BoundaryKind.AT, BoundaryKind.AFTER)
         if needs_position != (self.position is not None):
             raise ValueError(f"{self.kind.value} boundary {'needs' if needs_position else 'takes no'} position")
+        if self.arrival_ms is not None and self.kind is not BoundaryKind.AT:
+            raise ValueError(f"{self.kind.value} boundary takes no arrival_ms")
 
     @property
     def is_concrete(self) -> bool:

@@ -312,21 +312,23 @@ class _IntervalPlanner:
         return (ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED), stored, ()
 
     def _new_range(self, shard: ShardInfo, first_ms: int, last_ms: int) -> ShardRange:
+        start = self._boundary(shard, first_ms)
         return ShardRange(
             pipeline_id=self.store.pipeline_id,
             stream_name=self.stream_name,
             shard_id=shard.shard_id,
             interval_start_ms=self.start_ms,
             interval_end_ms=self.end_ms,
-            start=self._boundary(shard, first_ms),
-            end=self._boundary(shard, last_ms),
+            start=start,
+            # A start whose record arrived at or after the end is the end's cut too: no probe.
+            end=self._boundary(shard, last_ms, earlier=start),
         )
 
-    def _boundary(self, shard: ShardInfo, instant_ms: int) -> Boundary:
+    def _boundary(self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
             self.kinesis, self.store, self.stream_name, shard, instant_ms,
-            created_after=created_after, max_pages=self.max_probe_pages, clock=self.clock,
+            created_after=created_after, earlier=earlier, max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:

@@ -230,7 +230,7 @@ class RangeReader:
                 if before_start(record.position, state.start):
                     continue
                 if beyond_end(record, state.end) and not state.end.is_concrete:
-                    proposal = self._cut(state.end, BoundaryKind.AT, record.position)
+                    proposal = self._cut(state.end, BoundaryKind.AT, record.position, record.arrival_ms)
                     state.end = self._settle_end(state, proposal)
                 if beyond_end(record, state.end):
                     return
@@ -261,7 +261,7 @@ class RangeReader:
             page = pager.next_page()
             if page.records:
                 first = _user_records(page.records[:1], self._range.shard_id)[0]
-                return self._settle(self._cut(start, BoundaryKind.AT, first.position))
+                return self._settle(self._cut(start, BoundaryKind.AT, first.position, first.arrival_ms))
             if page.next_iterator is None:
                 return self._settle(self._cut(start, BoundaryKind.SHARD_END))
             if page.at_tip:
@@ -335,8 +335,10 @@ class RangeReader:
         )
 
     @staticmethod
-    def _cut(pending: Boundary, kind: BoundaryKind, position: Position | None = None) -> Boundary:
-        return Boundary(pending.shard_id, pending.instant_ms, kind, position)
+    def _cut(
+        pending: Boundary, kind: BoundaryKind, position: Position | None = None, arrival: int | None = None
+    ) -> Boundary:
+        return Boundary(pending.shard_id, pending.instant_ms, kind, position, arrival)
 
 
 @dataclass(slots=True)

@@ -3,74 +3,15 @@ stand-in), without Spark or Airflow: the invariants the pipeline promises, end t
 
 from __future__ import annotations
 
-import itertools
 import json
 from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
-from airflow_provider_kinesis_doris.testing.scenario import (
-    create_stream,
-    event,
-    events_table_ddl,
-    now_ms,
-    put_events,
-    put_records,
-    wait_past,
-)
-from tests.conftest import DORIS_PASSWORD, DORIS_USER
+from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_events, put_records, wait_past
 
 pytestmark = pytest.mark.integration
-
-DB = "pipeline_it"
-_names = itertools.count()
-
-
-@pytest.fixture
-def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server):  # type: ignore[no-untyped-def]
-    """A fresh stream (2 shards), checkpoint table, Doris table and pipeline config."""
-    n = next(_names)
-    stream, table = f"pipeline-it-{n}", f"events_{n}"
-    create_stream(kinesis_client, stream, 2)
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    doris_server.execute_sql(DB, dead_letter_ddl(DB, f"{table}_dead_letter"))
-    config = PipelineConfig(
-        pipeline_id=f"{stream}.{DB}.{table}",
-        stream_name=stream,
-        checkpoint_table="checkpoints_it",
-        doris_database=DB,
-        doris_table=table,
-        dead_letter_table=f"{table}_dead_letter",
-        doris=DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER),
-        aws=AwsSettings("us-east-1", kinesis_mock_endpoint, dynamodb_endpoint),
-        load_options=StreamLoadOptions.json_lines(),
-        mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
-        chunk_limits=ChunkLimits(max_rows=7),
-        retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1, running_wait_seconds=20),
-    )
-    store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
-    store.create_table_if_missing()
-
-    def run(start: int, end: int, cfg: PipelineConfig = config, runner=run_here):  # type: ignore[no-untyped-def]
-        return run_interval(
-            cfg, start, end, kinesis=kinesis_client, store=store,
-            credentials=Credentials(doris_password=DORIS_PASSWORD), runner=runner,
-        )  # fmt: skip
-
-    def rows() -> list[tuple]:
-        return doris_server.execute_sql(DB, f"SELECT event_id, _kinesis_shard, _kinesis_sequence FROM {table} ORDER BY event_id")
-
-    def dead() -> list[tuple]:
-        return doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {table}_dead_letter")
-
-    return {"stream": stream, "config": config, "store": store, "run": run, "rows": rows, "dead": dead}
 
 
 def _three_intervals(kinesis_client, stream: str) -> tuple[list[int], list[int]]:  # type: ignore[no-untyped-def]

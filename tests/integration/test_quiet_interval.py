@@ -1,0 +1,102 @@
+"""An interval without new data after a loaded one costs no Kinesis read: its end boundary is the
+start boundary's cut, carried forward by the record's stored arrival stamp (kinesis-mock, moto
+DynamoDB, the Doris stand-in)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.job import Credentials
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
+from airflow_provider_kinesis_doris.core.pipeline import run_interval
+from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_events, wait_past
+from tests.conftest import DORIS_PASSWORD
+
+pytestmark = pytest.mark.integration
+
+QUIET_MS = 50
+
+
+class CountingKinesis:
+    """The real boto3 Kinesis client, counting the calls that open or read a shard."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls["GetShardIterator"] += 1
+        return self._client.get_shard_iterator(**kwargs)
+
+    def get_records(self, **kwargs: Any) -> dict[str, Any]:
+        self.calls["GetRecords"] += 1
+        return self._client.get_records(**kwargs)
+
+
+def _no_runner(job, credentials):  # type: ignore[no-untyped-def]
+    raise AssertionError(f"the runner was started for {len(job.ranges)} empty ranges")
+
+
+def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client) -> None:
+    """[loaded) [quiet) [later): the quiet interval's end is carried forward from its start (the
+    first later record, probed when the loaded interval was planned), and the later interval
+    still gets exactly the later records: the three ranges tile every shard."""
+    stream, store = world["stream"], world["store"]
+    loaded_start = now_ms()
+    wait_past(loaded_start)
+    put_events(kinesis_client, stream, [event(i) for i in range(10)])
+    quiet_start = now_ms() + 1
+    quiet_end = quiet_start + QUIET_MS
+    wait_past(quiet_end)
+    shards = kinesis_client.list_shards(StreamName=stream)["Shards"]
+    for number, shard in enumerate(shards):  # one later record in every shard
+        kinesis_client.put_record(
+            StreamName=stream, PartitionKey="later", Data=json.dumps(event(100 + number)).encode(),
+            ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"],
+        )  # fmt: skip
+    later_end = now_ms() + 1
+    wait_past(later_end)
+    assert world["run"](loaded_start, quiet_start).summary()["loaded"] == 10
+
+    counting = CountingKinesis(kinesis_client)
+    quiet = run_interval(
+        world["config"], quiet_start, quiet_end, kinesis=counting, store=store,
+        credentials=Credentials(doris_password=DORIS_PASSWORD), runner=_no_runner,
+    )  # fmt: skip
+
+    assert counting.calls == Counter(), f"the quiet interval read Kinesis: {dict(counting.calls)}"
+    assert quiet.summary()["records"] == 0 and quiet.commit is not None
+    for shard in shards:
+        start = store.get_boundary(shard["ShardId"], quiet_start)
+        end = store.get_boundary(shard["ShardId"], quiet_end)
+        assert start.kind is BoundaryKind.AT and start.arrival_ms >= quiet_end
+        assert (end.kind, end.position, end.arrival_ms) == (start.kind, start.position, start.arrival_ms)
+    later = world["run"](quiet_end, later_end)
+    assert later.summary()["loaded"] == len(shards)
+    assert [row[0] for row in world["rows"]()] == [*range(10), *(100 + n for n in range(len(shards)))]
+
+
+def test_boundary_items_keep_the_arrival_stamp_and_items_without_it_still_load(dynamodb_client) -> None:
+    store = DynamoCheckpointStore(dynamodb_client, "checkpoints_quiet_it", f"pipe-{now_ms()}")
+    store.create_table_if_missing()
+    at = Boundary("shard-a", 1_000, BoundaryKind.AT, Position(42), arrival_ms=1_500)
+    store.put_boundary(at)
+    # As items were written before the attribute existed:
+    store.put_boundary(Boundary("shard-a", 2_000, BoundaryKind.AT, Position(43)))
+    store.put_boundary(Boundary("shard-a", 3_000, BoundaryKind.PENDING))
+    store.resolve_pending(Boundary("shard-a", 3_000, BoundaryKind.AT, Position(44), arrival_ms=3_100))
+
+    assert store.get_boundary("shard-a", 1_000).arrival_ms == 1_500
+    assert store.get_boundary("shard-a", 2_000).arrival_ms is None
+    assert store.get_boundary("shard-a", 3_000).arrival_ms == 3_100
+    # The stamp is a hint, not part of the cut: the boundary with and without it is the same.
+    same_cut = Boundary("shard-a", 2_000, BoundaryKind.AT, Position(43), arrival_ms=1)
+    assert store.get_boundary("shard-a", 2_000) == same_cut
