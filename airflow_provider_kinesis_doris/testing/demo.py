@@ -338,6 +338,8 @@ class Demo:
 
     def _walk_through(self) -> dict[str, Any]:
         self._wait(*self._airflow("airflow-db-migrate", "db", "migrate"), "airflow db migrate")
+        # Registers the DAGs, as a dag processor would: Airflow 2.11's trigger of the loader needs it.
+        self._wait(*self._airflow("airflow-dags-reserialize", "dags", "reserialize"), "airflow dags reserialize")
         shards = create_stream(self.kinesis, STREAM, 4)
         self.doris.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         self.doris.run_sql(DATABASE, events_table_ddl(TABLE))

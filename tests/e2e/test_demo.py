@@ -1,4 +1,4 @@
-"""``make demo`` as a newcomer runs it: the whole walk-through must end with every valid event
+"""``make demo`` as a newcomer runs it, on Airflow 3.x and 2.11: the whole walk-through must end with every valid event
 once, every malformed one dead-lettered and the resharded shards drained; Ctrl-C must leave no
 process behind, and the next run must start clean from the state the interrupted one left."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.spark]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 
 DEMO = [sys.executable, "-m", "airflow_provider_kinesis_doris.testing.demo"]
 
