@@ -327,7 +327,7 @@ def chunk_bodies(read: RawRead, mapping: RecordMapping, limits: ChunkLimits) -> 
             if raw["PartitionKey"] != SENTINEL_KEY
         )  # fmt: skip
         mapped = (map_record(record, mapping) for record in records)
-        bodies.extend(chunk.body() for chunk in cut_chunks(mapped, limits))
+        bodies.extend(chunk.body for chunk in cut_chunks(mapped, limits))
     return bodies
 
 

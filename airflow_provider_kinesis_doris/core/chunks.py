@@ -38,21 +38,22 @@ class ChunkLimits:
 
 @dataclass(frozen=True)
 class Chunk:
-    """Consecutive records of one shard, ``first`` to ``last`` inclusive, ready to load."""
+    """Consecutive records of one shard, ``first`` to ``last`` inclusive, ready to load.
+
+    The rows are kept only as the Stream Load body (one JSON line each), not as objects: a task
+    holds two chunks while one loads and the next is cut, and the body is half their memory.
+    """
 
     shard_id: str
     first: Position
     last: Position
-    rows: tuple[bytes, ...]
+    body: bytes
+    row_count: int
     dead_letters: tuple[DeadLetter, ...]
 
     @property
     def record_count(self) -> int:
-        return len(self.rows) + len(self.dead_letters)
-
-    def body(self) -> bytes:
-        """The table's Stream Load body: JSON lines."""
-        return b"".join(line + b"\n" for line in self.rows)
+        return self.row_count + len(self.dead_letters)
 
 
 def cut_chunks(
@@ -69,7 +70,8 @@ def cut_chunks(
         record inside one of them is chunked exactly as then.
     """
     spans = sorted(recorded)
-    rows: list[bytes] = []
+    body = bytearray()
+    rows = 0
     dead: list[DeadLetter] = []
     size = 0
     first: Position | None = None
@@ -79,19 +81,21 @@ def cut_chunks(
         position = item.record.position
         item_size = len(item.line) + 1 if isinstance(item, Row) else len(item.record.data) + 1
         span = _span_of(position, spans)
-        if first is not None and _ends_before(first, last, position, span, limits, len(rows) + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
-            yield Chunk(shard_id, first, last, tuple(rows), tuple(dead))  # type: ignore[arg-type]
-            rows, dead, size, first = [], [], 0, None
+        if first is not None and _ends_before(first, last, position, span, limits, rows + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
+            yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead))  # type: ignore[arg-type]
+            body, rows, dead, size, first = bytearray(), 0, [], 0, None
         if first is None:
             first, shard_id = item.record.position, item.record.shard_id
         last = item.record.position
         size += item_size
         if isinstance(item, Row):
-            rows.append(item.line)
+            body += item.line
+            body += b"\n"
+            rows += 1
         else:
             dead.append(item)
     if first is not None:
-        yield Chunk(shard_id, first, last, tuple(rows), tuple(dead))  # type: ignore[arg-type]
+        yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead))  # type: ignore[arg-type]
 
 
 def _span_of(position: Position, spans: Sequence[tuple[Position, Position]]) -> tuple[Position, Position] | None:

@@ -184,10 +184,10 @@ def _load_chunk(
     report.records += chunk.record_count
     report.chunks += 1
     ids = (job.pipeline_id, job.stream_name, chunk.shard_id, chunk.first, chunk.last)
-    if chunk.rows:
+    if chunk.row_count:
         label = chunk_label(*ids)
         report.labels.append(label)
-        loaded = _load_once(executor, shard_range, chunk, label, job.doris_table, job.load_options, chunk.body(), recorded)
+        loaded = _load_once(executor, shard_range, chunk, label, job.doris_table, job.load_options, chunk.body, recorded)
         report.chunks_already_loaded += loaded is None
         if loaded is not None:
             report.rows_loaded += loaded.number_loaded_rows

@@ -92,7 +92,8 @@ def test_chunks_cover_every_record_once_in_order_within_limits(payload_sizes, ba
     assert sum(chunk.record_count for chunk in chunks) == len(records)
     for chunk in chunks:
         assert chunk.record_count <= max_rows
-        size = len(chunk.body()) + sum(len(d.record.data) + 1 for d in chunk.dead_letters)
+        assert chunk.body.count(b"\n") == chunk.row_count
+        size = len(chunk.body) + sum(len(d.record.data) + 1 for d in chunk.dead_letters)
         assert size <= max_bytes or chunk.record_count == 1
     assert chunks == list(cut_chunks(mapped, ChunkLimits(max_rows=max_rows, max_bytes=max_bytes)))
 
