@@ -15,8 +15,10 @@ from typing import Any
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
 from airflow_provider_kinesis_doris.core.topology import TopologyChange
 
@@ -36,9 +38,24 @@ def check_topology(
     aws_conn_id: str | None, stream_name: str, checkpoint_table: str, pipeline_id: str
 ) -> TopologyChange | None:
     """One look at the stream (blocking): the change since the stored topology, or None on the
-    first look (which stores the topology)."""
+    first look (which stores the topology).
+
+    :raises ConfigurationError: the stream or the checkpoint table does not exist.
+    """
     store = checkpoint_store(aws_conn_id, checkpoint_table, pipeline_id)
-    return observe_topology(kinesis_client(aws_conn_id), store, stream_name)
+    try:
+        return observe_topology(kinesis_client(aws_conn_id), store, stream_name)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            raise
+        if error.operation_name == "ListShards":
+            missing = f"Kinesis stream {stream_name!r} does not exist"
+        else:
+            missing = (
+                f"DynamoDB checkpoint table {checkpoint_table!r} does not exist: the loader creates it on its "
+                "first run (create_checkpoint_table=True); run the loader once before the watch, or create it"
+            )
+        raise ConfigurationError(f"{missing} (AWS connection {aws_conn_id!r})") from error
 
 
 class KinesisReshardTrigger(BaseTrigger):

@@ -50,11 +50,11 @@ def split_first_shard(client: Any, stream: str) -> tuple[str, list[str]]:
     return parent, sorted(split(client, stream, parent))
 
 
-def sensor(stream: str, **kwargs: Any):  # type: ignore[no-untyped-def]
+def sensor(stream: str, table: str = TABLE, **kwargs: Any):  # type: ignore[no-untyped-def]
     from airflow_provider_kinesis_doris.sensors.kinesis_reshard import KinesisReshardSensor
 
     return KinesisReshardSensor(
-        task_id=f"watch_{uuid.uuid4().hex[:6]}", stream_name=stream, checkpoint_table=TABLE,
+        task_id=f"watch_{uuid.uuid4().hex[:6]}", stream_name=stream, checkpoint_table=table,
         pipeline_id=f"{stream}.pipe", poke_interval=0.2, **kwargs,
     )  # fmt: skip
 
@@ -206,3 +206,12 @@ def test_the_watch_dag_runs_sensor_and_rebalance(
     topology = store.get_topology()
     assert topology.version == 2 and set(children) <= set(topology.assignment)
     assert store.get_shard(parent) is not None and {store.get_shard(c).parent_ids for c in children} == {(parent,)}
+
+
+def test_a_missing_stream_or_checkpoint_table_is_named(stream: str) -> None:
+    from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="checkpoint table 'no_such_table' does not exist.*run the loader once"):
+        sensor(stream, "no_such_table", deferrable=False).poke({})
+    with pytest.raises(ConfigurationError, match="Kinesis stream 'no-such-stream' does not exist"):
+        sensor("no-such-stream", deferrable=False).poke({})
