@@ -1,4 +1,4 @@
-"""The load job: everything an executor needs to load planned ranges, as plain JSON.
+"""The load job: a pipeline's settings and the ranges planned for one interval, as plain JSON.
 
 The job carries no secret. Executors take the Doris password and AWS credentials from a 0600
 credentials file whose *path* is in the job (``credentials_file``), or from their environment
@@ -12,14 +12,17 @@ import heapq
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
+
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.planner import Plan
 
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
 
@@ -63,10 +66,17 @@ class Credentials:
 
 
 @dataclass(frozen=True)
-class LoadJob:
-    """Planned ranges of one interval plus how to read, map and load them.
+class PipelineConfig:
+    """What stays the same from interval to interval: one stream into one table.
 
-    :param groups: indices into ``ranges``, one list per Spark partition, parents first.
+    ``doris`` carries no password (see :class:`Credentials`).
+
+    :param transform_path: the user transform as ``package.module:function`` (imported again on
+        each executor into ``mapping.transform``).
+    :param dead_letter_options: how rows go into ``dead_letter_table``.
+    :param initial_position: where a shard's first range starts (see ``core.planner``).
+    :param relaxed_order: children do not wait for their parents.
+    :param parallelism: Spark partitions at most (default: one per shard range).
     """
 
     pipeline_id: str
@@ -79,16 +89,74 @@ class LoadJob:
     aws: AwsSettings
     load_options: StreamLoadOptions
     mapping: RecordMapping
-    chunk_limits: ChunkLimits
+    chunk_limits: ChunkLimits = ChunkLimits()
+    transform_path: str | None = None
+    dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
+    initial_position: str = "INTERVAL"
+    relaxed_order: bool = False
+    parallelism: int | None = None
+    retry_policy: RetryPolicy = RetryPolicy()
+
+    def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
+        """The load job of ``plan``'s ranges."""
+        ranges = plan.ranges
+        parents = {shard.shard_id: shard.parent_ids for shard in plan.shards}
+        groups = balance_groups(ranges, self.parallelism or max(len(ranges), 1), weights, parents)
+        return LoadJob(self, ranges, groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe and without the password; ``mapping.transform`` travels as ``transform_path``."""
+        return {
+            **{setting.name: getattr(self, setting.name) for setting in fields(self)},
+            "doris": _doris_to_dict(self.doris),
+            "aws": asdict(self.aws),
+            "load_options": _options_to_dict(self.load_options),
+            "dead_letter_options": _options_to_dict(self.dead_letter_options),
+            "mapping": {
+                "metadata_columns": list(self.mapping.metadata_columns),
+                "required_fields": list(self.mapping.required_fields),
+            },
+            "chunk_limits": asdict(self.chunk_limits),
+            "retry_policy": asdict(self.retry_policy),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PipelineConfig:
+        transform_path = data["transform_path"]
+        return cls(
+            **{
+                **data,
+                "doris": _doris_from_dict(data["doris"]),
+                "aws": AwsSettings(**data["aws"]),
+                "load_options": _options_from_dict(data["load_options"]),
+                "dead_letter_options": _options_from_dict(data["dead_letter_options"]),
+                "mapping": RecordMapping(
+                    metadata_columns=tuple(data["mapping"]["metadata_columns"]),
+                    required_fields=tuple(data["mapping"]["required_fields"]),
+                    transform=import_transform(transform_path) if transform_path else None,
+                ),
+                "chunk_limits": ChunkLimits(**data["chunk_limits"]),
+                "retry_policy": RetryPolicy(**data["retry_policy"]),
+            }
+        )
+
+
+@dataclass(frozen=True)
+class LoadJob:
+    """Planned ranges of one interval plus how to read, map and load them.
+
+    :param pipeline: the settings of the pipeline the ranges belong to.
+    :param groups: indices into ``ranges``, one list per Spark partition, parents first.
+    :param credentials_file: path of the 0600 credentials file executors read, if any.
+    """
+
+    pipeline: PipelineConfig
     ranges: tuple[ShardRange, ...]
     groups: tuple[tuple[int, ...], ...]
     credentials_file: str | None = None
-    transform_path: str | None = None
-    dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
-    retry_policy: RetryPolicy = RetryPolicy()
 
     def __post_init__(self) -> None:
-        if self.doris.password:
+        if self.pipeline.doris.password:
             raise ConfigurationError("LoadJob must not carry the Doris password; use credentials_file")
         used = sorted(index for group in self.groups for index in group)
         if used != list(range(len(self.ranges))):
@@ -101,26 +169,10 @@ class LoadJob:
     def to_json(self) -> str:
         return json.dumps(
             {
-                "pipeline_id": self.pipeline_id,
-                "stream_name": self.stream_name,
-                "checkpoint_table": self.checkpoint_table,
-                "doris_database": self.doris_database,
-                "doris_table": self.doris_table,
-                "dead_letter_table": self.dead_letter_table,
-                "doris": _doris_to_dict(self.doris),
-                "aws": asdict(self.aws),
-                "load_options": _options_to_dict(self.load_options),
-                "dead_letter_options": _options_to_dict(self.dead_letter_options),
-                "mapping": {
-                    "metadata_columns": list(self.mapping.metadata_columns),
-                    "required_fields": list(self.mapping.required_fields),
-                },
-                "transform_path": self.transform_path,
-                "chunk_limits": asdict(self.chunk_limits),
+                "pipeline": self.pipeline.to_dict(),
                 "ranges": [range_to_dict(r) for r in self.ranges],
                 "groups": [list(g) for g in self.groups],
                 "credentials_file": self.credentials_file,
-                "retry_policy": asdict(self.retry_policy),
             },
             sort_keys=True,
         )
@@ -128,34 +180,16 @@ class LoadJob:
     @classmethod
     def from_json(cls, text: str) -> LoadJob:
         data = json.loads(text)
-        transform_path = data["transform_path"]
         return cls(
-            pipeline_id=data["pipeline_id"],
-            stream_name=data["stream_name"],
-            checkpoint_table=data["checkpoint_table"],
-            doris_database=data["doris_database"],
-            doris_table=data["doris_table"],
-            dead_letter_table=data["dead_letter_table"],
-            doris=_doris_from_dict(data["doris"]),
-            aws=AwsSettings(**data["aws"]),
-            load_options=_options_from_dict(data["load_options"]),
-            dead_letter_options=_options_from_dict(data["dead_letter_options"]),
-            mapping=RecordMapping(
-                metadata_columns=tuple(data["mapping"]["metadata_columns"]),
-                required_fields=tuple(data["mapping"]["required_fields"]),
-                transform=import_transform(transform_path) if transform_path else None,
-            ),
-            transform_path=transform_path,
-            chunk_limits=ChunkLimits(**data["chunk_limits"]),
+            pipeline=PipelineConfig.from_dict(data["pipeline"]),
             ranges=tuple(range_from_dict(r) for r in data["ranges"]),
             groups=tuple(tuple(g) for g in data["groups"]),
             credentials_file=data["credentials_file"],
-            retry_policy=RetryPolicy(**data["retry_policy"]),
         )
 
     def doris_config(self, credentials: Credentials) -> DorisConnectionConfig:
         """The Doris connection with the password filled in on the executor."""
-        return replace(self.doris, password=credentials.doris_password)
+        return replace(self.pipeline.doris, password=credentials.doris_password)
 
 
 def import_transform(path: str) -> Any:

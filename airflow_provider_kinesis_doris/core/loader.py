@@ -92,20 +92,21 @@ class Executor:
         # botocore parses every record's arrival stamp through dateutil (~25 µs each); Kinesis
         # sends epoch seconds, which the standard library turns into a datetime ten times faster.
         core_session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_epoch_timestamp)
+        pipeline = job.pipeline
         session = boto3.session.Session(
             aws_access_key_id=credentials.aws_access_key_id,
             aws_secret_access_key=credentials.aws_secret_access_key,
             aws_session_token=credentials.aws_session_token,
-            region_name=job.aws.region_name,
+            region_name=pipeline.aws.region_name,
             botocore_session=core_session,
         )
-        kinesis = session.client("kinesis", endpoint_url=job.aws.kinesis_endpoint_url)
-        dynamodb = session.client("dynamodb", endpoint_url=job.aws.dynamodb_endpoint_url)
+        kinesis = session.client("kinesis", endpoint_url=pipeline.aws.kinesis_endpoint_url)
+        dynamodb = session.client("dynamodb", endpoint_url=pipeline.aws.dynamodb_endpoint_url)
         return cls(
             job=job,
             kinesis=kinesis,
-            store=DynamoCheckpointStore(dynamodb, job.checkpoint_table, job.pipeline_id),
-            doris=DorisStreamLoadClient(job.doris_config(credentials), retry_policy=job.retry_policy),
+            store=DynamoCheckpointStore(dynamodb, pipeline.checkpoint_table, pipeline.pipeline_id),
+            doris=DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy),
         )
 
 
@@ -129,13 +130,13 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
 
 def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     """Read ``shard_range`` and load it, chunk by chunk, exactly once."""
-    job, store = executor.job, executor.store
+    pipeline, store = executor.job.pipeline, executor.store
     started = time.monotonic()
     report = RangeReport(shard_range.shard_id, shard_range.interval_start_ms)
     recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
-    limits = _settled_limits(store, shard_range, job.chunk_limits)
+    limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(executor.kinesis, shard_range, store)
-    mapped = (map_record(record, job.mapping) for record in reader)
+    mapped = (map_record(record, pipeline.mapping) for record in reader)
     by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
     # Only the load thread touches ``report``, ``executor.doris`` and the chunk log until the last
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
@@ -180,23 +181,27 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
 def _load_chunk(
     executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport
 ) -> None:
-    job = executor.job
+    pipeline = executor.job.pipeline
     report.records += chunk.record_count
     report.chunks += 1
-    ids = (job.pipeline_id, job.stream_name, chunk.shard_id, chunk.first, chunk.last)
+    ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
     if chunk.row_count:
         label = chunk_label(*ids)
         report.labels.append(label)
-        loaded = _load_once(executor, shard_range, chunk, label, job.doris_table, job.load_options, chunk.body, recorded)
+        loaded = _load_once(
+            executor, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
+        )
         report.chunks_already_loaded += loaded is None
         if loaded is not None:
             report.rows_loaded += loaded.number_loaded_rows
             report.rows_filtered += loaded.number_filtered_rows
             report.rows_unselected += loaded.number_unselected_rows
     if chunk.dead_letters:
-        body = b"".join(dead.as_row(job.stream_name) + b"\n" for dead in chunk.dead_letters)
+        body = b"".join(dead.as_row(pipeline.stream_name) + b"\n" for dead in chunk.dead_letters)
         label = dead_letter_label(*ids)
-        _load_once(executor, shard_range, chunk, label, job.dead_letter_table, job.dead_letter_options, body, None)
+        _load_once(
+            executor, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
+        )
         report.dead_lettered += len(chunk.dead_letters)
 
 
@@ -214,7 +219,7 @@ def _load_once(
 
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
-    store, doris, database = executor.store, executor.doris, executor.job.doris_database
+    store, doris, database = executor.store, executor.doris, executor.job.pipeline.doris_database
     known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label)
     if known is not None and known.state in _LOADED_STATES:
         return None
@@ -226,9 +231,9 @@ def _load_once(
         if state is LabelState.UNKNOWN:
             raise UnresolvableLoad(
                 f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}) was "
-                f"sent more than {executor.job.doris.label_keep_seconds} s ago and Doris no longer knows its label: "
-                "whether it was loaded cannot be decided. Check the table for these positions, then delete the "
-                f"chunk item from the checkpoint table to load it again, or record it as VISIBLE."
+                f"sent more than {executor.job.pipeline.doris.label_keep_seconds} s ago and Doris no longer "
+                "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
+                "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
             )
     if known is None:
         store.record_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, shard_range.interval_start_ms)
@@ -246,4 +251,4 @@ def _load_once(
 
 
 def _past_label_window(executor: Executor, chunk: ChunkRecord) -> bool:
-    return executor.clock_ms() - chunk.updated_ms >= executor.job.doris.label_keep_seconds * 1000
+    return executor.clock_ms() - chunk.updated_ms >= executor.job.pipeline.doris.label_keep_seconds * 1000

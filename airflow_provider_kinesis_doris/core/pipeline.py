@@ -7,78 +7,24 @@ where the settings come from differ.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups, boundary_to_dict
+from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
 from airflow_provider_kinesis_doris.core.reader import RangeReader
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
 
 log = logging.getLogger(__name__)
 
 Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
 """Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
 :func:`run_here`)."""
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """What stays the same from interval to interval: one stream into one table.
-
-    ``doris`` carries no password (see ``core.job.Credentials``).
-    """
-
-    pipeline_id: str
-    stream_name: str
-    checkpoint_table: str
-    doris_database: str
-    doris_table: str
-    dead_letter_table: str
-    doris: DorisConnectionConfig
-    aws: AwsSettings
-    load_options: StreamLoadOptions
-    mapping: RecordMapping
-    chunk_limits: ChunkLimits = ChunkLimits()
-    transform_path: str | None = None
-    initial_position: str = "INTERVAL"
-    relaxed_order: bool = False
-    parallelism: int | None = None
-    retry_policy: RetryPolicy = RetryPolicy()
-
-    def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
-        """The load job of ``plan``'s ranges."""
-        ranges = plan.ranges
-        return LoadJob(
-            pipeline_id=self.pipeline_id,
-            stream_name=self.stream_name,
-            checkpoint_table=self.checkpoint_table,
-            doris_database=self.doris_database,
-            doris_table=self.doris_table,
-            dead_letter_table=self.dead_letter_table,
-            doris=self.doris,
-            aws=self.aws,
-            load_options=self.load_options,
-            mapping=self.mapping,
-            transform_path=self.transform_path,
-            chunk_limits=self.chunk_limits,
-            ranges=ranges,
-            retry_policy=self.retry_policy,
-            groups=balance_groups(
-                ranges,
-                self.parallelism or max(len(ranges), 1),
-                weights,
-                parents={shard.shard_id: shard.parent_ids for shard in plan.shards},
-            ),
-        )
 
 
 @dataclass(frozen=True)

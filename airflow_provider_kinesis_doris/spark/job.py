@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with open(args.job_file) as handle:
         job = LoadJob.from_json(handle.read())
-    spark = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline_id}").getOrCreate()
+    spark = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline.pipeline_id}").getOrCreate()
     try:
         reports = run_job(spark, job)
     finally:

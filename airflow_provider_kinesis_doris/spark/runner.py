@@ -77,7 +77,7 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     from airflow_provider_kinesis_doris.spark.job import run_job
 
     os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
-    builder = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline_id}")
+    builder = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline.pipeline_id}")
     builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
     for key, value in {**_DEFAULT_CONF, **settings.conf}.items():
         builder = builder.config(key, value)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, balance_groups
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig, balance_groups
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
@@ -23,7 +23,7 @@ def shard_range(shard_id: str, start: Boundary | None = None) -> ShardRange:
     )  # fmt: skip
 
 
-def job(**overrides) -> LoadJob:  # type: ignore[no-untyped-def]
+def config(**overrides) -> PipelineConfig:  # type: ignore[no-untyped-def]
     values = dict(
         pipeline_id="p", stream_name="s", checkpoint_table="t", doris_database="db", doris_table="events",
         dead_letter_table="events_dead_letter",
@@ -33,6 +33,15 @@ def job(**overrides) -> LoadJob:  # type: ignore[no-untyped-def]
         mapping=RecordMapping(metadata_columns=("_kinesis_shard",), required_fields=("id",)),
         chunk_limits=ChunkLimits(max_rows=10, max_bytes=1000),
         retry_policy=RetryPolicy(max_attempts=2, initial_backoff_seconds=0.1),
+        initial_position="TRIM_HORIZON", relaxed_order=True, parallelism=2,
+    )  # fmt: skip
+    values.update(overrides)
+    return PipelineConfig(**values)
+
+
+def job(**overrides) -> LoadJob:  # type: ignore[no-untyped-def]
+    values = dict(
+        pipeline=config(),
         ranges=(shard_range("a"), shard_range("b", Boundary("b", 0, BoundaryKind.SHARD_START))),
         groups=((1,), (0,)),
     )  # fmt: skip
@@ -47,7 +56,7 @@ def test_json_round_trip_is_exact() -> None:
 
 def test_job_refuses_a_password_and_credentials_stay_out_of_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigurationError, match="password"):
-        job(doris=DorisConnectionConfig(host="fe", password="pw"))
+        job(pipeline=config(doris=DorisConnectionConfig(host="fe", password="pw")))
     secrets = Credentials(doris_password="doris-pw", aws_secret_access_key="aws-secret")
     path = tmp_path / "credentials.json"
     secrets.write(str(path))
