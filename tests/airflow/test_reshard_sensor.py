@@ -137,7 +137,8 @@ def test_the_trigger_serializes_resumes_after_a_restart_and_fires_on_a_split(
 
     broken = KinesisReshardTrigger(f"{stream}-missing", TABLE, f"{stream}.pipe", poll_interval=0.2)
     error = asyncio.run(first_event(broken, 10))
-    assert error is not None and error["status"] == "error" and "ResourceNotFoundException" in error["message"]
+    assert error is not None and error["status"] == "error"
+    assert error["message"].startswith("ConfigurationError: Kinesis stream") and "does not exist" in error["message"]
 
 
 def test_the_deferrable_sensor_defers_to_the_trigger_and_returns_its_change(stream: str) -> None:
