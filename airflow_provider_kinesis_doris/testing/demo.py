@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
@@ -42,9 +42,11 @@ from airflow_provider_kinesis_doris.testing.scenario import (
     create_stream,
     event,
     events_table_ddl,
+    merge,
     now_ms,
     put_events,
     put_records,
+    split,
     wait_past,
 )
 from airflow_provider_kinesis_doris.testing.stack import LocalStack, ServiceProcess, local_client, stop_pid
@@ -109,14 +111,15 @@ class Progress:
 
 @dataclass
 class Produced:
-    """What the producer put on the stream, to check the table against."""
+    """What the producer put on the stream, to check the table against: valid events carry the
+    ids ``0 .. valid - 1``."""
 
-    valid_ids: list[int] = field(default_factory=list)
+    valid: int = 0
     malformed: int = 0
 
     @property
     def events(self) -> int:
-        return len(self.valid_ids) + self.malformed
+        return self.valid + self.malformed
 
 
 class Producer(threading.Thread):
@@ -173,24 +176,17 @@ class Producer(threading.Thread):
                 malformed.append(MALFORMED[self.produced.malformed % len(MALFORMED)])
                 self.produced.malformed += 1
             else:
-                self.produced.valid_ids.append(len(self.produced.valid_ids))
-                events.append(event(self.produced.valid_ids[-1]))
+                events.append(event(self.produced.valid))
+                self.produced.valid += 1
         put_events(self.kinesis, STREAM, events)
         put_records(self.kinesis, STREAM, ((f"bad-{i}", data) for i, data in enumerate(malformed)))
 
     def _reshard(self) -> None:
         """Split the first shard in two and merge the last two (adjacent hash ranges)."""
-        shards = self.kinesis.list_shards(StreamName=STREAM)["Shards"]
-        first, third, fourth = shards[0], shards[2], shards[3]
-        low, high = (int(first["HashKeyRange"][key]) for key in ("StartingHashKey", "EndingHashKey"))
-        self.kinesis.split_shard(StreamName=STREAM, ShardToSplit=first["ShardId"], NewStartingHashKey=str((low + high) // 2))
-        self._wait_active()
-        self.kinesis.merge_shards(StreamName=STREAM, ShardToMerge=third["ShardId"], AdjacentShardToMerge=fourth["ShardId"])
-        self._wait_active()
-        self.progress.note(f"resharded: split {first['ShardId']}, merged {third['ShardId']} + {fourth['ShardId']}")
-
-    def _wait_active(self) -> None:
-        self.kinesis.get_waiter("stream_exists").wait(StreamName=STREAM, WaiterConfig={"Delay": 0.2, "MaxAttempts": 150})
+        first, _, third, fourth = (shard["ShardId"] for shard in self.kinesis.list_shards(StreamName=STREAM)["Shards"])
+        split(self.kinesis, STREAM, first)
+        merge(self.kinesis, STREAM, third, fourth)
+        self.progress.note(f"resharded: split {first}, merged {third} + {fourth}")
 
 
 class LoaderRuns:
@@ -407,7 +403,7 @@ class Demo:
                 DATABASE, f"SELECT COUNT(*), COUNT(DISTINCT event_id), MIN(event_id), MAX(event_id) FROM {TABLE}"
             ).rows[0]
         )  # fmt: skip
-        valid = len(produced.valid_ids)  # ids 0 .. valid-1, so count, distinct and range prove the set
+        valid = produced.valid  # ids 0 .. valid-1, so count, distinct and range prove the set
         report = {
             "events_produced": produced.events,
             "valid_events": valid,

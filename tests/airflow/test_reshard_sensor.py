@@ -18,7 +18,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.topology import list_shards
-from tests.integration.test_reshard_pipeline import merge, split, wait_active
+from airflow_provider_kinesis_doris.testing.scenario import merge, split, wait_active
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 

@@ -13,7 +13,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.loader import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.planner import ShardDecision
@@ -33,7 +33,8 @@ from airflow_provider_kinesis_doris.core.stream_load_options import (
 )
 from airflow_provider_kinesis_doris.core.topology import list_shards
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
-from airflow_provider_kinesis_doris.testing.scenario import events_table_ddl, now_ms, wait_past
+from airflow_provider_kinesis_doris.testing.faults import runner_with
+from airflow_provider_kinesis_doris.testing.scenario import events_table_ddl, merge, now_ms, split, wait_active, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 pytestmark = pytest.mark.integration
@@ -89,19 +90,7 @@ class RecordingKinesis:
 
 def recording_runner(log: CallLog) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
     """``core.pipeline.run_here`` with the readers' Kinesis client wrapped in :class:`RecordingKinesis`."""
-
-    def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        reports = []
-        for group in job.partition_groups():
-            executor = Executor.from_job(job, credentials)
-            executor.kinesis = RecordingKinesis(executor.kinesis, log, "reader")
-            try:
-                reports.extend(load_range(executor, job.ranges[index]) for index in group)
-            finally:
-                executor.doris.close()
-        return reports
-
-    return run
+    return runner_with(lambda executor: replace(executor, kinesis=RecordingKinesis(executor.kinesis, log, "reader")))
 
 
 # --- the stack ------------------------------------------------------------------------------------
@@ -193,39 +182,8 @@ def stack(  # type: ignore[no-untyped-def]
     return {"stream": make_stream, "loader": make_loader, "log": log, "kinesis": kinesis_client}
 
 
-def wait_active(client: Any, stream: str) -> None:
-    deadline = time.monotonic() + 20
-    def status() -> str:
-        return client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"]
-
-    while status() != "ACTIVE":
-        assert time.monotonic() < deadline, f"stream {stream} did not become ACTIVE"
-        time.sleep(0.05)
-
-
 def shards(client: Any, stream: str) -> dict[str, Any]:
     return {shard.shard_id: shard for shard in list_shards(client, stream)}
-
-
-def split(client: Any, stream: str, shard_id: str) -> tuple[str, str]:
-    """Split ``shard_id`` in the middle of its hash range; the (lower, upper) children."""
-    before = shards(client, stream)
-    parent = before[shard_id]
-    middle = (parent.starting_hash_key + parent.ending_hash_key) // 2
-    client.split_shard(StreamName=stream, ShardToSplit=shard_id, NewStartingHashKey=str(middle))
-    wait_active(client, stream)
-    new = [shard for shard in shards(client, stream).values() if shard.shard_id not in before]
-    children = sorted(new, key=lambda shard: shard.starting_hash_key)
-    assert [c.parent_ids for c in children] == [(shard_id,), (shard_id,)]
-    return children[0].shard_id, children[1].shard_id
-
-
-def merge(client: Any, stream: str, shard_id: str, adjacent_id: str) -> str:
-    before = shards(client, stream)
-    client.merge_shards(StreamName=stream, ShardToMerge=shard_id, AdjacentShardToMerge=adjacent_id)
-    wait_active(client, stream)
-    (child,) = set(shards(client, stream)) - set(before)
-    return child
 
 
 def pause() -> int:
