@@ -40,9 +40,17 @@ class CheckpointConflict(KinesisDorisError):
 
 
 class StreamLoadError(KinesisDorisError):
-    """A Stream Load did not succeed. ``retryable`` tells whether the same label may be re-sent."""
+    """A Stream Load did not succeed. ``retryable`` tells whether the same label may be re-sent.
+
+    ``definitely_not_loaded`` is True when the client knows the label's data did not load: no
+    attempt reached Doris (connection refused before anything was sent), or Doris answered with a
+    definite ``Fail`` (its transaction is aborted and the label free again). The loader records
+    that outcome, so a retry after Doris's label window re-sends instead of raising
+    :class:`UnresolvableLoad`. False means "unknown": the load may have gone through.
+    """
 
     retryable: bool = False
+    definitely_not_loaded: bool = False
 
 
 class RetryableStreamLoadError(StreamLoadError):
@@ -57,6 +65,19 @@ class PermanentStreamLoadError(StreamLoadError):
     def __init__(self, message: str, *, error_url: str | None = None) -> None:
         super().__init__(message)
         self.error_url = error_url
+
+
+class ShardsWaiting(KinesisDorisError):
+    """Shards of the interval whose ranges are planned but could not be loaded in this run: a
+    parent is not loaded up to them yet (I5). Everything else of the interval is loaded and
+    committed; the run still fails, so Airflow retries it instead of marking it green (I9).
+
+    :param waiting: shard id -> the parents it waits for.
+    """
+
+    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]]) -> None:
+        super().__init__(message)
+        self.waiting = waiting
 
 
 class UnresolvableLoad(KinesisDorisError):
