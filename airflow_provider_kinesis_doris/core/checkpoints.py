@@ -6,7 +6,8 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 - ``boundary#<shard_id>#<instant_ms, 15 digits>``: a cut between records, written once;
 - ``range#<shard_id>#<interval_start_ms, 15 digits>``: references to its two boundaries;
 - ``chunk#<label>``: intent and outcome of one Stream Load (invariant I7);
-- ``topology``: the last shard set seen and the shard → partition assignment.
+- ``topology``: the last shard set seen and the shard → partition assignment;
+- ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once.
 
 Every write that can race is conditional and a lost race never overwrites: put-once items return
 the stored winner, fenced updates raise :class:`CheckpointConflict`. Every read is a consistent
@@ -49,6 +50,7 @@ BOUNDARY_PREFIX = "boundary#"
 RANGE_PREFIX = "range#"
 CHUNK_PREFIX = "chunk#"
 TOPOLOGY_KEY = "topology"
+FLOOR_KEY = "floor"
 CHUNK_INTENT = "INTENT"
 _INSTANT_DIGITS = 15
 _DEFAULT_PAGE_SIZE = 100
@@ -122,6 +124,15 @@ class ChunkRecord:
     rows_loaded: int
     rows_filtered: int
     updated_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The interval ``[start_ms, end_ms)`` whose ranges sweep a TRIM_HORIZON pipeline's shards from
+    their start: fixed by the first run that plans, so every later run agrees on it (I10)."""
+
+    start_ms: int
+    end_ms: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,24 +210,6 @@ def _chunk_from_item(item: Mapping[str, Any]) -> ChunkRecord:
     )
 
 
-def contiguous_loaded_end(ranges: Iterable[ShardRange]) -> Boundary | None:
-    """End boundary of the longest run of LOADED ranges that starts at the earliest range and
-    where each range starts at the boundary (instant) where the previous one ends.
-
-    :param ranges: the ranges of one shard, in any order.
-    :return: the run's end boundary, or None if the earliest range is not loaded.
-    """
-    ordered = sorted(ranges, key=lambda r: r.start.instant_ms)
-    mark: Boundary | None = None
-    for shard_range in ordered:
-        if mark is not None and shard_range.start.instant_ms != mark.instant_ms:
-            break
-        if shard_range.state is not RangeState.LOADED:
-            break
-        mark = shard_range.end
-    return mark
-
-
 # --- the store ---------------------------------------------------------------------------------
 
 
@@ -241,8 +234,11 @@ class CheckpointStore:
         """The item ``sk`` of this pipeline (strongly consistent), or None."""
         raise NotImplementedError
 
-    def _query(self, prefix: str) -> list[dict[str, Any]]:
-        """Every item of this pipeline whose ``sk`` starts with ``prefix``, sorted by ``sk``."""
+    def _query(
+        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Items of this pipeline whose ``sk`` starts with ``prefix`` (and is at most ``high``),
+        sorted by ``sk`` (descending if asked), at most ``limit`` of them."""
         raise NotImplementedError
 
     def _put_new(self, item: dict[str, Any]) -> bool:
@@ -317,8 +313,8 @@ class CheckpointStore:
         shard = self._require_shard(shard_id)
         if shard.lease_counter != expected_counter:
             raise _conflict(shard_id, expected_counter, shard.lease_counter)
-        mark = contiguous_loaded_end(self.ranges_for_shard(shard_id))
         current = shard.high_water_mark
+        mark = self.loaded_through(shard_id, current)
         changes: dict[str, Any] = {}
         if mark is not None and (current is None or mark.instant_ms > current.instant_ms):
             changes.update(_boundary_attributes(mark, "hwm_"))
@@ -331,6 +327,28 @@ class CheckpointStore:
         if mark is not None and "hwm_kind" in changes:
             log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
         return self._require_shard(shard_id)
+
+    def loaded_through(self, shard_id: str, since: Boundary | None = None) -> Boundary | None:
+        """End of the contiguous run of LOADED ranges from the shard's earliest range.
+
+        Walks forward from ``since`` (the stored high-water mark, which lies on that run) one range
+        at a time, so a run reads the ranges loaded since the mark moved, not the shard's history.
+
+        :param since: a boundary the run is known to reach; None: start at the earliest range.
+        :return: the run's end, or None if the earliest range is not loaded.
+        """
+        mark = since
+        if mark is None:
+            first = self.earliest_range(shard_id)
+            if first is None or first.state is not RangeState.LOADED:
+                return None
+            mark = first.end
+        while mark.kind is not BoundaryKind.SHARD_END:
+            following = self.get_range(shard_id, mark.instant_ms)
+            if following is None or following.state is not RangeState.LOADED:
+                break
+            mark = following.end
+        return mark
 
     def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
         """CLOSED → DRAINED, only once the high-water mark is SHARD_END (its last range is loaded).
@@ -429,21 +447,46 @@ class CheckpointStore:
         """Every stored boundary of the shard, by instant."""
         return [_boundary_from_item(item) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
 
+    def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
+        item read)."""
+        items = self._query(
+            f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_key(shard_id, instant_ms), descending=True, limit=1
+        )
+        return _boundary_from_item(items[0]) if items else None
+
     # ranges ---------------------------------------------------------------------------------
 
     def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
         """The stored range of the interval starting at ``interval_start_ms``, or None."""
         item = self._get(range_key(shard_id, interval_start_ms))
-        if item is None:
+        return self._with_boundaries(item) if item is not None else None
+
+    def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
+        """Every stored range of the shard, by interval start (two Queries over its history: for
+        operations and tests, not for the per-run path)."""
+        boundaries = {b.instant_ms: b for b in self.boundaries_for_shard(shard_id)}
+        return [self._range_from_item(item, boundaries) for item in self._query(f"{RANGE_PREFIX}{shard_id}#")]
+
+    def earliest_range(self, shard_id: str) -> ShardRange | None:
+        """The shard's range of the earliest interval, or None (one item read)."""
+        return self._neighbour_range(shard_id, None, descending=False)
+
+    def range_before(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        """The shard's range of the latest interval starting before ``interval_start_ms``."""
+        if interval_start_ms <= 0:
             return None
+        return self._neighbour_range(shard_id, range_key(shard_id, interval_start_ms - 1), descending=True)
+
+    def _neighbour_range(self, shard_id: str, high: str | None, *, descending: bool) -> ShardRange | None:
+        items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=descending, limit=1)
+        return self._with_boundaries(items[0]) if items else None
+
+    def _with_boundaries(self, item: Mapping[str, Any]) -> ShardRange:
+        shard_id = item["shard_id"]
         start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
         end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
         return self._range_from_item(item, {b.instant_ms: b for b in (start, end) if b is not None})
-
-    def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
-        """Every stored range of the shard, by interval start (two Queries)."""
-        boundaries = {b.instant_ms: b for b in self.boundaries_for_shard(shard_id)}
-        return [self._range_from_item(item, boundaries) for item in self._query(f"{RANGE_PREFIX}{shard_id}#")]
 
     def create_range(self, shard_range: ShardRange) -> ShardRange:
         """Store a PLANNED range once. Its two boundaries must already be stored.
@@ -600,6 +643,17 @@ class CheckpointStore:
             raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
         return chunk
 
+    # floor ----------------------------------------------------------------------------------
+
+    def settle_floor(self, start_ms: int, end_ms: int) -> Floor:
+        """The pipeline's floor interval: ``[start_ms, end_ms)`` if none is stored yet (conditional
+        put), else the stored one. Two first runs racing agree on the winner's."""
+        self._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
+                       "updated_ms": self._clock()})  # fmt: skip
+        item = self._get(FLOOR_KEY)
+        assert item is not None, "a put-once item existed a moment ago and items are never deleted"
+        return Floor(int(item["start_ms"]), int(item["end_ms"]))
+
     # topology -------------------------------------------------------------------------------
 
     def get_topology(self) -> TopologyRecord | None:
@@ -738,20 +792,28 @@ class DynamoCheckpointStore(CheckpointStore):
         item = response.get("Item")
         return self._decode(item) if item else None
 
-    def _query(self, prefix: str) -> list[dict[str, Any]]:
+    def _query(
+        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        values: dict[str, Any] = {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}}
+        condition = "pk = :pk AND begins_with(sk, :prefix)"
+        if high is not None:
+            condition = "pk = :pk AND sk BETWEEN :prefix AND :high"
+            values[":high"] = {"S": high}
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
-            "ExpressionAttributeValues": {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}},
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
             "ConsistentRead": True,
-            "Limit": self._page_size,
+            "ScanIndexForward": not descending,
+            "Limit": min(self._page_size, limit) if limit else self._page_size,
         }
         items: list[dict[str, Any]] = []
         while True:
             response = self._client.query(**request)
             items.extend(self._decode(item) for item in response.get("Items", []))
-            if "LastEvaluatedKey" not in response:
-                return items
+            if "LastEvaluatedKey" not in response or (limit and len(items) >= limit):
+                return items[:limit] if limit else items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _put_new(self, item: dict[str, Any]) -> bool:

@@ -13,10 +13,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, ShardNotDrained
+from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.loader import RangeReport
-from airflow_provider_kinesis_doris.core.model import ShardState
+from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,8 @@ class CommitResult:
 
 
 def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> CommitResult:
-    """Mark every reported range LOADED, then advance the shards' marks and retire drained ones."""
+    """Mark every reported range LOADED, then advance the shards' marks and retire the shards whose
+    mark reached their end."""
     result = CommitResult()
     by_shard: dict[str, list[RangeReport]] = {}
     for report in reports:
@@ -52,13 +53,14 @@ def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> Co
         shard = _advance(store, shard_id, lag)
         mark = shard.high_water_mark
         result.high_water_marks[shard_id] = f"{mark.kind.value}@{mark.instant_ms}" if mark else "none"
-        if any(report.drained for report in shard_reports) and shard.state is ShardState.CLOSED:
+        # Drained follows from the stored ranges (the mark reached the shard's end), whichever
+        # commit gets there: the range read to the end may have been committed by an earlier run.
+        if mark is not None and mark.kind is BoundaryKind.SHARD_END and shard.state is ShardState.CLOSED:
             try:
                 store.mark_drained(shard_id)
                 result.drained.append(shard_id)
-            except ShardNotDrained as exc:
-                # Its last range is loaded, but an earlier one is not yet: a later run retires it.
-                log.info("%s", exc)
+            except CheckpointConflict:
+                log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
     return result
 
 

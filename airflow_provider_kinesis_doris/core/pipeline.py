@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
+from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
@@ -81,6 +82,9 @@ def run_interval(
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
 
     An interval with nothing to read returns without calling the runner (no Spark start).
+
+    :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
+        that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     """
     plan = plan_interval(
         kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
@@ -93,6 +97,7 @@ def run_interval(
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
+        _raise_if_waiting(plan, store)
         return IntervalResult(plan, (), None)
     empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
@@ -101,7 +106,40 @@ def run_interval(
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())
-    return IntervalResult(plan, reports, commit_reports(store, reports))
+    result = IntervalResult(plan, reports, commit_reports(store, reports))
+    _raise_if_waiting(plan, store)
+    return result
+
+
+def _raise_if_waiting(plan: Plan, store: CheckpointStore) -> None:
+    """Fail a run that left ranges of its interval unloaded, naming each shard and how far each
+    parent it waits for is loaded (I9)."""
+    if not plan.waiting:
+        return
+    lines = []
+    for shard_id, parents in sorted(plan.waiting.items()):
+        shard_range = plan.shard(shard_id).range
+        needed = shard_range.interval_start_ms if shard_range is not None else plan.interval_start_ms
+        described = ", ".join(f"{parent} ({_loaded_through(store, parent)})" for parent in parents)
+        lines.append(f"shard {shard_id} waits for {described}, which must be loaded up to {needed}")
+    message = (
+        f"Pipeline {plan.pipeline_id} interval [{plan.interval_start_ms}, {plan.interval_end_ms}): "
+        f"{len(lines)} shard(s) cannot be loaded before their parents (everything else is loaded): "
+        + "; ".join(lines)
+        + ". Their ranges are planned and this run's retry loads them once the runs of the parents' "
+        "earlier intervals have succeeded: let those runs run (or clear them), or use relaxed_order "
+        "if the table does not depend on the order of records."
+    )
+    log.warning("%s", message)
+    raise ShardsWaiting(message, waiting=plan.waiting)
+
+
+def _loaded_through(store: CheckpointStore, shard_id: str) -> str:
+    shard = store.get_shard(shard_id)
+    mark = store.loaded_through(shard_id, shard.high_water_mark if shard else None)
+    if mark is None:
+        return "nothing loaded"
+    return f"loaded through {mark.kind.value}@{mark.instant_ms}"
 
 
 def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRange) -> RangeReport | None:

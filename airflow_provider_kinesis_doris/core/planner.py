@@ -2,20 +2,26 @@
 
 Steps (DESIGN.md §4, §4b): list shards; reconcile them with the store (register new shards with
 their parents, mark closed ones CLOSED); then, parents before children, decide for each listed
-shard:
+shard. The decision depends only on the interval and on facts that never change once stored
+(boundaries, the pipeline's floor), never on which runs happened to come first (I10):
 
-- ``REPLAYED``: a range of this interval is stored; it is returned unchanged (I2);
-- ``ENDED``: an earlier range already ends at the shard's end (closed, and drained or about to be);
-- ``NOT_CREATED``: the shard was created after the interval end (a parent still took records at
-  or after the end, or the parent itself was not created yet);
-- ``WAITING``: strict order and a parent is not drained up to the interval start (I5);
-- ``COVERED``: stored ranges (e.g. an initial TRIM_HORIZON sweep) already hold the interval;
-- ``NEW``: a range is created from the two boundaries, which are resolved (probe) and persisted
-  first when not stored. Stored ranges clip a new range instead of overlapping it.
+- every shard alive in the interval gets its range ``[boundary(start), boundary(end))``, stored
+  once under the interval's start (``NEW``, or ``REPLAYED`` when stored; I2). A shard created
+  after the interval gets an empty range, cut without a probe (``NOT_CREATED``), so the shard's
+  ranges still tile it without a hole;
+- ``ENDED``: a stored boundary at or before the interval's start is the shard's end: the closed
+  shard has no record there, and no range is needed;
+- ``WAITING``: the range is stored like any other but not loaded in this run, because a parent is
+  not loaded up to it (I5). The run then fails naming the parents (I9), and its retry loads it;
+- ``COVERED``: a TRIM_HORIZON pipeline's interval before its floor: its records are in the floor
+  range, which sweeps every shard from its start up to the floor interval's end, and that range is
+  what the run loads.
 
 Ranges live in "instant space": a range references the boundary items at two instants, and two
-ranges tile a shard when one ends at the instant where the other starts (I1). Planning never
-moves a high-water mark.
+ranges tile a shard when one ends at the instant where the other starts (I1). A range is created
+with a conditional put under the key of its interval start: two planners of the same span agree
+on the first one stored, and a stored range that overlaps the interval otherwise is refused
+loudly (the pipeline's intervals changed). Planning never moves a high-water mark.
 """
 
 from __future__ import annotations
@@ -29,14 +35,15 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
 from airflow_provider_kinesis_doris.core.checkpoints import (
     CheckpointStore,
+    Floor,
     ShardCheckpoint,
-    contiguous_loaded_end,
     wall_clock_ms,
 )
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, ConfigurationError
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
+    RangeState,
     ShardInfo,
     ShardRange,
     ShardState,
@@ -98,8 +105,8 @@ class Plan:
 
     @property
     def ranges(self) -> tuple[ShardRange, ...]:
-        """Every range to read (new and replayed), parents before children."""
-        return tuple(s.range for s in self.shards if s.range is not None)
+        """Every range to read in this run (all but the waiting ones), parents before children."""
+        return tuple(s.range for s in self.shards if s.range is not None and s.decision is not ShardDecision.WAITING)
 
     @property
     def new_ranges(self) -> tuple[ShardRange, ...]:
@@ -160,12 +167,14 @@ def plan_interval(
         raise ConfigurationError(
             f"initial_position must be one of {[p.value for p in InitialPosition]}, got {initial_position!r}"
         ) from None
+    floor = store.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
+    if floor is not None:
+        _check_aligned(floor, interval_start_ms, interval_end_ms)
     listed = list_shards(kinesis, stream_name)
     checkpoints = reconcile_shards(store, listed)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        sweep=position is InitialPosition.TRIM_HORIZON, relaxed=relaxed_order,
-        max_probe_pages=max_probe_pages, clock=clock,
+        floor=floor, relaxed=relaxed_order, max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
     ordered = parents_first(listed)
     shard_plans = tuple(planner.plan_shard(shard, checkpoints[shard.shard_id]) for shard in ordered)
@@ -179,6 +188,19 @@ def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: i
         )
     if start_ms < 0 or end_ms <= start_ms:
         raise ConfigurationError(f"Interval [{start_ms}, {end_ms}) is empty or negative; nothing to plan")
+
+
+def _check_aligned(floor: Floor, start_ms: int, end_ms: int) -> None:
+    """An interval either lies before the floor interval's end or after it: one that straddles
+    its start or end would be loaded partly by the floor range and partly by its own."""
+    if any(start_ms < edge < end_ms for edge in (floor.start_ms, floor.end_ms)) or (
+        start_ms == floor.start_ms and end_ms != floor.end_ms
+    ):
+        raise ConfigurationError(
+            f"Interval [{start_ms}, {end_ms}) does not align with the pipeline's floor interval "
+            f"[{floor.start_ms}, {floor.end_ms}) (its TRIM_HORIZON sweep): the intervals of one pipeline "
+            "must not partially overlap. Use a new pipeline_id after changing the schedule."
+        )
 
 
 def reconcile_shards(store: CheckpointStore, listed: Sequence[ShardInfo]) -> dict[str, ShardCheckpoint]:
@@ -211,41 +233,6 @@ def _close(store: CheckpointStore, shard_id: str) -> ShardCheckpoint:
     raise AssertionError("unreachable")
 
 
-def clip_span(
-    interval_start_ms: int, interval_end_ms: int, stored: Sequence[ShardRange], *, sweep: bool
-) -> tuple[int, int] | None:
-    """The instants ``[first, last)`` a new range of the interval may cover without overlapping
-    stored ranges; None if they already cover it.
-
-    :param stored: the shard's stored ranges (disjoint spans of instants).
-    :param sweep: a shard with no range yet starts at SHARD_START (instant 0).
-    :raises ConfigurationError: a stored range lies strictly inside the interval, which would leave
-        two uncovered pieces (intervals of one pipeline must not partially overlap).
-    """
-    if not stored:
-        return (SHARD_START_INSTANT_MS if sweep else interval_start_ms), interval_end_ms
-    low, high = interval_start_ms, interval_end_ms
-    for shard_range in sorted(stored, key=lambda r: r.start.instant_ms):
-        first, last = shard_range.start.instant_ms, shard_range.end.instant_ms
-        if last <= low or first >= high:
-            continue
-        if first <= low:
-            low = last
-        elif last < high:
-            raise ConfigurationError(
-                f"Interval [{interval_start_ms}, {interval_end_ms}) of shard {shard_range.shard_id} would be "
-                f"split by the stored range [{first}, {last}) of interval {shard_range.interval_start_ms}"
-            )
-        else:
-            high = first
-    return (low, high) if low < high else None
-
-
-def ends_before(stored: Sequence[ShardRange], instant_ms: int) -> bool:
-    """True if a stored range ends at the shard's end at or before ``instant_ms``."""
-    return any(r.end.kind is BoundaryKind.SHARD_END and r.end.instant_ms <= instant_ms for r in stored)
-
-
 class _IntervalPlanner:
     """Decisions for the shards of one interval; remembers what it decided for parents."""
 
@@ -258,7 +245,7 @@ class _IntervalPlanner:
         end_ms: int,
         listed: Sequence[ShardInfo],
         *,
-        sweep: bool,
+        floor: Floor | None,
         relaxed: bool,
         max_probe_pages: int,
         clock: Callable[[], int],
@@ -269,14 +256,17 @@ class _IntervalPlanner:
         self.start_ms = start_ms
         self.end_ms = end_ms
         self.listed_ids = frozenset(info.shard_id for info in listed)
-        self.sweep = sweep
+        self.floor = floor
         self.relaxed = relaxed
         self.max_probe_pages = max_probe_pages
         self.clock = clock
         self.decided: dict[str, ShardPlan] = {}
 
     def plan_shard(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> ShardPlan:
-        decision, shard_range, waiting_for = self._decide(shard)
+        decision, shard_range = self._decide(shard)
+        waiting_for = self._waiting_for(shard, shard_range)
+        if waiting_for:
+            decision = ShardDecision.WAITING
         shard_plan = ShardPlan(
             shard.shard_id, shard.parent_ids, checkpoint.state, checkpoint.lease_counter,
             decision, shard_range, waiting_for,
@@ -288,40 +278,63 @@ class _IntervalPlanner:
         )  # fmt: skip
         return shard_plan
 
-    def _decide(self, shard: ShardInfo) -> tuple[ShardDecision, ShardRange | None, tuple[str, ...]]:
+    def _decide(self, shard: ShardInfo) -> tuple[ShardDecision, ShardRange | None]:
+        if self.floor is not None and self.end_ms <= self.floor.end_ms:
+            # Before or at the floor: the records are in the floor range, which sweeps the shard.
+            floor_range = self._find_or_create(shard, self.floor.start_ms, self.floor.end_ms, SHARD_START_INSTANT_MS)
+            covered = self.start_ms != self.floor.start_ms
+            return (ShardDecision.COVERED if covered else floor_range[0]), floor_range[1]
         stored = self.store.get_range(shard.shard_id, self.start_ms)
-        if stored is not None:
-            return ShardDecision.REPLAYED, stored, ()
-        ranges = self.store.ranges_for_shard(shard.shard_id)
-        if ends_before(ranges, self.start_ms):
-            return ShardDecision.ENDED, None, ()
-        if self._created_after(shard, self.end_ms):
-            return ShardDecision.NOT_CREATED, None, ()
-        progress = {p: self._progress(p) for p in shard.parent_ids if p in self.listed_ids}
-        waiting_for = blocking_parents(
-            shard, self.start_ms, listed_ids=self.listed_ids, progress=progress, relaxed=self.relaxed
-        )
-        if waiting_for:
-            return ShardDecision.WAITING, None, waiting_for
-        span = clip_span(self.start_ms, self.end_ms, ranges, sweep=self.sweep or self._born_in_scope(shard))
-        if span is None:
-            return ShardDecision.COVERED, None, ()
-        proposed = self._new_range(shard, *span)
-        stored = self.store.create_range(proposed)
-        # A concurrent planner of the same interval may have stored it first: follow the store.
-        return (ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED), stored, ()
+        if stored is None and self._ended_before(shard, self.start_ms):
+            return ShardDecision.ENDED, None
+        decision, shard_range = self._find_or_create(shard, self.start_ms, self.end_ms, self.start_ms, stored)
+        if decision is ShardDecision.NEW and self._created_after(shard, self.end_ms):
+            decision = ShardDecision.NOT_CREATED
+        return decision, shard_range
 
-    def _new_range(self, shard: ShardInfo, first_ms: int, last_ms: int) -> ShardRange:
+    def _find_or_create(
+        self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int,
+        stored: ShardRange | None = None,
+    ) -> tuple[ShardDecision, ShardRange]:  # fmt: skip
+        """The stored range of the interval, or a new one over ``[first_ms, interval_end_ms)``."""
+        stored = stored or self.store.get_range(shard.shard_id, interval_start_ms)
+        if stored is None:
+            self._check_no_overlap(shard.shard_id, interval_start_ms, interval_end_ms)
+            proposed = self._new_range(shard, interval_start_ms, interval_end_ms, first_ms)
+            stored = self.store.create_range(proposed)
+            # A concurrent planner of the same interval may have stored it first: follow the store.
+            decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
+        else:
+            decision = ShardDecision.REPLAYED
+        if stored.interval_end_ms != interval_end_ms:
+            raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, stored)
+        return decision, stored
+
+    def _check_no_overlap(self, shard_id: str, start_ms: int, end_ms: int) -> None:
+        """Stored ranges are disjoint, so only the latest one starting before the end can overlap."""
+        before_end = self.store.range_before(shard_id, end_ms)
+        if before_end is not None and before_end.interval_end_ms > start_ms:
+            raise _misaligned(shard_id, start_ms, end_ms, before_end)
+
+    def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:
+        """A stored cut at or before the instant is the shard's end: the closed shard has no record
+        at or after it (cuts at later instants can only lie later)."""
+        if shard.is_open:
+            return False
+        latest = self.store.boundary_at_or_before(shard.shard_id, instant_ms)
+        return latest is not None and latest.kind is BoundaryKind.SHARD_END
+
+    def _new_range(self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int) -> ShardRange:
         start = self._boundary(shard, first_ms)
         return ShardRange(
             pipeline_id=self.store.pipeline_id,
             stream_name=self.stream_name,
             shard_id=shard.shard_id,
-            interval_start_ms=self.start_ms,
-            interval_end_ms=self.end_ms,
+            interval_start_ms=interval_start_ms,
+            interval_end_ms=interval_end_ms,
             start=start,
             # A start whose record arrived at or after the end is the end's cut too: no probe.
-            end=self._boundary(shard, last_ms, earlier=start),
+            end=self._boundary(shard, interval_end_ms, earlier=start),
         )
 
     def _boundary(self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None) -> Boundary:
@@ -332,54 +345,66 @@ class _IntervalPlanner:
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:
-        """A child was created after ``instant_ms`` if a parent was (not created in this plan),
-        or a parent's stored cut at that instant is not its end: the parent still took records
-        at or after the instant, so it was still open then."""
+        """A child was created after ``instant_ms`` if a parent was created after the interval's
+        end (and the instant is not later), or a parent's stored cut at that instant is not its
+        end: the parent still took records at or after the instant, so it was still open then."""
         for parent in shard.parent_ids:
             parent_plan = self.decided.get(parent)
-            if parent_plan is not None and parent_plan.decision is ShardDecision.NOT_CREATED:
+            if (
+                instant_ms <= self.end_ms
+                and parent_plan is not None
+                and parent_plan.decision is ShardDecision.NOT_CREATED
+            ):
                 return True
             cut = self.store.get_boundary(parent, instant_ms)
             if cut is not None and cut.kind is not BoundaryKind.SHARD_END:
                 return True
         return False
 
-    def _born_in_scope(self, shard: ShardInfo) -> bool:
-        """A child created while one of its parents was being loaded by this pipeline holds only
-        records in scope: its first range sweeps from SHARD_START. Otherwise a child that waited
-        for its parents through the interval it was created in would never get the records it took
-        before the interval it is first planned in (I1)."""
-        for parent in shard.parent_ids:
-            ranges = list(self.store.ranges_for_shard(parent))
-            planned = self.decided.get(parent)
-            if planned is not None and planned.range is not None:
-                ranges.append(planned.range)
-            if ranges and min(ranges, key=lambda r: r.start.instant_ms).start.kind is not BoundaryKind.SHARD_END:
-                return True
-        return False
+    def _waiting_for(self, shard: ShardInfo, shard_range: ShardRange | None) -> tuple[str, ...]:
+        """Parents that must be loaded further before this range (none for a loaded range: a
+        replay of it loads nothing new)."""
+        if shard_range is None or shard_range.state is RangeState.LOADED:
+            return ()
+        progress = {p: self._progress(p) for p in shard.parent_ids if p in self.listed_ids}
+        return blocking_parents(
+            shard, shard_range.interval_start_ms, listed_ids=self.listed_ids, progress=progress, relaxed=self.relaxed
+        )
 
     def _progress(self, parent_id: str) -> ParentProgress:
         checkpoint = self.store.get_shard(parent_id)
         assert checkpoint is not None, "listed shards are registered by reconcile_shards"
-        ranges = self.store.ranges_for_shard(parent_id)
-        loaded_end = contiguous_loaded_end(ranges)
-        floor = min((r.start.instant_ms for r in ranges), default=None)
+        loaded_end = self.store.loaded_through(parent_id, checkpoint.high_water_mark)
+        if loaded_end is None:
+            earliest = self.store.earliest_range(parent_id)
+            loaded_through_ms = earliest.start.instant_ms if earliest is not None else None
+        else:
+            loaded_through_ms = loaded_end.instant_ms
         parent_plan = self.decided.get(parent_id)
         planned = parent_plan.range if parent_plan is not None else None
         return ParentProgress(
             state=checkpoint.state,
-            loaded_through_ms=loaded_end.instant_ms if loaded_end is not None else floor,
+            loaded_through_ms=loaded_through_ms,
+            ended=loaded_end is not None and loaded_end.kind is BoundaryKind.SHARD_END,
             planned_from_ms=planned.start.instant_ms if planned is not None else None,
             waiting=parent_plan is not None and parent_plan.decision is ShardDecision.WAITING,
         )
 
 
+def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: ShardRange) -> ConfigurationError:
+    return ConfigurationError(
+        f"Interval [{start_ms}, {end_ms}) of shard {shard_id} overlaps the stored range of interval "
+        f"[{stored.interval_start_ms}, {stored.interval_end_ms}) without matching it: the intervals of one "
+        "pipeline must not partially overlap (was the schedule changed, or does another DAG use the same "
+        "pipeline_id?). Nothing was loaded for this shard; use a new pipeline_id for a new schedule."
+    )
+
+
 def _describe(shard_range: ShardRange | None, waiting_for: tuple[str, ...]) -> str:
-    if waiting_for:
-        return f" on parents {list(waiting_for)}"
     if shard_range is None:
         return ""
-    return (
+    described = (
         f" [{shard_range.start.kind.value}@{shard_range.start.instant_ms}, "
         f"{shard_range.end.kind.value}@{shard_range.end.instant_ms})"
     )
+    return f"{described} on parents {list(waiting_for)}" if waiting_for else described

@@ -114,12 +114,14 @@ class ParentProgress:
     :param state: the stored shard state.
     :param loaded_through_ms: instant where the parent's contiguous LOADED run from its floor
         (earliest range) ends; the floor itself when nothing is loaded; None without ranges.
+    :param ended: that run ends at the parent's end (it is drained, whatever its stored state).
     :param planned_from_ms: start instant of the parent's range in the plan being made, if any.
     :param waiting: the parent itself waits for its own parents in this plan.
     """
 
     state: ShardState
     loaded_through_ms: int | None
+    ended: bool = False
     planned_from_ms: int | None = None
     waiting: bool = False
 
@@ -128,7 +130,7 @@ class ParentProgress:
         or is in the parent's range of the same plan, which is read before its children."""
         if self.waiting:
             return False
-        if self.state is ShardState.DRAINED:
+        if self.state is ShardState.DRAINED or self.ended:
             return True
         if self.loaded_through_ms is None:
             return False

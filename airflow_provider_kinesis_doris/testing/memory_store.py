@@ -42,10 +42,16 @@ class MemoryCheckpointStore(CheckpointStore):
             item = self.table.items.get((self.pipeline_id, sk))
             return copy.deepcopy(item) if item is not None else None
 
-    def _query(self, prefix: str) -> list[dict[str, Any]]:
+    def _query(
+        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+    ) -> list[dict[str, Any]]:
         with self.table.lock:
-            keys = sorted(k for k in self.table.items if k[0] == self.pipeline_id and k[1].startswith(prefix))
-            return [copy.deepcopy(self.table.items[k]) for k in keys]
+            keys = sorted(
+                (k for k in self.table.items
+                 if k[0] == self.pipeline_id and k[1].startswith(prefix) and (high is None or k[1] <= high)),
+                reverse=descending,
+            )  # fmt: skip
+            return [copy.deepcopy(self.table.items[k]) for k in keys[:limit]]
 
     def _put_new(self, item: dict[str, Any]) -> bool:
         key = (self.pipeline_id, item["sk"])

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
-from airflow_provider_kinesis_doris.core.planner import SHARD_START_INSTANT_MS, Plan, ShardDecision, plan_interval
+from airflow_provider_kinesis_doris.core.planner import Plan, ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.core.topology import list_shards
 from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
 
@@ -174,8 +174,9 @@ def test_split_and_merge_register_lineage_and_children_wait_for_both_merge_paren
     assert not second_again.waiting
     order = [s.shard_id for s in second_again.shards]
     assert order.index(merged) > order.index(high_child) and order.index(high_child) > order.index(left)
-    # Children born while their parents were loaded sweep from their start, so no record they took
-    # before the interval they are first planned in is left behind.
-    assert second_again.shard(merged).range.start == Boundary(merged, SHARD_START_INSTANT_MS, BoundaryKind.SHARD_START)
+    # A child's range of the interval it was born in starts at the cut its first interval stored:
+    # the shard's start, so no record it took is left behind; the waiting plan already stored it.
+    assert second_again.shard(merged).range.start == Boundary(merged, cut, BoundaryKind.SHARD_START)
+    assert first.shard(merged).range.end == second_again.shard(merged).range.start
     assert second_again.shard(left).decision is ShardDecision.REPLAYED
-    assert second_again.shard(merged).decision is ShardDecision.NEW
+    assert second_again.shard(merged).decision is ShardDecision.REPLAYED

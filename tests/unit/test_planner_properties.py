@@ -71,10 +71,10 @@ def read_range(fake: FakeKinesis, store: MemoryCheckpointStore, shard_range: Sha
 def commit(fake: FakeKinesis, store: MemoryCheckpointStore, plan: Plan) -> None:
     """What the load step does after Doris made the range visible."""
     for shard_plan in plan.shards:
-        if shard_plan.range is None:
+        if shard_plan.range is None or shard_plan.decision is ShardDecision.WAITING:
             continue
         records = read_range(fake, store, shard_plan.range)
-        store.mark_range_loaded(shard_plan.shard_id, plan.interval_start_ms, {"records": len(records)})
+        store.mark_range_loaded(shard_plan.shard_id, shard_plan.range.interval_start_ms, {"records": len(records)})
         checkpoint = store.advance_high_water_mark(shard_plan.shard_id, expected_counter=shard_plan.lease_counter)
         mark = checkpoint.high_water_mark
         if checkpoint.state is ShardState.CLOSED and mark is not None and mark.kind is BoundaryKind.SHARD_END:
@@ -201,7 +201,7 @@ def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
         replay = _plan(fake, store, start, initial, relaxed)
         assert not replay.new_ranges, f"replay of {start} created {replay.new_ranges}"
         for shard_range in replay.ranges:
-            assert shard_range == settled[(shard_range.shard_id, start)]
+            assert shard_range == settled[(shard_range.shard_id, shard_range.interval_start_ms)]
 
     # I1: per shard, every record of the sealed intervals (TRIM_HORIZON: and before them) is in
     # exactly one range.

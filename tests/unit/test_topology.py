@@ -117,6 +117,8 @@ def test_parents_first_rejects_a_cycle() -> None:
         (ParentProgress(ShardState.DRAINED, None), False),
         (ParentProgress(ShardState.CLOSED, loaded_through_ms=2000), False),
         (ParentProgress(ShardState.CLOSED, loaded_through_ms=1000), True),
+        # its loaded run reaches its end though the commit that got there did not mark it drained
+        (ParentProgress(ShardState.CLOSED, loaded_through_ms=1000, ended=True), False),
         # its range in this plan continues its loaded run: read before the child, same run
         (ParentProgress(ShardState.CLOSED, loaded_through_ms=1000, planned_from_ms=1000), False),
         (ParentProgress(ShardState.CLOSED, loaded_through_ms=1000, planned_from_ms=1500), True),
