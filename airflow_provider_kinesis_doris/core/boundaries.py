@@ -26,7 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.checkpoints import wall_clock_ms
-from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
 from airflow_provider_kinesis_doris.core.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
 from airflow_provider_kinesis_doris.core.store import BoundaryStore
@@ -145,6 +145,7 @@ def resolve_boundary(
     *,
     created_after: bool = False,
     earlier: Boundary | None = None,
+    trim_horizon_ms: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
 ) -> Boundary:
@@ -155,9 +156,12 @@ def resolve_boundary(
         without probing.
     :param earlier: the shard's stored boundary at an earlier instant (the start of the range
         that ends at ``instant_ms``); see :func:`carried_forward`.
+    :param trim_horizon_ms: instants before it may have lost records to retention: a probe there
+        would land on the first record still kept and cut the shard in the wrong place.
     :param max_pages: GetRecords calls the probe may make.
     :param clock: now, in epoch ms (instants after it are in the future).
     :return: the stored boundary (ours, or the one a concurrent resolver stored first).
+    :raises DataTrimmed: the cut must be probed at an instant older than ``trim_horizon_ms`` (I6).
     """
     stored = store.get_boundary(shard.shard_id, instant_ms)
     if stored is not None:
@@ -167,6 +171,12 @@ def resolve_boundary(
     elif (carried := carried_forward(earlier, instant_ms)) is not None:
         proposed = carried
     else:
+        if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
+            raise DataTrimmed(
+                f"Shard {shard.shard_id} of stream {stream_name} must be cut at {instant_ms}, which is older than "
+                f"the stream's trim horizon ({trim_horizon_ms}, its retention period before now): records of "
+                "that interval may have been deleted before they were loaded, so it cannot be loaded exactly"
+            )
         proposed = probe_boundary(
             client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages,
             clock=clock,

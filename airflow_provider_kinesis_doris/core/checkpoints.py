@@ -550,6 +550,16 @@ class CheckpointStore:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
         return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
 
+    def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
+        """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
+        (one Query of at most ``limit`` items)."""
+        items = self._query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
+        return {
+            int(item["interval_start_ms"]): {name: int(value) for name, value in item.get("counts", {}).items()}
+            for item in items
+            if item["state"] == RangeState.LOADED.value
+        }
+
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""
         item = self._get(range_key(shard_id, interval_start_ms))

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
+from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, wall_clock_ms
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
@@ -78,17 +78,19 @@ def run_interval(
     store: CheckpointStore,
     credentials: Credentials,
     runner: Runner,
+    clock: Callable[[], int] = wall_clock_ms,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
 
     An interval with nothing to read returns without calling the runner (no Spark start).
 
+    :param clock: now, in epoch ms (what is sealed, and the trim horizon).
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     """
     plan = plan_interval(
         kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
-        initial_position=config.initial_position, relaxed_order=config.relaxed_order,
+        initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
     )  # fmt: skip
     for shard in plan.shards:
         log.info(

@@ -174,7 +174,8 @@ def plan_interval(
     checkpoints = reconcile_shards(store, listed)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        floor=floor, relaxed=relaxed_order, max_probe_pages=max_probe_pages, clock=clock,
+        floor=floor, relaxed=relaxed_order, trim_horizon_ms=trim_horizon(kinesis, stream_name, clock),
+        max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
     ordered = parents_first(listed)
     shard_plans = tuple(planner.plan_shard(shard, checkpoints[shard.shard_id]) for shard in ordered)
@@ -188,6 +189,13 @@ def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: i
         )
     if start_ms < 0 or end_ms <= start_ms:
         raise ConfigurationError(f"Interval [{start_ms}, {end_ms}) is empty or negative; nothing to plan")
+
+
+def trim_horizon(kinesis: Any, stream_name: str, clock: Callable[[], int]) -> int:
+    """The oldest arrival instant whose records Kinesis still keeps for sure: now less the
+    stream's retention period (DescribeStreamSummary)."""
+    summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+    return clock() - int(summary["RetentionPeriodHours"]) * 3_600_000
 
 
 def _check_aligned(floor: Floor, start_ms: int, end_ms: int) -> None:
@@ -247,6 +255,7 @@ class _IntervalPlanner:
         *,
         floor: Floor | None,
         relaxed: bool,
+        trim_horizon_ms: int,
         max_probe_pages: int,
         clock: Callable[[], int],
     ) -> None:
@@ -258,6 +267,7 @@ class _IntervalPlanner:
         self.listed_ids = frozenset(info.shard_id for info in listed)
         self.floor = floor
         self.relaxed = relaxed
+        self.trim_horizon_ms = trim_horizon_ms
         self.max_probe_pages = max_probe_pages
         self.clock = clock
         self.decided: dict[str, ShardPlan] = {}
@@ -341,7 +351,8 @@ class _IntervalPlanner:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
             self.kinesis, self.store, self.stream_name, shard, instant_ms,
-            created_after=created_after, earlier=earlier, max_pages=self.max_probe_pages, clock=self.clock,
+            created_after=created_after, earlier=earlier, trim_horizon_ms=self.trim_horizon_ms,
+            max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:

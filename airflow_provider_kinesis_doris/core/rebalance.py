@@ -24,7 +24,7 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, ShardCheckpoint
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, ConfigurationError
-from airflow_provider_kinesis_doris.core.model import BoundaryKind, RangeState, ShardInfo, ShardState
+from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardInfo, ShardState
 from airflow_provider_kinesis_doris.core.planner import reconcile_shards
 from airflow_provider_kinesis_doris.core.topology import TopologyChange, diff_topology, list_shards
 
@@ -112,16 +112,14 @@ def shard_loads_from_store(
         for checkpoint in store.list_shard_checkpoints()
         if checkpoint.state is not ShardState.DRAINED and (listed is None or checkpoint.shard_id in listed)
     ]
-    loaded = {shard.shard_id: _loaded_interval_starts(store, shard.shard_id) for shard in shards}
-    recent = set(sorted({start for starts in loaded.values() for start in starts})[-recent_intervals:])
+    loaded = {shard.shard_id: store.recent_loaded_counts(shard.shard_id, recent_intervals) for shard in shards}
+    recent = set(sorted({start for counts in loaded.values() for start in counts})[-recent_intervals:])
     return [
         ShardLoad(
             shard_id=shard.shard_id,
             parent_ids=shard.parent_ids,
             hash_width=_open_width(shard),
-            carried=sum(
-                _carried(store.range_counts(shard.shard_id, start)) for start in loaded[shard.shard_id] & recent
-            ),
+            carried=sum(_carried(counts) for start, counts in loaded[shard.shard_id].items() if start in recent),
         )
         for shard in shards
     ]
@@ -135,10 +133,6 @@ def weights_for_plan(store: CheckpointStore, *, recent_intervals: int = RECENT_I
     :param recent_intervals: how many of the latest loaded intervals measure traffic.
     """
     return shard_weights(shard_loads_from_store(store, recent_intervals=recent_intervals))
-
-
-def _loaded_interval_starts(store: CheckpointStore, shard_id: str) -> set[int]:
-    return {r.interval_start_ms for r in store.ranges_for_shard(shard_id) if r.state is RangeState.LOADED}
 
 
 def _open_width(shard: ShardCheckpoint) -> int:

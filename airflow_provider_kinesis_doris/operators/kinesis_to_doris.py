@@ -23,6 +23,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
     DataTrimmed,
     PermanentStreamLoadError,
+    ShardsWaiting,
     UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
@@ -248,6 +249,10 @@ class KinesisToDorisOperator(BaseOperator):
                 kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
                 runner=(lambda job, credentials: run_spark_job(job, credentials, settings)) if self.use_spark else run_here,
             )  # fmt: skip
+        except ShardsWaiting as exc:
+            # The failed try still tells, in XCom, which shards wait for which parents.
+            context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
+            raise AirflowException(_explain_failure(exc)) from exc
         except Exception as exc:
             raise AirflowException(_explain_failure(exc)) from exc
         if result.commit is None:
@@ -334,6 +339,8 @@ def _explain_failure(exc: BaseException) -> str:
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
                              "label, so rerun this task once the other run has finished."),
         (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
+        (ShardsWaiting, "Everything else of the interval is loaded. Airflow's retries load these shards once the "
+                        "runs of their parents' earlier intervals succeed: give the task retries that outlast them."),
     ):
         if isinstance(exc, error_type) or error_type.__name__ in text:
             return f"{error_type.__name__}: {_last_line_with(text, error_type.__name__)} — {advice}"

@@ -82,16 +82,22 @@ def _client_error(operation: str, code: str, message: str) -> ClientError:
     return ClientError({"Error": {"Code": code, "Message": message}}, operation)
 
 
+_KEEPS_EVERYTHING_HOURS = 10**7
+
+
 class FakeKinesis:
     """In-memory streams.
 
     :param now_ms: the clock (epoch ms) that stamps arrivals; advance it with :meth:`advance`.
     :param empty_pages: every new iterator first returns this many empty pages (as AWS may).
+    :param retention_hours: what DescribeStreamSummary reports; None: so long that nothing of the
+        fake's history counts as trimmed, whatever the wall clock (tests trim records by hand).
     """
 
-    def __init__(self, *, now_ms: int = 1_700_000_000_000, empty_pages: int = 0) -> None:
+    def __init__(self, *, now_ms: int = 1_700_000_000_000, empty_pages: int = 0, retention_hours: int | None = None) -> None:
         self.now_ms = now_ms
         self.empty_pages = empty_pages
+        self.retention_hours = retention_hours
         self.streams: dict[str, dict[str, FakeShard]] = {}
         self.calls: Counter[str] = Counter()
         self.expire_next_tokens = 0
@@ -119,6 +125,15 @@ class FakeKinesis:
         return shards[shard_id]
 
     # --- control plane ---------------------------------------------------------------------
+
+    def describe_stream_summary(self, *, StreamName: str) -> dict[str, Any]:  # noqa: N803
+        self.calls["describe_stream_summary"] += 1
+        shards = self._shards(StreamName, "DescribeStreamSummary")
+        hours = self.retention_hours if self.retention_hours is not None else _KEEPS_EVERYTHING_HOURS
+        return {"StreamDescriptionSummary": {
+            "StreamName": StreamName, "StreamStatus": "ACTIVE", "RetentionPeriodHours": hours,
+            "OpenShardCount": sum(shard.is_open for shard in shards.values()),
+        }}  # fmt: skip
 
     # Keyword names are boto3's, hence N803.
     def create_stream(self, *, StreamName: str, ShardCount: int = 1) -> dict[str, Any]:  # noqa: N803

@@ -400,7 +400,7 @@ def _fault_phase(spec: TrialSpec, config: PipelineConfig, start: int, end: int, 
 
 def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: DorisServer,
              produced: Produced) -> tuple[IntervalResult | None, list[BaseException], int]:  # fmt: skip
-    """Re-run the interval cleanly until it is loaded and nothing waits; resolve an unresolvable
+    """Re-run the interval cleanly until it succeeds (a run with waiting shards fails); resolve an unresolvable
     chunk as its message tells an operator to."""
     kinesis = aws_client("kinesis", stack.kinesis_endpoint)
     store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
@@ -415,8 +415,7 @@ def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: 
             errors.append(error)
             continue
         assert result is not None
-        if not result.plan.waiting:
-            return result, errors, unresolvable
+        return result, errors, unresolvable
     return None, errors, unresolvable
 
 

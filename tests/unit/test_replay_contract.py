@@ -1,0 +1,120 @@
+"""Regressions of the replay contract over the in-memory fakes: retention (I6) and per-run reads
+that do not grow with the pipeline's history (issue: unbounded history reads)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+
+STREAM = "events"
+T0 = 1_700_000_000_000
+IV = 60_000
+HOUR_MS = 3_600_000
+
+
+def _config() -> PipelineConfig:
+    return PipelineConfig(
+        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
+        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
+        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+        chunk_limits=ChunkLimits(max_rows=5),
+    )  # fmt: skip
+
+
+def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
+    def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        executor = Executor(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
+        return [load_range(executor, job.ranges[i]) for group in job.partition_groups() for i in group]
+
+    return run_interval(
+        _config(), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
+        runner=runner, clock=lambda: kinesis.now_ms,
+    )  # fmt: skip
+
+
+def _put(kinesis: FakeKinesis, event_id: int, at_ms: int, key: str = "k") -> None:
+    kinesis.now_ms = max(kinesis.now_ms, at_ms)
+    kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": event_id}).encode(), PartitionKey=key)
+
+
+def test_a_backfill_of_an_interval_older_than_retention_fails_with_data_trimmed() -> None:
+    """repro_backfill_trimmed: the probe of a trimmed instant lands on the first record still kept,
+    so the old planner stored an empty range and the run was green with three records gone."""
+    kinesis = FakeKinesis(now_ms=T0, retention_hours=24)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for event_id in range(3):
+        _put(kinesis, event_id, T0 + 1_000 + event_id)  # interval 0
+    _put(kinesis, 3, T0 + IV + 1_000)  # interval 1
+    kinesis.now_ms = T0 + 3 * IV
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    _run(1, kinesis, store, doris)
+
+    kinesis.now_ms = T0 + 25 * HOUR_MS  # a day later retention has deleted interval 0's records
+    del kinesis.shard(STREAM, "shardId-000000000000").records[:3]
+    with pytest.raises(DataTrimmed, match=r"shardId-000000000000 .* older than the stream's trim horizon"):
+        _run(0, kinesis, store, doris)
+
+    assert doris.tally("t", "event_id") == Counter({3: 1})
+    assert store.get_range("shardId-000000000000", T0) is None, "nothing may be planned for the trimmed interval"
+
+
+def test_a_replay_inside_retention_still_loads_after_the_probe_instant_aged() -> None:
+    """The trim check guards probes only: a stored cut is replayed by its sequence number."""
+    kinesis = FakeKinesis(now_ms=T0, retention_hours=24)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    _put(kinesis, 0, T0 + 1_000)
+    kinesis.now_ms = T0 + 2 * IV
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    _run(0, kinesis, store, doris)
+    kinesis.now_ms = T0 + 23 * HOUR_MS
+
+    replay = _run(0, kinesis, store, doris)
+
+    assert replay.summary()["records"] == 1 and doris.tally("t", "event_id") == Counter({0: 1})
+
+
+class _CountingStore(MemoryCheckpointStore):
+    """Counts the items each kind of query returns."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.items_read: Counter[str] = Counter()
+
+    def _query(self, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items = super()._query(prefix, **kwargs)
+        self.items_read[prefix.split("#")[0]] += len(items)
+        return items
+
+
+def test_items_a_run_reads_do_not_grow_with_the_pipelines_history() -> None:
+    """repro_unbounded_query: every plan read every range and boundary of each shard."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=2)
+    store, doris = _CountingStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    reads: dict[int, Counter[str]] = {}
+    for k in range(60):
+        for j in range(6):
+            _put(kinesis, k * 100 + j, T0 + k * IV + 100 + j, key=f"p{j}")
+        kinesis.now_ms = T0 + (k + 1) * IV + 1
+        store.items_read.clear()
+        _run(k, kinesis, store, doris)
+        reads[k] = Counter(store.items_read)
+
+    assert reads[59]["range"] == reads[5]["range"] and reads[59]["boundary"] == reads[5]["boundary"], reads
+    # Per shard: the recent ranges that weigh the Spark partitions, and a neighbour or two.
+    assert reads[59]["range"] + reads[59]["boundary"] <= 2 * (RECENT_INTERVALS + 2)
