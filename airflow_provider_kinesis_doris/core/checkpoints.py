@@ -504,6 +504,7 @@ class CheckpointStore:
             "end_instant_ms": shard_range.end.instant_ms,
             "state": RangeState.PLANNED.value,
             "counts": {},
+            "planned_ms": self._clock(),
             "updated_ms": self._clock(),
         }
         self._put_new(item)
@@ -559,6 +560,11 @@ class CheckpointStore:
             for item in items
             if item["state"] == RangeState.LOADED.value
         }
+
+    def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
+        """When the range was first planned (None for ranges stored before this was kept)."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        return int(item["planned_ms"]) if item is not None and "planned_ms" in item else None
 
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""

@@ -23,6 +23,9 @@ from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
 
+DEFAULT_WARN_WAITING_AFTER_MS = 3_600_000
+"""How long a shard may wait for its parents before the loader logs it as an error."""
+
 Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
 """Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
 :func:`run_here`)."""
@@ -79,12 +82,15 @@ def run_interval(
     credentials: Credentials,
     runner: Runner,
     clock: Callable[[], int] = wall_clock_ms,
+    warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
 
     An interval with nothing to read returns without calling the runner (no Spark start).
 
     :param clock: now, in epoch ms (what is sealed, and the trim horizon).
+    :param warn_waiting_after_ms: a shard whose range has waited for its parents longer than this
+        since it was first planned is logged as an error (a parent's run is probably stuck).
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     """
@@ -99,7 +105,7 @@ def run_interval(
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
-        _raise_if_waiting(plan, store)
+        _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
         return IntervalResult(plan, (), None)
     empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
@@ -109,21 +115,32 @@ def run_interval(
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())
     result = IntervalResult(plan, reports, commit_reports(store, reports))
-    _raise_if_waiting(plan, store)
+    _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
     return result
 
 
-def _raise_if_waiting(plan: Plan, store: CheckpointStore) -> None:
-    """Fail a run that left ranges of its interval unloaded, naming each shard and how far each
-    parent it waits for is loaded (I9)."""
+def _raise_if_waiting(plan: Plan, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:
+    """Fail a run that left ranges of its interval unloaded, naming each shard, how long it has
+    waited and how far each parent it waits for is loaded (I9)."""
     if not plan.waiting:
         return
     lines = []
     for shard_id, parents in sorted(plan.waiting.items()):
         shard_range = plan.shard(shard_id).range
         needed = shard_range.interval_start_ms if shard_range is not None else plan.interval_start_ms
+        planned_ms = store.range_planned_ms(shard_id, needed)
+        waited_ms = now_ms - planned_ms if planned_ms is not None else 0
         described = ", ".join(f"{parent} ({_loaded_through(store, parent)})" for parent in parents)
-        lines.append(f"shard {shard_id} waits for {described}, which must be loaded up to {needed}")
+        lines.append(
+            f"shard {shard_id} waits for {described}, which must be loaded up to {needed} "
+            f"(waiting for {waited_ms // 1000} s)"
+        )
+        if waited_ms > warn_after_ms:
+            log.error(
+                "shard %s of pipeline %s has waited %d s (more than %d s) for parents %s: is a run of an "
+                "earlier interval failed for good?", shard_id, plan.pipeline_id, waited_ms // 1000,
+                warn_after_ms // 1000, list(parents),
+            )  # fmt: skip
     message = (
         f"Pipeline {plan.pipeline_id} interval [{plan.interval_start_ms}, {plan.interval_end_ms}): "
         f"{len(lines)} shard(s) cannot be loaded before their parents (everything else is loaded): "

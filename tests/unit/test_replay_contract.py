@@ -4,13 +4,14 @@ that do not grow with the pipeline's history (issue: unbounded history reads).""
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError, ShardsWaiting
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
@@ -118,3 +119,37 @@ def test_items_a_run_reads_do_not_grow_with_the_pipelines_history() -> None:
     assert reads[59]["range"] == reads[5]["range"] and reads[59]["boundary"] == reads[5]["boundary"], reads
     # Per shard: the recent ranges that weigh the Spark partitions, and a neighbour or two.
     assert reads[59]["range"] + reads[59]["boundary"] <= 2 * (RECENT_INTERVALS + 2)
+
+
+def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_waited_too_long(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """repro_waiting_green: run 1 ended green with the children's records of interval 1 unloaded."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    parent = "shardId-000000000000"
+    _put(kinesis, 0, T0 + 10_000)
+    _put(kinesis, 1, T0 + IV + 5_000)
+    kinesis.now_ms = T0 + IV + 10_000
+    kinesis.split_shard(StreamName=STREAM, ShardToSplit=parent, NewStartingHashKey=str(2**127))
+    _put(kinesis, 2, T0 + IV + 20_000)
+    kinesis.now_ms = T0 + 2 * IV + 1
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    doris.down = True  # run 0 plans its ranges, then fails: Airflow will retry it later
+    with pytest.raises(RetryableStreamLoadError):
+        _run(0, kinesis, store, doris)
+    doris.down = False
+
+    with pytest.raises(ShardsWaiting, match=rf"waits for {parent} \(nothing loaded\)") as first:
+        _run(1, kinesis, store, doris)
+    assert set(first.value.waiting) == {"shardId-000000000001", "shardId-000000000002"}
+    assert doris.tally("t", "event_id") == Counter({1: 1}), "the parent's part of interval 1 is loaded"
+
+    kinesis.now_ms += 2 * HOUR_MS
+    with caplog.at_level(logging.ERROR), pytest.raises(ShardsWaiting, match="waiting for 7200 s"):
+        _run(1, kinesis, store, doris)
+    assert any("has waited 7200 s" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+
+    _run(0, kinesis, store, doris)
+    _run(1, kinesis, store, doris)
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
