@@ -34,7 +34,7 @@ from airflow_provider_kinesis_doris.core.stream_load_options import (
 )
 from airflow_provider_kinesis_doris.core.topology import list_shards
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
-from airflow_provider_kinesis_doris.testing.faults import runner_with
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
 from airflow_provider_kinesis_doris.testing.scenario import events_table_ddl, merge, now_ms, split, wait_active, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
@@ -324,6 +324,66 @@ def test_a_merge_child_waits_for_both_parents_even_when_they_drain_in_different_
     assert max(parent_reads) < min(c_reads), "C was read before its parents were read to their ends"
     assert loader.state(b1) is ShardState.DRAINED and loader.state(x) is ShardState.DRAINED
     assert loaded_ids(loader) == sorted(e["event_id"] for e in producer.written)
+
+
+def test_out_of_order_runs_across_a_chain_of_reshards_load_every_record_once(stack) -> None:
+    """Issue 13 item 3 as a new user met it: three shards; split one, merge two adjacent ones,
+    split the merge child; the intervals run out of order, one run is killed between its loads
+    and its commit, children wait; then every interval runs in order until none waits."""
+    kinesis = stack["kinesis"]
+    stream = stack["stream"](3)
+    s0, s1, s2 = sorted(shards(kinesis, stream), key=lambda sid: shards(kinesis, stream)[sid].starting_hash_key)
+    loader = stack["loader"](stream)
+    producer = Producer(kinesis, stream, users=0)
+    instants = [pause()]
+    for shard_id in (s0, s1, s2):
+        producer.to_shard(shard_id, 3)
+    instants.append(pause())
+    a, b = split(kinesis, stream, s0)
+    for shard_id, count in ((a, 3), (b, 3), (s1, 2), (s2, 2)):
+        producer.to_shard(shard_id, count)
+    instants.append(pause())
+    m = merge(kinesis, stream, s1, s2)
+    producer.to_shard(m, 3)
+    producer.to_shard(a, 2)
+    instants.append(pause())
+    m1, m2 = split(kinesis, stream, m)
+    for shard_id, count in ((m1, 3), (m2, 3), (b, 2)):
+        producer.to_shard(shard_id, count)
+    instants.append(pause())
+    producer.to_shard(m1, 2)
+    producer.to_shard(a, 2)
+    instants.append(pause())
+    intervals = list(zip(instants, instants[1:]))
+
+    # Like Airflow: a run that succeeded is never run again; a failed one is retried later.
+    failed: set[int] = set()
+    outcomes: list[tuple[int, str]] = []
+
+    def attempt(k: int, runner: Loader = loader) -> None:
+        try:
+            runner.run(*intervals[k])
+            failed.discard(k)
+            outcomes.append((k, "ok"))
+        except (ShardsWaiting, InjectedCrash) as error:
+            failed.add(k)
+            outcomes.append((k, type(error).__name__))
+
+    killed = replace(loader, store=FailOnNthCall(loader.store, "mark_range_loaded", 1))
+    attempt(0)
+    attempt(1, killed)  # s0 split in I1: its run dies between the loads and the commit
+    attempt(2)  # s0's children wait for s0's I1 range
+    attempt(1)  # the retry of I1
+    for k in (4, 3):
+        attempt(k)
+    assert outcomes[1] == (1, "InjectedCrash") and outcomes[2] == (2, "ShardsWaiting"), outcomes
+    for _ in range(5):  # retries of the failed runs, oldest first
+        for k in sorted(failed):
+            attempt(k)
+    assert not failed, outcomes
+
+    assert loaded_ids(loader) == sorted(e["event_id"] for e in producer.written)
+    assert {sid: loader.state(sid) for sid in (s0, s1, s2, m)} == dict.fromkeys((s0, s1, s2, m), ShardState.DRAINED)
 
 
 def test_rebalance_applies_the_reshard_and_weights_follow_the_traffic(stack) -> None:
