@@ -5,7 +5,8 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 - ``shard#<shard_id>``: lineage, state OPEN → CLOSED → DRAINED, high-water mark, lease counter;
 - ``boundary#<shard_id>#<instant_ms, 15 digits>``: a cut between records, written once;
 - ``range#<shard_id>#<interval_start_ms, 15 digits>``: references to its two boundaries;
-- ``chunk#<label>``: intent and outcome of one Stream Load (invariant I7);
+- ``chunk#<shard_id>#<interval_start_ms, 15 digits>#<label>``: intent and outcome of one Stream
+  Load (invariant I7), under its range so a run reads only its ranges' chunks;
 - ``topology``: the last shard set seen and the shard → partition assignment;
 - ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once.
 
@@ -84,7 +85,16 @@ def range_key(shard_id: str, interval_start_ms: int) -> str:
     return f"{RANGE_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}"
 
 
-def chunk_key(label: str) -> str:
+def chunk_key(shard_id: str, interval_start_ms: int, label: str) -> str:
+    return f"{_range_chunks_prefix(shard_id, interval_start_ms)}{label}"
+
+
+def _range_chunks_prefix(shard_id: str, interval_start_ms: int) -> str:
+    return f"{CHUNK_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
+
+
+def _legacy_chunk_key(label: str) -> str:
+    """Where chunks were kept before they were keyed by range (read, never written)."""
     return f"{CHUNK_PREFIX}{label}"
 
 
@@ -603,7 +613,7 @@ class CheckpointStore:
         :return: the stored chunk: a new intent, or what an earlier attempt recorded.
         """
         item = {
-            "sk": chunk_key(label),
+            "sk": chunk_key(shard_id, range_key, label),
             "kind": "chunk",
             "label": label,
             "shard_id": shard_id,
@@ -614,7 +624,7 @@ class CheckpointStore:
             "updated_ms": self._clock(),
         }
         self._put_new(item)
-        return self._require_chunk(label)
+        return self._require_chunk(label, shard_id, range_key)
 
     def record_chunk_outcome(
         self,
@@ -622,10 +632,13 @@ class CheckpointStore:
         state: str,
         txn_id: str | None = None,
         *,
+        shard_id: str,
+        interval_start_ms: int,
         rows_loaded: int = 0,
         rows_filtered: int = 0,
     ) -> ChunkRecord:
-        """Record the outcome of chunk ``label`` (a Doris load state such as VISIBLE or ABORTED).
+        """Record the outcome of chunk ``label`` of the range ``(shard_id, interval_start_ms)`` (a
+        Doris load state such as VISIBLE or ABORTED).
 
         :raises CheckpointNotFound: no intent was recorded for ``label``.
         """
@@ -636,25 +649,30 @@ class CheckpointStore:
             "rows_filtered": rows_filtered,
             "updated_ms": self._clock(),
         }
-        if not self._update(chunk_key(label), changes, {}):
+        keys = (chunk_key(shard_id, interval_start_ms, label), _legacy_chunk_key(label))
+        if not any(self._update(sk, changes, {}) for sk in keys):
             raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
-        return self._require_chunk(label)
+        return self._require_chunk(label, shard_id, interval_start_ms)
 
-    def get_chunk(self, label: str) -> ChunkRecord | None:
-        item = self._get(chunk_key(label))
+    def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
+        """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
+        item = self._get(chunk_key(shard_id, interval_start_ms, label)) or self._get(_legacy_chunk_key(label))
         return _chunk_from_item(item) if item else None
 
     def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
-        """The chunks recorded for one range, ordered by their first position.
-
-        Reads every chunk item of the pipeline (one paginated Query) and keeps the range's.
-        """
-        chunks = (_chunk_from_item(item) for item in self._query(CHUNK_PREFIX))
+        """The chunks recorded for one range, ordered by their first position (one Query of the
+        range's own chunk items; ranges planned before chunks were keyed by range also look at
+        the pipeline's chunk items of that older layout)."""
+        items = self._query(_range_chunks_prefix(shard_id, interval_start_ms))
+        range_item = self._get(range_key(shard_id, interval_start_ms))
+        if range_item is not None and "planned_ms" not in range_item:
+            items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == _legacy_chunk_key(item["label"])]
+        chunks = (_chunk_from_item(item) for item in items)
         selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
         return sorted(selected, key=lambda c: c.first)
 
-    def _require_chunk(self, label: str) -> ChunkRecord:
-        chunk = self.get_chunk(label)
+    def _require_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord:
+        chunk = self.get_chunk(label, shard_id, interval_start_ms)
         if chunk is None:
             raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
         return chunk

@@ -220,17 +220,19 @@ def _load_once(
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
     store, doris, database = executor.store, executor.doris, executor.job.pipeline.doris_database
-    known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label)
+    shard_id, interval_start_ms = shard_range.shard_id, shard_range.interval_start_ms
+    known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label, shard_id, interval_start_ms)
     if known is not None and known.state in _LOADED_STATES:
         return None
     if known is not None and known.state == CHUNK_INTENT and _past_label_window(executor, known):
         state = doris.get_load_state(database, label)
         if state.is_loaded:
-            store.record_chunk_outcome(label, state.value)
+            store.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
             return None
         if state is LabelState.UNKNOWN:
             raise UnresolvableLoad(
-                f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}) was "
+                f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
+                f"interval {interval_start_ms}) was "
                 f"sent more than {executor.job.pipeline.doris.label_keep_seconds} s ago and Doris no longer "
                 "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
                 "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
@@ -244,6 +246,8 @@ def _load_once(
         label,
         result.state.value,
         txn_id,
+        shard_id=shard_id,
+        interval_start_ms=interval_start_ms,
         rows_loaded=loaded.number_loaded_rows if loaded else 0,
         rows_filtered=loaded.number_filtered_rows if loaded else 0,
     )

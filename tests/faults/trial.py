@@ -422,9 +422,9 @@ def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: 
 def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store: DynamoCheckpointStore,
                          doris: DorisServer, produced: Produced) -> None:  # fmt: skip
     """Look the chunk's records up in Doris: all there → VISIBLE; none → ABORTED (load again)."""
-    match = re.search(r"Chunk (\S+) of shard", str(error))
-    assert match, f"UnresolvableLoad does not name its label: {error}"
-    chunk = store.get_chunk(match.group(1))
+    match = re.search(r"Chunk (\S+) of shard (\S+) .*range of interval (\d+)", str(error))
+    assert match, f"UnresolvableLoad does not name its label, shard and range: {error}"
+    chunk = store.get_chunk(match.group(1), match.group(2), int(match.group(3)))
     assert chunk is not None, f"the unresolvable chunk {match.group(1)} has no item"
     ids = {identifier for (shard, position), identifier in produced.position_of.items()
            if shard == chunk.shard_id and chunk.first <= position <= chunk.last}  # fmt: skip
@@ -433,7 +433,8 @@ def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store:
     expected = (ids & set(produced.good)) if is_rows else (ids & produced.bad)
     present = expected & found
     assert present in (set(), expected), f"chunk {chunk.label} is partly visible: {sorted(present)} of {sorted(expected)}"
-    store.record_chunk_outcome(chunk.label, "VISIBLE" if present else "ABORTED")
+    store.record_chunk_outcome(chunk.label, "VISIBLE" if present else "ABORTED", shard_id=chunk.shard_id,
+                               interval_start_ms=chunk.interval_start_ms)
 
 
 def _assert_checkpoints_follow_the_sink(spec: TrialSpec, config: PipelineConfig, doris: DorisServer,

@@ -254,7 +254,9 @@ def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpoin
     store.record_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), range_key=2000)
     replayed_intent = store.record_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), range_key=1000)
 
-    outcome = store.record_chunk_outcome("kd:p:s:aaa", "VISIBLE", "txn-17", rows_loaded=5, rows_filtered=0)
+    outcome = store.record_chunk_outcome(
+        "kd:p:s:aaa", "VISIBLE", "txn-17", shard_id=SHARD, interval_start_ms=1000, rows_loaded=5, rows_filtered=0
+    )
 
     chunks = store.chunks_for_range(SHARD, 1000)
     assert [c.label for c in chunks] == ["kd:p:s:aaa", "kd:p:s:bbb"]
@@ -262,7 +264,7 @@ def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpoin
     assert (outcome.state, outcome.txn_id, outcome.rows_loaded) == ("VISIBLE", "txn-17", 5)
     assert chunks[1].state == CHUNK_INTENT and chunks[1].last == Position(SEQ + 9)
     with pytest.raises(CheckpointNotFound, match="kd:p:s:zzz"):
-        store.record_chunk_outcome("kd:p:s:zzz", "VISIBLE")
+        store.record_chunk_outcome("kd:p:s:zzz", "VISIBLE", shard_id=SHARD, interval_start_ms=1000)
 
 
 def test_topology_versions_are_fenced(dynamodb_client: Any, table_name: str) -> None:

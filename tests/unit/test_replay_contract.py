@@ -117,6 +117,7 @@ def test_items_a_run_reads_do_not_grow_with_the_pipelines_history() -> None:
         reads[k] = Counter(store.items_read)
 
     assert reads[59]["range"] == reads[5]["range"] and reads[59]["boundary"] == reads[5]["boundary"], reads
+    assert reads[59]["chunk"] == reads[5]["chunk"], "a run reads only its own ranges' chunk items"
     # Per shard: the recent ranges that weigh the Spark partitions, and a neighbour or two.
     assert reads[59]["range"] + reads[59]["boundary"] <= 2 * (RECENT_INTERVALS + 2)
 
@@ -153,3 +154,18 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
     _run(0, kinesis, store, doris)
     _run(1, kinesis, store, doris)
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
+
+
+def test_chunks_recorded_before_they_were_keyed_by_range_are_still_found_and_updated() -> None:
+    """A pipeline upgraded with ranges in flight: their chunk items sit at ``chunk#<label>``."""
+    store = MemoryCheckpointStore("p")
+    shard, start = "shardId-000000000000", T0
+    store._put_new({"sk": f"range#{shard}#{start:015d}", "kind": "range", "shard_id": shard, "stream_name": STREAM,
+                    "interval_start_ms": start, "interval_end_ms": start + IV, "start_instant_ms": start,
+                    "end_instant_ms": start + IV, "state": "PLANNED", "counts": {}, "updated_ms": 0})  # fmt: skip
+    store._put_new({"sk": "chunk#kd:old", "kind": "chunk", "label": "kd:old", "shard_id": shard,
+                    "interval_start_ms": start, "first": "5:0", "last": "9:0", "state": "INTENT", "updated_ms": 0})  # fmt: skip
+
+    assert [c.label for c in store.chunks_for_range(shard, start)] == ["kd:old"]
+    updated = store.record_chunk_outcome("kd:old", "VISIBLE", shard_id=shard, interval_start_ms=start)
+    assert updated.state == "VISIBLE" and store.get_chunk("kd:old", shard, start) == updated
