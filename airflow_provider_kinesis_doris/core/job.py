@@ -97,6 +97,17 @@ class PipelineConfig:
     parallelism: int | None = None
     retry_policy: RetryPolicy = RetryPolicy()
 
+    def __post_init__(self) -> None:
+        for name in ("load_options", "dead_letter_options"):
+            if getattr(self, name).two_phase_commit:
+                # A pre-committed load is not visible: checkpoints would move past data that Doris
+                # aborts after its precommit timeout (I4).
+                raise ConfigurationError(
+                    f"{name}: two_phase_commit is not supported by the pipeline, which records a chunk as loaded "
+                    "only once Doris makes it VISIBLE; remove it (each chunk is already loaded exactly once "
+                    "under its label)"
+                )
+
     def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
         """The load job of ``plan``'s ranges."""
         ranges = plan.ranges

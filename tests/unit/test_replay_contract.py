@@ -6,12 +6,18 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError, ShardsWaiting
+from airflow_provider_kinesis_doris.core.errors import (
+    ConfigurationError,
+    DataTrimmed,
+    RetryableStreamLoadError,
+    ShardsWaiting,
+)
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
@@ -169,3 +175,10 @@ def test_chunks_recorded_before_they_were_keyed_by_range_are_still_found_and_upd
     assert [c.label for c in store.chunks_for_range(shard, start)] == ["kd:old"]
     updated = store.record_chunk_outcome("kd:old", "VISIBLE", shard_id=shard, interval_start_ms=start)
     assert updated.state == "VISIBLE" and store.get_chunk("kd:old", shard, start) == updated
+
+
+@pytest.mark.parametrize("options", ["load_options", "dead_letter_options"])
+def test_two_phase_commit_is_refused_before_anything_is_planned(options: str) -> None:
+    """repro_2pc: chunks stayed PRECOMMITTED while the range was marked LOADED and the mark moved."""
+    with pytest.raises(ConfigurationError, match=f"{options}: two_phase_commit is not supported"):
+        replace(_config(), **{options: StreamLoadOptions.json_lines(two_phase_commit=True)})
