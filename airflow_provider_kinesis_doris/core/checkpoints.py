@@ -53,6 +53,8 @@ CHUNK_PREFIX = "chunk#"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 CHUNK_INTENT = "INTENT"
+CHUNK_NOT_LOADED = "NOT_LOADED"
+"""A chunk's load provably did not reach Doris, or Doris failed it definitely: send it again."""
 _INSTANT_DIGITS = 15
 _DEFAULT_PAGE_SIZE = 100
 

@@ -23,9 +23,15 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import CHUNK_INTENT, CheckpointStore, ChunkRecord, DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.checkpoints import (
+    CHUNK_INTENT,
+    CHUNK_NOT_LOADED,
+    CheckpointStore,
+    ChunkRecord,
+    DynamoCheckpointStore,
+)
 from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkLimits, cut_chunks
-from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
+from airflow_provider_kinesis_doris.core.errors import StreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.model import ShardRange
@@ -239,7 +245,17 @@ def _load_once(
             )
     if known is None:
         store.record_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, shard_range.interval_start_ms)
-    result = doris.load_idempotently(database, table, label, body, options)
+    elif known.state != CHUNK_INTENT:
+        # Known not loaded (never sent, or a definite Fail): a fresh intent, so the label window of
+        # this attempt starts now.
+        store.record_chunk_outcome(label, CHUNK_INTENT, shard_id=shard_id, interval_start_ms=interval_start_ms)
+    try:
+        result = doris.load_idempotently(database, table, label, body, options)
+    except StreamLoadError as error:
+        if error.definitely_not_loaded:
+            # Provably not in Doris: a retry after the label window may send it again.
+            store.record_chunk_outcome(label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms)
+        raise
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
     store.record_chunk_outcome(

@@ -182,3 +182,26 @@ def test_two_phase_commit_is_refused_before_anything_is_planned(options: str) ->
     """repro_2pc: chunks stayed PRECOMMITTED while the range was marked LOADED and the mark moved."""
     with pytest.raises(ConfigurationError, match=f"{options}: two_phase_commit is not supported"):
         replace(_config(), **{options: StreamLoadOptions.json_lines(two_phase_commit=True)})
+
+
+def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() -> None:
+    """repro_false_unresolvable: the intent stayed INTENT, and a retry 13 h later raised
+    UnresolvableLoad for data that provably never left this process."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for event_id in range(3):
+        _put(kinesis, event_id, T0 + 1_000 + event_id)
+    kinesis.now_ms = T0 + 2 * IV
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    doris.down = True
+    with pytest.raises(RetryableStreamLoadError):
+        _run(0, kinesis, store, doris)
+    (chunk,) = store.chunks_for_range("shardId-000000000000", T0)
+    assert chunk.state == "NOT_LOADED"
+
+    doris.down = False
+    kinesis.now_ms += 13 * HOUR_MS  # past Doris's label window
+    _run(0, kinesis, store, doris)
+
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
+    assert [c.state for c in store.chunks_for_range("shardId-000000000000", T0)] == ["VISIBLE"]
