@@ -251,6 +251,8 @@ class DorisStreamLoadClient:
         options = options or StreamLoadOptions()
         resolve_first = False
         last_error = "no attempt made"
+        # Every attempt so far provably left nothing in Doris (never connected, or a definite Fail).
+        not_loaded = True
         for attempt in range(1, self._retry.max_attempts + 1):
             if attempt > 1:
                 self._sleep(self._retry.backoff_seconds(attempt - 1, self._unit_random()))
@@ -272,22 +274,29 @@ class DorisStreamLoadClient:
             except LoadOutcomeUnknown as exc:
                 log.warning("Stream Load of label %s: outcome unknown (%s); resolving first", label, exc)
                 resolve_first = True
+                not_loaded = False
                 last_error = str(exc)
                 continue
             except RetryableStreamLoadError as exc:
                 log.warning("Stream Load of label %s failed, will retry: %s", label, exc)
+                not_loaded = not_loaded and exc.definitely_not_loaded
                 last_error = str(exc)
                 continue
             if result.outcome is LoadOutcome.SUCCESS:
                 return _loaded(label, result, attempt)
             if result.outcome is LoadOutcome.PERMANENT:
-                raise _permanent_load_error(database, table, label, result)
+                error = _permanent_load_error(database, table, label, result)
+                error.definitely_not_loaded = _is_definite_fail(result)
+                raise error
             log.warning("Stream Load of label %s failed, will retry: %s", label, result.describe())
+            not_loaded = not_loaded and _is_definite_fail(result)
             last_error = result.describe()
-        raise RetryableStreamLoadError(
+        error = RetryableStreamLoadError(
             f"Stream Load of label {label} into {database}.{table} did not succeed after "
             f"{self._retry.max_attempts} attempts; last error: {last_error}"
         )
+        error.definitely_not_loaded = not_loaded
+        raise error
 
     # -- label state and two-phase commit --------------------------------------------------------
 
@@ -385,6 +394,13 @@ class DorisStreamLoadClient:
                 "not an FE; "
                 "point the connection at the FE or list the BE in be_hosts"
             )
+        if result.outcome is LoadOutcome.SUCCESS:
+            # The probe carried no body and no label: a success can only be a proxy or another
+            # server answering, never the load's result (fail closed).
+            raise PermanentStreamLoadError(
+                f"{self._config.fe_address} answered the Stream Load probe with a success instead of a "
+                f"redirect to a BE ({result.describe()}): it is not a Doris FE; check the connection's host and port"
+            )
         return result
 
     def _send_load(
@@ -398,9 +414,9 @@ class DorisStreamLoadClient:
             )
         except requests.RequestException as exc:
             if _never_connected(exc):
-                raise RetryableStreamLoadError(
-                    f"BE {target} unreachable for label {label}: {_describe(exc)}"
-                ) from exc
+                unreachable = RetryableStreamLoadError(f"BE {target} unreachable for label {label}: {_describe(exc)}")
+                unreachable.definitely_not_loaded = True
+                raise unreachable from exc
             raise LoadOutcomeUnknown(
                 f"Stream Load of label {label} to BE {target}: no reply after sending ({_describe(exc)})"
             ) from exc
@@ -492,9 +508,10 @@ class DorisStreamLoadClient:
                 allow_redirects=False, timeout=self._timeouts(),
             )
         except requests.RequestException as exc:
-            raise RetryableStreamLoadError(
-                f"{target} {_address_of(url)} unreachable: {_describe(exc)}"
-            ) from exc
+            unreachable = RetryableStreamLoadError(f"{target} {_address_of(url)} unreachable: {_describe(exc)}")
+            # These requests carry no load body: whatever broke, no row reached Doris through them.
+            unreachable.definitely_not_loaded = True
+            raise unreachable from exc
 
     def _redirect_url(self, response: requests.Response) -> str:
         """The redirect target without userinfo, mapped and checked against the allowed hosts."""
@@ -611,6 +628,11 @@ def _parse_sql_reply(database: str, response: requests.Response) -> SqlResult:
     columns = tuple(str(column.get("name", "")) for column in data.get("meta") or ())
     rows = tuple(tuple(row) for row in data.get("data") or ())
     return SqlResult(columns=columns, rows=rows)
+
+
+def _is_definite_fail(result: StreamLoadResult) -> bool:
+    """Doris answered the load itself with ``Fail``: its transaction is aborted, the label free."""
+    return result.status == "Fail" and "TxnId" in result.raw
 
 
 def _never_connected(exc: requests.RequestException) -> bool:
