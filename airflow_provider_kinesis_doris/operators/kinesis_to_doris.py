@@ -95,6 +95,8 @@ class KinesisToDorisOperator(BaseOperator):
         created, e.g. ``{"replication_num": "1"}`` on a cluster with fewer than three BEs.
     :param relaxed_order: load child shards without waiting for their parents (only for tables
         where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
+    :param waiting_warn_after: a child shard that has waited for its parents longer than this
+        (its run fails with ``ShardsWaiting`` and is retried) is logged as an error.
     :param use_spark: load with Spark (default). ``False`` loads the ranges one after the other in
         the task's own process: for small streams, where Spark's start-up (~15 s) dominates.
     :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
@@ -145,6 +147,7 @@ class KinesisToDorisOperator(BaseOperator):
         dead_letter_table: str | None = None,
         dead_letter_table_properties: Mapping[str, str] | None = None,
         relaxed_order: bool = False,
+        waiting_warn_after: timedelta = timedelta(hours=1),
         use_spark: bool = True,
         spark_master: str = "local[*]",
         spark_remote: str | None = None,
@@ -175,6 +178,7 @@ class KinesisToDorisOperator(BaseOperator):
         self.dead_letter_table = dead_letter_table
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
+        self.waiting_warn_after = waiting_warn_after
         self.use_spark = use_spark
         self.spark_master = spark_master
         self.spark_remote = spark_remote
@@ -248,6 +252,7 @@ class KinesisToDorisOperator(BaseOperator):
                 config, _ms(start), _ms(end),
                 kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
                 runner=(lambda job, credentials: run_spark_job(job, credentials, settings)) if self.use_spark else run_here,
+                warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents.
