@@ -8,8 +8,10 @@ stops the range before any later chunk is loaded.
 Each chunk follows the intent log of invariant I7: record the intent in DynamoDB, load under the
 chunk's label (Doris drops a duplicate label), record the outcome. On a replay, a chunk whose
 outcome is recorded is skipped without asking Doris, and a chunk with an intent but no outcome is
-resolved through ``get_load_state`` first. An intent older than Doris's label window whose label
-Doris no longer knows cannot be resolved: it is reported, never guessed.
+resolved through ``get_load_state`` before anything is sent again, whatever its age. An intent
+older than Doris's label window whose label Doris no longer knows cannot be resolved: it is
+reported, never guessed. A load that provably did not reach Doris is recorded ``NOT_LOADED`` and
+sent again under a fresh intent. See docs/checkpoints.md, "Chunks", for what this proves.
 """
 
 from __future__ import annotations
@@ -230,12 +232,14 @@ def _load_once(
     known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label, shard_id, interval_start_ms)
     if known is not None and known.state in _LOADED_STATES:
         return None
-    if known is not None and known.state == CHUNK_INTENT and _past_label_window(executor, known):
+    if known is not None and known.state == CHUNK_INTENT:
+        # An earlier attempt may have reached Doris, whenever it was: ask before sending again,
+        # so a label Doris still knows is never loaded twice and its body never re-sent (I7).
         state = doris.get_load_state(database, label)
         if state.is_loaded:
             store.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
             return None
-        if state is LabelState.UNKNOWN:
+        if state is LabelState.UNKNOWN and _past_label_window(executor, known):
             raise UnresolvableLoad(
                 f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
                 f"interval {interval_start_ms}) was "
@@ -243,6 +247,8 @@ def _load_once(
                 "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
                 "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
             )
+        # UNKNOWN inside the window or ABORTED: the label is free and nothing of it is visible.
+        # PREPARE: another attempt is still running; load_idempotently waits for it.
     if known is None:
         store.record_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, shard_range.interval_start_ms)
     elif known.state != CHUNK_INTENT:
@@ -253,8 +259,7 @@ def _load_once(
         result = doris.load_idempotently(database, table, label, body, options)
     except StreamLoadError as error:
         if error.definitely_not_loaded:
-            # Provably not in Doris: a retry after the label window may send it again.
-            store.record_chunk_outcome(label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms)
+            _record_not_loaded(store, label, shard_id, interval_start_ms)
         raise
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
@@ -268,6 +273,20 @@ def _load_once(
         rows_filtered=loaded.number_filtered_rows if loaded else 0,
     )
     return loaded
+
+
+def _record_not_loaded(store: CheckpointStore, label: str, shard_id: str, interval_start_ms: int) -> None:
+    """Record that no attempt under the chunk's current intent loaded it, so a retry after the
+    label window sends it again instead of raising :class:`UnresolvableLoad`.
+
+    Every earlier attempt under this intent was settled first (``get_load_state`` above), so the
+    failed attempt was the only one that could have reached Doris. A concurrent run may have
+    recorded the chunk loaded meanwhile: never overwrite that.
+    """
+    current = store.get_chunk(label, shard_id, interval_start_ms)
+    if current is not None and current.state in _LOADED_STATES:
+        return
+    store.record_chunk_outcome(label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms)
 
 
 def _past_label_window(executor: Executor, chunk: ChunkRecord) -> bool:
