@@ -2,7 +2,9 @@
 ``spark-submit`` against a master URL. Both return the same range reports.
 
 The job and credentials travel as files (0600, in a private temporary folder), so no secret is
-ever on a command line or in a Spark plan (invariant I8).
+ever on a command line or in a Spark plan (invariant I8). The folder never outlives the run that
+made it, even a SIGKILLed one: a small reaper process removes it as soon as the run's process is
+gone, and the next run on the machine removes any folder whose owner died with its reaper.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,7 +65,7 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
 
     Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver.
     """
-    with _private_folder() as folder:
+    with private_folder() as folder:
         credentials_file = folder / "credentials.json"
         credentials.write(str(credentials_file))
         job = replace(job, credentials_file=str(credentials_file))
@@ -123,10 +126,59 @@ def _pyspark_home() -> str:
     return str(Path(pyspark.__file__).parent)
 
 
+_FOLDER_PREFIX = "kinesis-doris-"
+_OWNER_FILE = "owner"
+# Runs in its own session, so a kill of the task's process group spares it. It holds the read end
+# of a pipe whose only write end is the run's: EOF comes when the run closes it or dies, however.
+_REAPER = "import shutil, sys\nsys.stdin.buffer.read()\nshutil.rmtree(sys.argv[1], ignore_errors=True)\n"
+
+
 @contextmanager
-def _private_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="kinesis-doris-"))  # created 0700
+def private_folder() -> Iterator[Path]:
+    """A folder only this user can read (0700), removed when the block ends or this process dies.
+
+    Entering it first removes the folders of runs on this host whose process is gone (their
+    reaper was killed with them, e.g. a whole container or cgroup).
+    """
+    _remove_orphaned_folders()
+    folder = Path(tempfile.mkdtemp(prefix=_FOLDER_PREFIX))  # created 0700
+    (folder / _OWNER_FILE).write_text(_owner_tag(os.getpid()))
+    reaper = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-c", _REAPER, str(folder)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
     try:
         yield folder
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        assert reaper.stdin is not None
+        reaper.stdin.close()
+        reaper.wait()
+
+
+def _owner_tag(pid: int) -> str:
+    # The host name keeps a run from judging the processes of another host sharing the folder.
+    return f"{socket.gethostname()} {pid}"
+
+
+def _remove_orphaned_folders() -> None:
+    for folder in Path(tempfile.gettempdir()).glob(f"{_FOLDER_PREFIX}*"):
+        try:
+            if folder.stat().st_uid != os.getuid():
+                continue
+            host, _, pid = (folder / _OWNER_FILE).read_text().partition(" ")
+        except OSError:
+            continue  # not ours, or still being created (no owner yet)
+        if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
+            log.info("removing %s, left by run %s that was killed", folder, pid)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
