@@ -4,19 +4,40 @@ Chunks are a pure function of the records, the limits and the spans of chunks al
 for the range: a replay re-creates the recorded chunks exactly (same labels, so Doris or the
 intent log drops them) even if the limits changed since, and cuts only the rest by the current
 limits (invariants I2, I3).
+
+What a chunk holds is fixed like its span: before its first load, the loader settles the chunk's
+:class:`ChunkContent` (which of its records are dead letters) in the checkpoint store, and every
+later attempt follows it (:func:`follow_contents`). Otherwise a record that a user transform
+failed on once, or that a changed ``required_fields`` now accepts, would be a dead letter in one
+attempt and a row in the next, under labels that Doris already holds: in neither table, or in both.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Iterator, Sequence
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.transform import DeadLetter, Row
 
 _MAX_POSITION = Position(2**200, 2**31)
+MAX_CONTENT_CHARS = 300_000
+"""The longest encoded :class:`ChunkContent`: it is stored in one DynamoDB item (400 KB at most)."""
+RECORDED_DEAD_LETTER = "dead-lettered when its chunk was first loaded; it maps to a row now"
+
+
+class ChunkContentChanged(KinesisDorisError):
+    """A record of a chunk whose content is settled maps differently now, in a way the settled
+    content cannot absorb (it was a row, and a row cannot be rebuilt from a dead letter), or the
+    chunk no longer holds the records it held. Nothing of the chunk is sent; a retry follows the
+    settled content again (a transient failure of a user transform passes)."""
+
+
+class ChunkContentTooLarge(KinesisDorisError):
+    """A chunk's dead letters do not fit one checkpoint item: refused rather than guessed."""
 
 
 @dataclass(frozen=True)
@@ -50,10 +71,99 @@ class Chunk:
     body: bytes
     row_count: int
     dead_letters: tuple[DeadLetter, ...]
+    dead_ordinals: tuple[int, ...]
+    """Where the dead letters are among the chunk's records (0 is ``first``)."""
 
     @property
     def record_count(self) -> int:
         return self.row_count + len(self.dead_letters)
+
+    @property
+    def content(self) -> ChunkContent:
+        return ChunkContent(self.first, self.last, self.record_count, self.dead_ordinals)
+
+
+@dataclass(frozen=True)
+class ChunkContent:
+    """Which records of the chunk ``first..last`` are dead letters: ordinals among its
+    ``records`` records (Kinesis never changes the records of a span, so ordinals are stable and
+    far smaller than positions). Encoded as a short JSON text with runs of ordinals."""
+
+    first: Position
+    last: Position
+    records: int
+    dead: tuple[int, ...]
+
+    def encode(self) -> str:
+        """The stored form; raises :class:`ChunkContentTooLarge` past :data:`MAX_CONTENT_CHARS`."""
+        runs: list[list[int]] = []
+        for ordinal in self.dead:
+            if runs and runs[-1][1] == ordinal - 1:
+                runs[-1][1] = ordinal
+            else:
+                runs.append([ordinal, ordinal])
+        dead = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+        text = json.dumps({"first": self.first.encode(), "last": self.last.encode(), "records": self.records, "dead": dead})
+        if len(text) > MAX_CONTENT_CHARS:
+            raise ChunkContentTooLarge(
+                f"Chunk {self.first.encode()}..{self.last.encode()} has {len(self.dead)} dead letters among "
+                f"{self.records} records in {len(runs)} separate runs: {len(text)} characters, more than the "
+                f"{MAX_CONTENT_CHARS} a checkpoint item can hold. Its content cannot be fixed before loading, "
+                "so it is not loaded; fix the producer or the mapping so fewer records fail alternately"
+            )
+        return text
+
+    @classmethod
+    def decode(cls, text: str) -> ChunkContent:
+        data = json.loads(text)
+        dead: list[int] = []
+        for run in filter(None, data["dead"].split(",")):
+            low, _, high = run.partition("-")
+            dead.extend(range(int(low), int(high or low) + 1))
+        return cls(Position.decode(data["first"]), Position.decode(data["last"]), int(data["records"]), tuple(dead))
+
+
+def follow_contents(mapped: Iterable[Row | DeadLetter], contents: Mapping[Position, ChunkContent]) -> Iterator[Row | DeadLetter]:
+    """``mapped`` with the settled content of each chunk imposed on its records.
+
+    A record settled as a dead letter stays one, even if it maps to a row now (its reason then
+    says so). A record settled as a row must still map to one.
+
+    :param contents: settled contents by the chunk's first position.
+    :raises ChunkContentChanged: a settled row is a dead letter now, or a settled chunk ends with
+        another number of records.
+    """
+    current: ChunkContent | None = None
+    dead: frozenset[int] = frozenset()
+    ordinal = 0
+    for item in mapped:
+        position = item.record.position
+        if current is not None and position > current.last:
+            _check_count(current, ordinal)
+            current = None
+        if current is None and position in contents:
+            current, dead, ordinal = contents[position], frozenset(contents[position].dead), 0
+        if current is not None:
+            if ordinal in dead and isinstance(item, Row):
+                item = DeadLetter(item.record, RECORDED_DEAD_LETTER)
+            elif ordinal not in dead and isinstance(item, DeadLetter):
+                raise ChunkContentChanged(
+                    f"Record {position.encode()} of shard {item.record.shard_id} was loaded as a row of chunk "
+                    f"{current.first.encode()}..{current.last.encode()} and now fails to map ({item.reason}); "
+                    "the chunk is not sent again until it maps as before"
+                )
+            ordinal += 1
+        yield item
+    if current is not None:
+        _check_count(current, ordinal)
+
+
+def _check_count(content: ChunkContent, seen: int) -> None:
+    if seen != content.records:
+        raise ChunkContentChanged(
+            f"Chunk {content.first.encode()}..{content.last.encode()} held {content.records} records when its "
+            f"content was settled and {seen} now: nothing is sent"
+        )
 
 
 def cut_chunks(
@@ -73,6 +183,7 @@ def cut_chunks(
     body = bytearray()
     rows = 0
     dead: list[DeadLetter] = []
+    ordinals: list[int] = []
     size = 0
     first: Position | None = None
     last: Position | None = None
@@ -82,8 +193,8 @@ def cut_chunks(
         item_size = len(item.line) + 1 if isinstance(item, Row) else len(item.record.data) + 1
         span = _span_of(position, spans)
         if first is not None and _ends_before(first, last, position, span, limits, rows + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
-            yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead))  # type: ignore[arg-type]
-            body, rows, dead, size, first = bytearray(), 0, [], 0, None
+            yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals))  # type: ignore[arg-type]
+            body, rows, dead, ordinals, size, first = bytearray(), 0, [], [], 0, None
         if first is None:
             first, shard_id = item.record.position, item.record.shard_id
         last = item.record.position
@@ -93,9 +204,10 @@ def cut_chunks(
             body += b"\n"
             rows += 1
         else:
+            ordinals.append(rows + len(dead))
             dead.append(item)
     if first is not None:
-        yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead))  # type: ignore[arg-type]
+        yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals))  # type: ignore[arg-type]
 
 
 def _span_of(position: Position, spans: Sequence[tuple[Position, Position]]) -> tuple[Position, Position] | None:

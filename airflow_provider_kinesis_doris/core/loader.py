@@ -32,11 +32,18 @@ from airflow_provider_kinesis_doris.core.checkpoints import (
     ChunkRecord,
     DynamoCheckpointStore,
 )
-from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkLimits, cut_chunks
+from airflow_provider_kinesis_doris.core.chunks import (
+    Chunk,
+    ChunkContent,
+    ChunkContentChanged,
+    ChunkLimits,
+    cut_chunks,
+    follow_contents,
+)
 from airflow_provider_kinesis_doris.core.errors import StreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
-from airflow_provider_kinesis_doris.core.model import ShardRange
+from airflow_provider_kinesis_doris.core.model import Position, ShardRange
 from airflow_provider_kinesis_doris.core.reader import RangeReader
 from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
@@ -144,13 +151,15 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(executor.kinesis, shard_range, store)
-    mapped = (map_record(record, pipeline.mapping) for record in reader)
+    contents = _settled_contents(store, shard_range)
+    mapped = follow_contents((map_record(record, pipeline.mapping) for record in reader), contents)
     by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
+    spans = sorted({*by_span, *((content.first, content.last) for content in contents.values())})
     # Only the load thread touches ``report``, ``executor.doris`` and the chunk log until the last
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"load-{shard_range.shard_id}") as loads:
         in_flight: Future[None] | None = None
-        for chunk in cut_chunks(mapped, limits, list(by_span)):
+        for chunk in cut_chunks(mapped, limits, spans):
             if in_flight is not None:
                 in_flight.result()
             recorded_chunk = by_span.get((chunk.first, chunk.last))
@@ -190,6 +199,7 @@ def _load_chunk(
     executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport
 ) -> None:
     pipeline = executor.job.pipeline
+    _settle_content(executor.store, shard_range, chunk)
     report.records += chunk.record_count
     report.chunks += 1
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
@@ -211,6 +221,31 @@ def _load_chunk(
             executor, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
         )
         report.dead_lettered += len(chunk.dead_letters)
+
+
+def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
+    """The contents settled for the range's chunks, by first position (none with a store that
+    cannot keep them yet)."""
+    stored = getattr(store, "chunk_contents_for_range", None)
+    if stored is None:
+        return {}
+    contents = (ChunkContent.decode(text) for text in stored(shard_range.shard_id, shard_range.interval_start_ms))
+    return {content.first: content for content in contents}
+
+
+def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
+    """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
+    sent; the first run to settle it wins and every later or concurrent run follows."""
+    settle = getattr(store, "settle_chunk_content", None)
+    if settle is None:
+        return
+    stored = settle(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, chunk.content.encode())
+    if ChunkContent.decode(stored) != chunk.content:
+        # A concurrent run settled it first with another mapping outcome; the retry follows it.
+        raise ChunkContentChanged(
+            f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
+            "run with other dead letters while this run cut it; nothing of it is sent by this run"
+        )
 
 
 def _load_once(

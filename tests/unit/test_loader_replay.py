@@ -1,19 +1,34 @@
 """The loader's replay of recorded chunks (invariant I7) over the in-memory fakes: what an earlier
-attempt left in the intent log decides what a retry sends, and nothing lands twice or nowhere."""
+attempt left in the intent log decides what a retry sends, and nothing lands twice or nowhere.
+
+What a chunk contains (which records are rows, which dead letters) is fixed before its first
+load, like its span: a record lands in exactly one of the two tables, once, whatever the mapping
+says on a retry (repro_deadletter_transient.py, repro_deadletter_reclass.py).
+"""
 
 from __future__ import annotations
 
+import base64
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
+from airflow_provider_kinesis_doris.core.chunks import (
+    MAX_CONTENT_CHARS,
+    RECORDED_DEAD_LETTER,
+    ChunkContent,
+    ChunkContentChanged,
+    ChunkContentTooLarge,
+    ChunkLimits,
+)
+from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.stream_load_result import LabelState
@@ -155,3 +170,107 @@ def test_doris_down_on_a_retry_does_not_mark_not_loaded_a_chunk_an_earlier_attem
     with pytest.raises(UnresolvableLoad):
         _run(_config(), kinesis, store, doris)
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
+
+
+# --- a chunk's content is settled before its first load ------------------------------------------
+
+
+class ContentStore(MemoryCheckpointStore):
+    """The in-memory store plus the two methods this change asks of ``core.checkpoints``, written
+    on the store's own primitives exactly as proposed there. Remove once the store has them."""
+
+    def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
+        sk = f"content#{shard_id}#{interval_start_ms:015d}#{first.encode()}"
+        self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()})
+        item = self._get(sk)
+        assert item is not None
+        return str(item["content"])
+
+    def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
+        return [str(item["content"]) for item in self._query(f"content#{shard_id}#{interval_start_ms:015d}#")]
+
+
+def _dead_letter_load_fails(doris: MemoryDoris, nth: int) -> FailOnNthCall:
+    """``doris`` whose ``nth`` Stream Load fails as Doris's -235 "too many versions" does."""
+    return FailOnNthCall(doris, "load_idempotently", nth, lambda method, call: RetryableStreamLoadError("-235"))
+
+
+def _once_in_one_table(doris: MemoryDoris, ids: range) -> None:
+    rows, dead = doris.tally("t", "event_id"), Counter(_dead_letter_ids(doris))
+    assert rows + dead == Counter({i: 1 for i in ids}), f"rows {dict(rows)}, dead letters {dict(dead)}"
+
+
+def _dead_letter_ids(doris: MemoryDoris) -> list[int]:
+    return [json.loads(base64.b64decode(row["payload_base64"]))["event_id"] for row in doris.rows.get("t_dl", [])]
+
+
+def _flaky_once(event_id: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    calls = Counter[int]()
+
+    def enrich(row: dict[str, Any]) -> dict[str, Any]:  # a lookup that timed out once
+        calls[row["event_id"]] += 1
+        if row["event_id"] == event_id and calls[event_id] == 1:
+            raise TimeoutError("lookup service timed out")
+        return row
+
+    return enrich
+
+
+def test_a_record_dead_lettered_by_a_transient_transform_error_stays_a_dead_letter_on_the_retry() -> None:
+    """repro_deadletter_transient: the data chunk loaded, the dead-letter load failed, the retry
+    mapped the record to a row under the already VISIBLE data label: it was in neither table."""
+    kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
+    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    config = _config(mapping=RecordMapping(transform=_flaky_once(1)))
+    with pytest.raises(RetryableStreamLoadError):
+        _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))
+
+    _run(config, kinesis, store, doris)  # Airflow's retry, same config
+
+    _once_in_one_table(doris, range(3))
+    assert _dead_letter_ids(doris) == [1]
+    assert doris.rows["t_dl"][0]["reason"] == RECORDED_DEAD_LETTER
+
+
+def test_a_record_a_relaxed_mapping_accepts_on_the_retry_stays_a_dead_letter() -> None:
+    """repro_deadletter_reclass: ``required_fields`` relaxed between the failed try and the retry."""
+    kinesis, doris = _stream({"event_id": 0, "amount": 5}, {"event_id": 1}, {"event_id": 2, "amount": 7}), MemoryDoris()
+    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    with pytest.raises(RetryableStreamLoadError):
+        _run(_config(mapping=RecordMapping(required_fields=("amount",))), kinesis, store, _dead_letter_load_fails(doris, 2))
+
+    _run(_config(mapping=RecordMapping(required_fields=())), kinesis, store, doris)
+
+    _once_in_one_table(doris, range(3))
+    assert _dead_letter_ids(doris) == [1]
+
+
+def test_a_loaded_row_that_fails_to_map_on_a_retry_is_not_dead_lettered_as_well() -> None:
+    """The other direction: chunk 1 (records 0-1) loaded, chunk 2 failed; on the retry record 1
+    failed in the transform. Before, it went to the dead-letter table too (both tables)."""
+    kinesis, doris = _stream(*({"event_id": i} for i in range(4))), MemoryDoris()
+    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    config = _config(chunk_limits=ChunkLimits(max_rows=2))
+    with pytest.raises(RetryableStreamLoadError):
+        _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))  # the second chunk's load
+    flaky = _config(chunk_limits=ChunkLimits(max_rows=2), mapping=RecordMapping(transform=_flaky_once(1)))
+
+    with pytest.raises(ChunkContentChanged, match="was loaded as a row"):
+        _run(flaky, kinesis, store, doris)
+    _run(flaky, kinesis, store, doris)  # the lookup answers again
+
+    _once_in_one_table(doris, range(4))
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
+
+
+def test_contents_round_trip_in_runs_and_refuse_what_a_checkpoint_item_cannot_hold() -> None:
+    first, last = Position(10, 0), Position(99, 0)
+    content = ChunkContent(first, last, 9, (0, 1, 2, 5, 7, 8))
+    assert '"dead": "0-2,5,7-8"' in content.encode()
+    assert ChunkContent.decode(content.encode()) == content
+    assert ChunkContent.decode(ChunkContent(first, last, 100_000, tuple(range(100_000))).encode()).records == 100_000
+
+    alternating = ChunkContent(first, last, 200_000, tuple(range(0, 200_000, 2)))
+    with pytest.raises(ChunkContentTooLarge, match=f"more than the {MAX_CONTENT_CHARS}"):
+        alternating.encode()
