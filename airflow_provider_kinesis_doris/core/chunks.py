@@ -124,7 +124,8 @@ class ChunkContent:
 
 
 def follow_contents(mapped: Iterable[Row | DeadLetter], contents: Mapping[Position, ChunkContent]) -> Iterator[Row | DeadLetter]:
-    """``mapped`` with the settled content of each chunk imposed on its records.
+    """``mapped`` with the settled content of each chunk imposed on its records (``mapped``
+    itself when nothing is settled: a range's first run pays nothing per record).
 
     A record settled as a dead letter stays one, even if it maps to a row now (its reason then
     says so). A record settled as a row must still map to one.
@@ -133,6 +134,10 @@ def follow_contents(mapped: Iterable[Row | DeadLetter], contents: Mapping[Positi
     :raises ChunkContentChanged: a settled row is a dead letter now, or a settled chunk ends with
         another number of records.
     """
+    return _follow(mapped, contents) if contents else iter(mapped)
+
+
+def _follow(mapped: Iterable[Row | DeadLetter], contents: Mapping[Position, ChunkContent]) -> Iterator[Row | DeadLetter]:
     current: ChunkContent | None = None
     dead: frozenset[int] = frozenset()
     ordinal = 0
@@ -148,9 +153,9 @@ def follow_contents(mapped: Iterable[Row | DeadLetter], contents: Mapping[Positi
                 item = DeadLetter(item.record, RECORDED_DEAD_LETTER)
             elif ordinal not in dead and isinstance(item, DeadLetter):
                 raise ChunkContentChanged(
-                    f"Record {position.encode()} of shard {item.record.shard_id} was loaded as a row of chunk "
-                    f"{current.first.encode()}..{current.last.encode()} and now fails to map ({item.reason}); "
-                    "the chunk is not sent again until it maps as before"
+                    f"Record {position.encode()} of shard {item.record.shard_id} is a row of chunk "
+                    f"{current.first.encode()}..{current.last.encode()} (fixed before the chunk's first load) and "
+                    f"now fails to map ({item.reason}); nothing of the chunk is sent until it maps as before"
                 )
             ordinal += 1
         yield item
