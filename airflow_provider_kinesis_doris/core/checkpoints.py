@@ -7,6 +7,8 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 - ``range#<shard_id>#<interval_start_ms, 15 digits>``: references to its two boundaries;
 - ``chunk#<shard_id>#<interval_start_ms, 15 digits>#<label>``: intent and outcome of one Stream
   Load (invariant I7), under its range so a run reads only its ranges' chunks;
+- ``content#<shard_id>#<interval_start_ms, 15 digits>#<first position>``: which records of a chunk
+  are dead letters, fixed once before its first load;
 - ``topology``: the last shard set seen and the shard → partition assignment;
 - ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once.
 
@@ -50,6 +52,7 @@ SHARD_PREFIX = "shard#"
 BOUNDARY_PREFIX = "boundary#"
 RANGE_PREFIX = "range#"
 CHUNK_PREFIX = "chunk#"
+CONTENT_PREFIX = "content#"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 CHUNK_INTENT = "INTENT"
@@ -93,6 +96,10 @@ def chunk_key(shard_id: str, interval_start_ms: int, label: str) -> str:
 
 def _range_chunks_prefix(shard_id: str, interval_start_ms: int) -> str:
     return f"{CHUNK_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
+
+
+def _range_contents_prefix(shard_id: str, interval_start_ms: int) -> str:
+    return f"{CONTENT_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
 
 
 def _legacy_chunk_key(label: str) -> str:
@@ -614,6 +621,12 @@ class CheckpointStore:
         :param range_key: the interval start of the range the chunk belongs to.
         :return: the stored chunk: a new intent, or what an earlier attempt recorded.
         """
+        self.put_chunk_intent(label, shard_id, first, last, range_key)
+        return self._require_chunk(label, shard_id, range_key)
+
+    def put_chunk_intent(self, label: str, shard_id: str, first: Position, last: Position, range_key: int) -> bool:
+        """:meth:`record_chunk_intent`, telling whether this call created the intent (False: another
+        attempt had recorded the chunk already, and may have sent it)."""
         item = {
             "sk": chunk_key(shard_id, range_key, label),
             "kind": "chunk",
@@ -625,8 +638,7 @@ class CheckpointStore:
             "state": CHUNK_INTENT,
             "updated_ms": self._clock(),
         }
-        self._put_new(item)
-        return self._require_chunk(label, shard_id, range_key)
+        return self._put_new(item)
 
     def record_chunk_outcome(
         self,
@@ -638,10 +650,13 @@ class CheckpointStore:
         interval_start_ms: int,
         rows_loaded: int = 0,
         rows_filtered: int = 0,
+        expected_state: str | None = None,
     ) -> ChunkRecord:
         """Record the outcome of chunk ``label`` of the range ``(shard_id, interval_start_ms)`` (a
         Doris load state such as VISIBLE or ABORTED).
 
+        :param expected_state: write only if the stored state is this one (a lost race leaves the
+            stored chunk as it is, and it is returned).
         :raises CheckpointNotFound: no intent was recorded for ``label``.
         """
         changes = {
@@ -652,9 +667,12 @@ class CheckpointStore:
             "updated_ms": self._clock(),
         }
         keys = (chunk_key(shard_id, interval_start_ms, label), _legacy_chunk_key(label))
-        if not any(self._update(sk, changes, {}) for sk in keys):
+        expected = {"state": expected_state} if expected_state is not None else {}
+        any(self._update(sk, changes, expected) for sk in keys)
+        stored = self.get_chunk(label, shard_id, interval_start_ms)
+        if stored is None:
             raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
-        return self._require_chunk(label, shard_id, interval_start_ms)
+        return stored
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
         """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
@@ -672,6 +690,23 @@ class CheckpointStore:
         chunks = (_chunk_from_item(item) for item in items)
         selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
         return sorted(selected, key=lambda c: c.first)
+
+    def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
+        """Fix a chunk's content (which of its records are dead letters, encoded by
+        ``core.chunks.ChunkContent``) before its first load: the first writer's is stored once and
+        returned to everyone.
+
+        :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
+        """
+        sk = f"{_range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()})
+        item = self._get(sk)
+        assert item is not None, "a put-once item existed a moment ago and items are never deleted"
+        return str(item["content"])
+
+    def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
+        """The settled contents of the range's chunks (one Query of the range's own items)."""
+        return [str(item["content"]) for item in self._query(_range_contents_prefix(shard_id, interval_start_ms))]
 
     def _require_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord:
         chunk = self.get_chunk(label, shard_id, interval_start_ms)

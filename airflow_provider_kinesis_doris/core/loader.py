@@ -224,22 +224,16 @@ def _load_chunk(
 
 
 def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
-    """The contents settled for the range's chunks, by first position (none with a store that
-    cannot keep them yet)."""
-    stored = getattr(store, "chunk_contents_for_range", None)
-    if stored is None:
-        return {}
-    contents = (ChunkContent.decode(text) for text in stored(shard_range.shard_id, shard_range.interval_start_ms))
+    """The contents settled for the range's chunks, by first position."""
+    stored = store.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    contents = (ChunkContent.decode(text) for text in stored)
     return {content.first: content for content in contents}
 
 
 def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
     """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
     sent; the first run to settle it wins and every later or concurrent run follows."""
-    settle = getattr(store, "settle_chunk_content", None)
-    if settle is None:
-        return
-    stored = settle(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, chunk.content.encode())
+    stored = store.settle_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, chunk.content.encode())
     if ChunkContent.decode(stored) != chunk.content:
         # A concurrent run settled it first with another mapping outcome; the retry follows it.
         raise ChunkContentChanged(
@@ -284,8 +278,11 @@ def _load_once(
             )
         # UNKNOWN inside the window or ABORTED: the label is free and nothing of it is visible.
         # PREPARE: another attempt is still running; load_idempotently waits for it.
+    # Whether every attempt that may have sent this label was settled by this run: only then can a
+    # failure of our own send prove the chunk not loaded.
+    settled_by_us = True
     if known is None:
-        store.record_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, shard_range.interval_start_ms)
+        settled_by_us = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms)
     elif known.state != CHUNK_INTENT:
         # Known not loaded (never sent, or a definite Fail): a fresh intent, so the label window of
         # this attempt starts now.
@@ -293,8 +290,13 @@ def _load_once(
     try:
         result = doris.load_idempotently(database, table, label, body, options)
     except StreamLoadError as error:
-        if error.definitely_not_loaded:
-            _record_not_loaded(store, label, shard_id, interval_start_ms)
+        if error.definitely_not_loaded and settled_by_us:
+            # Provably not in Doris: a retry after the label window sends it again. Conditional, so
+            # an outcome a concurrent run recorded meanwhile is never overwritten.
+            store.record_chunk_outcome(
+                label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms,
+                expected_state=CHUNK_INTENT,
+            )  # fmt: skip
         raise
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
@@ -308,20 +310,6 @@ def _load_once(
         rows_filtered=loaded.number_filtered_rows if loaded else 0,
     )
     return loaded
-
-
-def _record_not_loaded(store: CheckpointStore, label: str, shard_id: str, interval_start_ms: int) -> None:
-    """Record that no attempt under the chunk's current intent loaded it, so a retry after the
-    label window sends it again instead of raising :class:`UnresolvableLoad`.
-
-    Every earlier attempt under this intent was settled first (``get_load_state`` above), so the
-    failed attempt was the only one that could have reached Doris. A concurrent run may have
-    recorded the chunk loaded meanwhile: never overwrite that.
-    """
-    current = store.get_chunk(label, shard_id, interval_start_ms)
-    if current is not None and current.state in _LOADED_STATES:
-        return
-    store.record_chunk_outcome(label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms)
 
 
 def _past_label_window(executor: Executor, chunk: ChunkRecord) -> bool:

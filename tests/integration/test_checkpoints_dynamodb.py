@@ -280,3 +280,18 @@ def test_topology_versions_are_fenced(dynamodb_client: Any, table_name: str) -> 
         sensor_a.save_topology(["s9"], {}, expected_version=None)
     assert first.shard_ids == ("s0", "s1") and first.version == 1
     assert sensor_a.get_topology() == second and dict(second.assignment) == {"s2": 0, "s3": 0}
+
+
+def test_a_chunks_content_is_settled_once_and_outcomes_can_be_conditional(store: DynamoCheckpointStore) -> None:
+    first = Position(SEQ)
+    assert store.settle_chunk_content(SHARD, 1000, first, "0-2,7") == "0-2,7"
+    assert store.settle_chunk_content(SHARD, 1000, first, "") == "0-2,7", "the first writer's content stays"
+    assert store.chunk_contents_for_range(SHARD, 1000) == ["0-2,7"] and store.chunk_contents_for_range(SHARD, 2000) == []
+
+    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is True
+    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is False
+    store.record_chunk_outcome("kd:p:s:ddd", "VISIBLE", shard_id=SHARD, interval_start_ms=1000)
+    kept = store.record_chunk_outcome(
+        "kd:p:s:ddd", "NOT_LOADED", shard_id=SHARD, interval_start_ms=1000, expected_state="INTENT"
+    )
+    assert kept.state == "VISIBLE"

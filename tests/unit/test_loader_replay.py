@@ -175,21 +175,6 @@ def test_doris_down_on_a_retry_does_not_mark_not_loaded_a_chunk_an_earlier_attem
 # --- a chunk's content is settled before its first load ------------------------------------------
 
 
-class ContentStore(MemoryCheckpointStore):
-    """The in-memory store plus the two methods this change asks of ``core.checkpoints``, written
-    on the store's own primitives exactly as proposed there. Remove once the store has them."""
-
-    def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
-        sk = f"content#{shard_id}#{interval_start_ms:015d}#{first.encode()}"
-        self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()})
-        item = self._get(sk)
-        assert item is not None
-        return str(item["content"])
-
-    def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
-        return [str(item["content"]) for item in self._query(f"content#{shard_id}#{interval_start_ms:015d}#")]
-
-
 def _dead_letter_load_fails(doris: MemoryDoris, nth: int) -> FailOnNthCall:
     """``doris`` whose ``nth`` Stream Load fails as Doris's -235 "too many versions" does."""
     return FailOnNthCall(doris, "load_idempotently", nth, lambda method, call: RetryableStreamLoadError("-235"))
@@ -220,7 +205,7 @@ def test_a_record_dead_lettered_by_a_transient_transform_error_stays_a_dead_lett
     """repro_deadletter_transient: the data chunk loaded, the dead-letter load failed, the retry
     mapped the record to a row under the already VISIBLE data label: it was in neither table."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
-    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
     config = _config(mapping=RecordMapping(transform=_flaky_once(1)))
     with pytest.raises(RetryableStreamLoadError):
         _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))
@@ -235,7 +220,7 @@ def test_a_record_dead_lettered_by_a_transient_transform_error_stays_a_dead_lett
 def test_a_record_a_relaxed_mapping_accepts_on_the_retry_stays_a_dead_letter() -> None:
     """repro_deadletter_reclass: ``required_fields`` relaxed between the failed try and the retry."""
     kinesis, doris = _stream({"event_id": 0, "amount": 5}, {"event_id": 1}, {"event_id": 2, "amount": 7}), MemoryDoris()
-    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(RetryableStreamLoadError):
         _run(_config(mapping=RecordMapping(required_fields=("amount",))), kinesis, store, _dead_letter_load_fails(doris, 2))
 
@@ -249,7 +234,7 @@ def test_a_loaded_row_that_fails_to_map_on_a_retry_is_not_dead_lettered_as_well(
     """The other direction: chunk 1 (records 0-1) loaded, chunk 2 failed; on the retry record 1
     failed in the transform. Before, it went to the dead-letter table too (both tables)."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), MemoryDoris()
-    store = ContentStore("p", clock=lambda: kinesis.now_ms)
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
     config = _config(chunk_limits=ChunkLimits(max_rows=2))
     with pytest.raises(RetryableStreamLoadError):
         _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))  # the second chunk's load
