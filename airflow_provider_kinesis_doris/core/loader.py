@@ -16,6 +16,7 @@ sent again under a fresh intent. See docs/checkpoints.md, "Chunks", for what thi
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import time
@@ -40,10 +41,10 @@ from airflow_provider_kinesis_doris.core.chunks import (
     cut_chunks,
     follow_contents,
 )
-from airflow_provider_kinesis_doris.core.errors import StreamLoadError, UnresolvableLoad
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, StreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
-from airflow_provider_kinesis_doris.core.model import Position, ShardRange
+from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
 from airflow_provider_kinesis_doris.core.reader import RangeReader
 from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
@@ -152,9 +153,10 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(executor.kinesis, shard_range, store)
     contents = _settled_contents(store, shard_range)
-    mapped = follow_contents((map_record(record, pipeline.mapping) for record in reader), contents)
     by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
     spans = sorted({*by_span, *((content.first, content.last) for content in contents.values())})
+    records = _past_a_trimmed_head(iter(reader), spans, _loaded_spans(recorded), shard_range)
+    mapped = follow_contents((map_record(record, pipeline.mapping) for record in records), contents)
     # Only the load thread touches ``report``, ``executor.doris`` and the chunk log until the last
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"load-{shard_range.shard_id}") as loads:
@@ -179,6 +181,44 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
         report.rows_filtered, report.dead_lettered, report.chunks, report.chunks_already_loaded,
     )  # fmt: skip
     return report
+
+
+def _loaded_spans(recorded: list[ChunkRecord]) -> set[tuple[Position, Position]]:
+    """Spans whose every recorded label (rows and dead letters) is loaded."""
+    spans: dict[tuple[Position, Position], bool] = {}
+    for chunk in recorded:
+        span = (chunk.first, chunk.last)
+        spans[span] = spans.get(span, True) and chunk.state in _LOADED_STATES
+    return {span for span, loaded in spans.items() if loaded}
+
+
+def _past_a_trimmed_head(
+    records: Iterator[KinesisRecord],
+    spans: list[tuple[Position, Position]],
+    loaded: set[tuple[Position, Position]],
+    shard_range: ShardRange,
+) -> Iterator[KinesisRecord]:
+    """``records``, unless the read starts inside a chunk an earlier attempt cut: retention trimmed
+    the chunk's first records since (a range that starts at the shard's start reads whatever is
+    left). Re-cut from there it would go out under a new label, so a loaded chunk's remaining
+    records are skipped, and a chunk not known loaded is lost data: ``DataTrimmed`` (I6)."""
+    first = next(records, None)
+    if first is None:
+        return
+    span = next((s for s in spans if s[0] < first.position <= s[1]), None)
+    if span is not None and span not in loaded:
+        raise DataTrimmed(
+            f"Shard {shard_range.shard_id} of stream {shard_range.stream_name}: the chunk "
+            f"{span[0].encode()}..{span[1].encode()} of interval {shard_range.interval_start_ms} was cut by an "
+            f"earlier attempt but its records before {first.position.encode()} are gone (trimmed by retention) "
+            "and its load is not known to be visible: those records cannot be loaded exactly once"
+        )
+    if span is not None:
+        log.info("shard %s: retention trimmed the head of loaded chunk %s..%s; skipping the rest of it",
+                 shard_range.shard_id, span[0].encode(), span[1].encode())  # fmt: skip
+    for record in itertools.chain((first,), records):
+        if span is None or record.position > span[1]:
+            yield record
 
 
 def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:

@@ -25,6 +25,7 @@ from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
 
@@ -205,3 +206,42 @@ def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() 
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
     assert [c.state for c in store.chunks_for_range("shardId-000000000000", T0)] == ["VISIBLE"]
+
+
+def _sweep_config() -> PipelineConfig:
+    return replace(_config(), initial_position="TRIM_HORIZON", chunk_limits=ChunkLimits(max_rows=2))
+
+
+def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
+    def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        executor = Executor(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
+        return [load_range(executor, job.ranges[i]) for group in job.partition_groups() for i in group]
+
+    return run_interval(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
+                        credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms)  # fmt: skip
+
+
+@pytest.mark.parametrize("trimmed_into", ["the loaded chunk", "the chunk whose load failed"])
+def test_a_partly_loaded_sweep_retried_after_trimming_is_not_re_cut_under_new_labels(trimmed_into: str) -> None:
+    """repro_trim_horizon_replay (A): retention trimmed the first record of a loaded chunk before
+    the retry; the old loader cut the rest of that chunk anew, under a new label (duplicates)."""
+    kinesis = FakeKinesis(now_ms=T0 - 10_000)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for event_id in range(5):
+        _put(kinesis, event_id, T0 - 5_000 + event_id)  # before the floor interval: the sweep's
+    kinesis.now_ms = T0 + 2 * IV
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    failing = FailOnNthCall(doris, "load_idempotently", 2, lambda method, call: RetryableStreamLoadError("-235"))
+    with pytest.raises(RetryableStreamLoadError):
+        _run_with(_sweep_config(), 0, kinesis, store, failing)
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
+    records = kinesis.shard(STREAM, "shardId-000000000000").records
+    del records[: 1 if trimmed_into == "the loaded chunk" else 3]
+
+    if trimmed_into == "the loaded chunk":
+        _run_with(_sweep_config(), 0, kinesis, store, doris)
+        assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1, 4: 1})
+    else:
+        with pytest.raises(DataTrimmed, match="cannot be loaded exactly once"):
+            _run_with(_sweep_config(), 0, kinesis, store, doris)
+        assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
