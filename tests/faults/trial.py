@@ -58,7 +58,7 @@ _MARKER = re.compile(rb"#id=(\d+)#")
 CRASHES = {
     "crash_after_planning": ("store", "chunks_for_range"),
     "crash_while_reading": ("kinesis", "get_records"),
-    "crash_before_load": ("store", "record_chunk_intent"),
+    "crash_before_load": ("store", "put_chunk_intent"),
     "crash_after_doris_commit": ("store", "record_chunk_outcome"),
     "crash_before_checkpoint": ("store", "mark_range_loaded"),
     "crash_mid_checkpoint": ("store", "advance_high_water_mark"),
