@@ -27,12 +27,16 @@ from airflow_provider_kinesis_doris.core.errors import (
     UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
 from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import loader_pipeline_id
-from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
+from airflow_provider_kinesis_doris.version_compat import (
+    AIRFLOW_V_3_0_PLUS,
+    AirflowRescheduleException,
+    DateTimeTrigger,
+)
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
@@ -239,7 +243,8 @@ class KinesisToDorisOperator(BaseOperator):
             relaxed_order=self.relaxed_order,
             parallelism=self.parallelism,
         )
-        store = DynamoCheckpointStore(dynamodb_hook.conn, self.checkpoint_table, config.pipeline_id)
+        steps = _Steps()
+        store = _StepTrackingStore(dynamodb_hook.conn, self.checkpoint_table, config.pipeline_id, steps=steps)
         if self.create_checkpoint_table:
             store.create_table_if_missing()
         self._check_tables(doris_hook, database, table, config.dead_letter_table)
@@ -247,25 +252,35 @@ class KinesisToDorisOperator(BaseOperator):
             master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
             conf=self.spark_conf, python=self.spark_python,
         )  # fmt: skip
+        if self.use_spark:
+            runner = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
+        else:
+            runner = steps.loading(run_here, "the load in the task's process (use_spark=False)")
         try:
             result = run_interval(
                 config, _ms(start), _ms(end),
                 kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
-                runner=(lambda job, credentials: run_spark_job(job, credentials, settings)) if self.use_spark else run_here,
-                warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
+                runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents.
             context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
-            raise AirflowException(_explain_failure(exc)) from exc
+            raise AirflowException(_explain_failure(exc, steps.current)) from exc
         except Exception as exc:
-            raise AirflowException(_explain_failure(exc)) from exc
+            raise AirflowException(_explain_failure(exc, steps.current)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         summary = result.summary()
         for shard_id, shard in summary["shards"].items():
             self.log.info("shard %s: %s", shard_id, shard)
         return summary
+
+    def _spark_step(self) -> str:
+        if self.spark_remote:
+            return f"the Spark load job (Spark Connect {self.spark_remote})"
+        if self.spark_submit:
+            return f"the Spark load job (spark-submit to {self.spark_master})"
+        return f"the Spark load job (master {self.spark_master})"
 
     def _load_options(self) -> StreamLoadOptions:
         options: dict[str, Any] = {"format": "json", "read_json_by_line": True, **self.load_options}
@@ -304,11 +319,36 @@ class KinesisToDorisOperator(BaseOperator):
 def _interval(context: Context) -> tuple[datetime, datetime]:
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None or end <= start:
-        raise AirflowException(
-            f"KinesisToDorisOperator needs a non-empty data interval, got [{start}, {end}). On Airflow 3 a cron "
-            "schedule gives zero-length intervals by default: use CronDataIntervalTimetable or a timedelta schedule."
-        )
+        raise AirflowException(_empty_interval_message(start, end, context.get("dag")))
     return start, end
+
+
+def _empty_interval_message(start: Any, end: Any, dag: Any) -> str:
+    """Why the run has no interval to load, and the timetables that give one on this Airflow."""
+    timetable = type(getattr(dag, "timetable", None)).__name__ if getattr(dag, "timetable", None) is not None else None
+    got = f"got [{start}, {end})" + (f" from the DAG's {timetable}" if timetable else "")
+    if AIRFLOW_V_3_0_PLUS:
+        why = (
+            "On Airflow 3 a cron string gives a CronTriggerTimetable and schedule=timedelta(...) a "
+            "DeltaTriggerTimetable: both make zero-length intervals, as do schedule=None, \"@once\" and "
+            "\"@continuous\". Give the DAG a data-interval timetable: "
+            "schedule=DeltaDataIntervalTimetable(timedelta(minutes=10)) or "
+            "schedule=CronDataIntervalTimetable(\"*/10 * * * *\", timezone=\"UTC\"), both from airflow.sdk"
+        )
+    else:
+        why = (
+            "On Airflow 2.11 a timedelta or cron string gives DeltaDataIntervalTimetable or "
+            "CronDataIntervalTimetable (cron only while [scheduler] create_cron_data_intervals is True); "
+            "CronTriggerTimetable and DeltaTriggerTimetable without interval=, schedule=None, \"@once\" and "
+            "\"@continuous\" make zero-length intervals. Give the DAG a data-interval timetable: "
+            "schedule=DeltaDataIntervalTimetable(timedelta(minutes=10)) or "
+            "schedule=CronDataIntervalTimetable(\"*/10 * * * *\", timezone=\"UTC\"), both from "
+            "airflow.timetables.interval"
+        )
+    return (
+        f"KinesisToDorisOperator needs a non-empty data interval [data_interval_start, data_interval_end), {got}. "
+        f"{why}. See \"Schedules and dates\" in docs/usage.md."
+    )
 
 
 def _ms(moment: datetime) -> int:
@@ -332,8 +372,54 @@ def _credentials(hook: AwsBaseHook, doris_password: str) -> Credentials:
     )
 
 
-def _explain_failure(exc: BaseException) -> str:
-    """What failed and what to do, for the task log (Spark wraps executor errors in its own)."""
+PLANNING_FAILED = (
+    "Planning the interval failed (listing the shards, fixing each shard's range in the checkpoint table); "
+    "nothing was loaded"
+)
+COMMIT_FAILED = (
+    "Committing the loaded ranges failed (marking them loaded and moving the checkpoints); the rows are in "
+    "Doris, and a rerun of this task commits them without loading them twice"
+)
+
+
+class _Steps:
+    """Which step of a run is under way, so a failure names the step that failed: planning until
+    the runner starts, loading while it runs, committing once it returned (or once the store is
+    asked to mark a range loaded: intervals without records commit without a runner)."""
+
+    def __init__(self) -> None:
+        self.current = PLANNING_FAILED
+
+    def loading(self, runner: Runner, what: str) -> Runner:
+        def run(job: Any, credentials: Credentials) -> Sequence[Any]:
+            self.current = f"{what[0].upper()}{what[1:]} failed"
+            reports = runner(job, credentials)
+            self.current = COMMIT_FAILED
+            return reports
+
+        return run
+
+    def committing(self) -> None:
+        self.current = COMMIT_FAILED
+
+
+class _StepTrackingStore(DynamoCheckpointStore):
+    """The checkpoint store, telling ``steps`` when the commit begins."""
+
+    def __init__(self, *args: Any, steps: _Steps, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._steps = steps
+
+    def mark_range_loaded(self, *args: Any, **kwargs: Any) -> Any:
+        self._steps.committing()
+        return super().mark_range_loaded(*args, **kwargs)
+
+
+def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
+    """What failed and what to do, for the task log (Spark wraps executor errors in its own).
+
+    :param failed: the step that failed, for errors of no known type (``_Steps.current``).
+    """
     text = str(exc)
     for error_type, advice in (
         (DataTrimmed, "Kinesis retention deleted records before they were loaded; see the shard and position "
@@ -349,7 +435,8 @@ def _explain_failure(exc: BaseException) -> str:
     ):
         if isinstance(exc, error_type) or error_type.__name__ in text:
             return f"{error_type.__name__}: {_last_line_with(text, error_type.__name__)} — {advice}"
-    return f"The Spark load job failed: {_last_line_with(text, 'Error')}"
+    line = _last_line_with(text, "Error")
+    return f"{failed}: {line if type(exc).__name__ in line else f'{type(exc).__name__}: {line}'}"
 
 
 def _last_line_with(text: str, needle: str) -> str:

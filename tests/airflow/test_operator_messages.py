@@ -1,0 +1,288 @@
+"""The operator's failure messages, as a user sees them in a real Airflow run (``dag.test()``):
+a zero-length interval names the timetables that give real ones on this Airflow major, and a
+failure of no known type names the step that failed (planning, the load with or without Spark,
+the commit) instead of blaming Spark for everything.
+
+Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.testing.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
+from tests.conftest import DORIS_PASSWORD, DORIS_USER
+
+pytestmark = [pytest.mark.airflow]
+
+DB = "messages"
+CHECKPOINT_TABLE = "messages_checkpoints"
+INTERVAL_S = 2
+_names = itertools.count()
+
+# One file in a DAG bundle of its own (Airflow 3's dag.test() runs only DAGs it finds in a bundle).
+DAG_FILE = '''
+import os
+from datetime import datetime, timedelta, timezone
+
+from airflow.providers.common.compat.sdk import DAG
+
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+try:
+    from airflow.sdk import DeltaDataIntervalTimetable
+except ImportError:
+    from airflow.timetables.interval import DeltaDataIntervalTimetable
+
+if AIRFLOW_V_3_0_PLUS:
+    ZERO_LENGTH = timedelta(minutes=10)  # a DeltaTriggerTimetable on Airflow 3
+else:
+    from airflow.timetables.trigger import DeltaTriggerTimetable
+
+    ZERO_LENGTH = DeltaTriggerTimetable(timedelta(minutes=10))  # a timedelta is a data interval on 2.11
+
+START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+with DAG(dag_id="kd_messages_zero_length", schedule=ZERO_LENGTH, start_date=START, catchup=False) as zero_length:
+    KinesisToDorisOperator(task_id="load", stream_name="s", doris_table="d.t", checkpoint_table="c")
+
+with DAG(
+    dag_id="kd_messages_load",
+    schedule=DeltaDataIntervalTimetable(timedelta(seconds={interval_s})),
+    start_date=START,
+    catchup=False,
+) as load:
+    KinesisToDorisOperator(
+        task_id="load",
+        stream_name=os.environ.get("KD_MESSAGES_STREAM", "s"),
+        doris_table=os.environ.get("KD_MESSAGES_TABLE", "d.t"),
+        checkpoint_table="{checkpoint_table}",
+        seal_grace=timedelta(0),
+        use_spark=os.environ.get("KD_MESSAGES_USE_SPARK", "false") == "true",
+        spark_master="local[2]",
+    )
+'''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
+
+
+@pytest.fixture
+def dags(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Loads ``DAG_FILE`` (after the test has set its environment) from a folder added to
+    Airflow's DAG bundles; returns the module."""
+    folder = tmp_path / "bundle"
+    folder.mkdir()
+    (folder / "kd_messages.py").write_text(DAG_FILE)
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+        {"name": "dags-folder", "classpath": local, "kwargs": {}},
+        {"name": "kd-messages", "classpath": local, "kwargs": {"path": str(folder)}},
+    ]))  # fmt: skip
+
+    def load() -> Any:
+        spec = importlib.util.spec_from_file_location(f"kd_messages_{next(_names)}", folder / "kd_messages.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+
+    return load
+
+
+@pytest.fixture
+def stack(monkeypatch: pytest.MonkeyPatch, kinesis_client: Any, kinesis_mock_endpoint: str,
+          dynamodb_endpoint: str, doris_server: Any) -> dict[str, str]:  # fmt: skip
+    """Connections to the local stack and a Doris table; the stream is the test's to create."""
+    n = next(_names)
+    stream, table = f"messages-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    doris_server.execute_sql(DB, events_table_ddl(table))
+    aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_mock_endpoint,
+                 "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
+        {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
+        {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
+         "password": DORIS_PASSWORD, "schema": DB}))  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_STREAM", stream)
+    monkeypatch.setenv("KD_MESSAGES_TABLE", f"{DB}.{table}")
+    return {"stream": stream, "table": table}
+
+
+def run(dag: Any, logical_date: datetime) -> Any:
+    """``airflow dags test <dag> <date>``: the run loads the interval that ends at ``logical_date``."""
+    from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+    if AIRFLOW_V_3_0_PLUS:
+        return dag.test(logical_date=logical_date)
+    return dag.test(execution_date=logical_date)
+
+
+@pytest.fixture
+def failures(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """What the operator's ``execute`` raised in this test's runs (dag.test() runs tasks in this
+    process on both majors; the exception is re-raised, so Airflow fails the task as usual)."""
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+    raised: list[BaseException] = []
+    execute = KinesisToDorisOperator.execute
+
+    def recording(self: Any, context: Any) -> Any:
+        try:
+            return execute(self, context)
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(KinesisToDorisOperator, "execute", recording)
+    return raised
+
+
+def failed_with(dag_run: Any, failures: list[BaseException]) -> str:
+    """The message the failed task raised."""
+    assert "failed" in str(dag_run.state).lower(), dag_run.state
+    assert len(failures) == 1, failures
+    assert type(failures[0]).__name__ == "AirflowException", repr(failures[0])
+    return str(failures[0])
+
+
+def sealed_interval_end() -> datetime:
+    """The end of an interval on the DAG's grid that is already over."""
+    end_ms = (now_ms() // (INTERVAL_S * 1000)) * INTERVAL_S * 1000
+    wait_past(end_ms)
+    return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+
+
+def next_interval_end() -> int:
+    """Epoch ms of the end of the interval under way."""
+    return (now_ms() // (INTERVAL_S * 1000) + 1) * INTERVAL_S * 1000
+
+
+# --- zero-length intervals -------------------------------------------------------------------------
+
+
+def test_a_zero_length_interval_names_the_timetables_that_give_real_intervals(dags: Any, failures: list[BaseException]) -> None:
+    from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+    message = failed_with(run(dags().zero_length, datetime(2026, 1, 1, 0, 30, tzinfo=timezone.utc)), failures)
+
+    assert message.startswith(
+        "KinesisToDorisOperator needs a non-empty data interval [data_interval_start, data_interval_end), "
+        "got [2026-01-01 00:30:00+00:00, 2026-01-01 00:30:00+00:00) from the DAG's DeltaTriggerTimetable. "
+    ), message
+    assert (
+        'Give the DAG a data-interval timetable: schedule=DeltaDataIntervalTimetable(timedelta(minutes=10)) or '
+        'schedule=CronDataIntervalTimetable("*/10 * * * *", timezone="UTC"), both from '
+    ) in message
+    if AIRFLOW_V_3_0_PLUS:
+        assert (
+            "On Airflow 3 a cron string gives a CronTriggerTimetable and schedule=timedelta(...) a "
+            'DeltaTriggerTimetable: both make zero-length intervals, as do schedule=None, "@once" and "@continuous".'
+        ) in message
+        assert "both from airflow.sdk." in message
+    else:
+        assert (
+            "On Airflow 2.11 a timedelta or cron string gives DeltaDataIntervalTimetable or "
+            "CronDataIntervalTimetable (cron only while [scheduler] create_cron_data_intervals is True); "
+            'CronTriggerTimetable and DeltaTriggerTimetable without interval=, schedule=None, "@once" and '
+            '"@continuous" make zero-length intervals.'
+        ) in message
+        assert "both from airflow.timetables.interval." in message
+    assert message.endswith('See "Schedules and dates" in docs/usage.md.'), message
+
+
+# --- the step that failed ----------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+def test_a_failure_while_planning_is_not_blamed_on_spark(dags: Any, stack: dict[str, str], failures: list[BaseException]) -> None:
+    # The stream does not exist: listing its shards fails before anything is read or loaded.
+    message = failed_with(run(dags().load, sealed_interval_end()), failures)
+
+    assert message.startswith(
+        "Planning the interval failed (listing the shards, fixing each shard's range in the checkpoint table); "
+        "nothing was loaded: An error occurred (ResourceNotFoundException) when calling the ListShards operation: "
+    ), message
+    assert f"stream/{stack['stream']} not found" in message
+    assert "Spark" not in message
+
+
+@pytest.mark.integration
+def test_a_failed_load_without_spark_says_it_ran_in_the_task(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
+) -> None:
+    from airflow_provider_kinesis_doris.core import pipeline
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the range group could not be loaded")
+
+    monkeypatch.setattr(pipeline, "load_range_group", broken)
+    end = _interval_with_records(kinesis_client, stack["stream"])
+
+    message = failed_with(run(dags().load, end), failures)
+
+    assert message == (
+        "The load in the task's process (use_spark=False) failed: RuntimeError: the range group could not be loaded"
+    ), message
+
+
+@pytest.mark.integration
+def test_a_failed_spark_job_names_spark_and_its_master(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
+) -> None:
+    from airflow_provider_kinesis_doris.spark import runner
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("spark-submit to local[2] failed with exit code 1; see the log above")
+
+    monkeypatch.setattr(runner, "run_spark_job", broken)  # the operator imports it when it loads
+    monkeypatch.setenv("KD_MESSAGES_USE_SPARK", "true")
+    end = _interval_with_records(kinesis_client, stack["stream"])
+
+    message = failed_with(run(dags().load, end), failures)
+
+    assert message == (
+        "The Spark load job (master local[2]) failed: RuntimeError: spark-submit to local[2] failed with exit "
+        "code 1; see the log above"
+    ), message
+
+
+@pytest.mark.integration
+def test_a_failed_commit_says_the_rows_are_in_doris(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
+) -> None:
+    from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("DynamoDB is unavailable")
+
+    monkeypatch.setattr(DynamoCheckpointStore, "mark_range_loaded", broken)
+    create_stream(kinesis_client, stack["stream"], 1)
+    # An interval without records, after the stream was created, commits its (empty) range
+    # without starting a runner.
+    end_ms = next_interval_end() + INTERVAL_S * 1000
+    wait_past(end_ms)
+    message = failed_with(run(dags().load, datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)), failures)
+
+    assert message == (
+        "Committing the loaded ranges failed (marking them loaded and moving the checkpoints); the rows are in "
+        "Doris, and a rerun of this task commits them without loading them twice: RuntimeError: DynamoDB is "
+        "unavailable"
+    ), message
+
+
+def _interval_with_records(kinesis_client: Any, stream: str) -> datetime:
+    """Create the stream, put records into the interval under way, wait for its end; the end."""
+    create_stream(kinesis_client, stream, 1)
+    end_ms = next_interval_end()
+    put_events(kinesis_client, stream, [event(i) for i in range(5)])
+    if now_ms() >= end_ms:  # the records arrived after the interval: use the next one
+        end_ms = next_interval_end()
+        put_events(kinesis_client, stream, [event(i) for i in range(5, 10)])
+    wait_past(end_ms)
+    return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
