@@ -10,6 +10,7 @@ declared columns, as in Doris. Everything here runs under the caller's lock (``S
 from __future__ import annotations
 
 import json
+import logging
 import re
 import sqlite3
 import threading
@@ -28,6 +29,8 @@ DUP_KEYS, UNIQUE_KEYS, AGG_KEYS = "DUP_KEYS", "UNIQUE_KEYS", "AGG_KEYS"
 AGGREGATE_FUNCTIONS = ("SUM", "MAX", "MIN", "REPLACE", "REPLACE_IF_NOT_NULL")
 _NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 _FIRST_DB_ID = 10001
+
+log = logging.getLogger(__name__)
 
 # Doris type name -> (canonical name, SQLite column type giving the right affinity)
 _TYPES: dict[str, tuple[str, str]] = {
@@ -304,6 +307,8 @@ class StatementResult:
     columns: tuple[str, ...] = ()
     types: tuple[str, ...] = ()
     rows: tuple[tuple[Any, ...], ...] = ()
+    truncated: bool = False
+    """A query matched more rows than its ``limit``: ``rows`` holds the first ``limit`` only."""
 
 
 EXEC_OK = StatementResult("exec_status")
@@ -688,13 +693,17 @@ class Storage:
         connection.execute("PRAGMA query_only = 1")
         try:
             cursor = connection.execute(sql)
-            rows = tuple(tuple(r) for r in cursor.fetchmany(limit))
+            rows = tuple(tuple(r) for r in cursor.fetchmany(limit + 1))
         except sqlite3.Error as exc:
             raise DorisSqlError(str(exc)) from exc
         finally:
             connection.execute("PRAGMA query_only = 0")
+        truncated = len(rows) > limit
+        if truncated:
+            rows = rows[:limit]
+            log.warning(truncation_message(db, sql, limit))
         columns = tuple(d[0] for d in cursor.description or ())
-        return StatementResult("result_set", columns, _result_types(rows, len(columns)), rows)
+        return StatementResult("result_set", columns, _result_types(rows, len(columns)), rows, truncated)
 
     def _attach_referenced_databases(self, connection: sqlite3.Connection, sql: str) -> None:
         attached = {row[1] for row in connection.execute("PRAGMA database_list")}
@@ -869,6 +878,17 @@ def _comparable(ctype: ColumnType, value: Any) -> Any:
     return value
 
 
+def truncation_message(db: str, sql: str, limit: int) -> str:
+    """What the stand-in logs when a query matched more rows than it returns."""
+    statement = " ".join(sql.split())
+    statement = statement if len(statement) <= 200 else statement[:197] + "..."
+    return (
+        f"Doris stand-in: the query in database {db!r} matched more than {limit} rows; only the first {limit} "
+        f"are returned (truncated). Ask for more with \"limit\" in the SQL endpoint's request body (default "
+        f"1000), or count with SELECT COUNT(*): {statement}"
+    )
+
+
 # --- the SQL endpoint's statement dispatcher -------------------------------------------------
 
 
@@ -878,7 +898,8 @@ def execute_statement(storage: Storage, db: str, sql: str, limit: int = 1000) ->
     :param storage: the stand-in's storage (caller holds ``storage.lock``).
     :param db: current database ("" for none, ``information_schema`` always exists).
     :param sql: the statement text.
-    :param limit: maximum number of rows returned by a query.
+    :param limit: maximum number of rows returned by a query; a query that matches more returns
+        the first ``limit`` with ``truncated`` set, and the stand-in logs a warning.
     :raises DorisSqlError: the statement is invalid or unsupported.
     """
     tokens = tokenize(sql)
