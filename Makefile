@@ -72,10 +72,13 @@ demo: $(VENV)/.installed node_modules/.installed
 bench: install
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
 
-# The fault-injection proof: KD_PROOF_TRIALS seeded trials across the whole matrix (make test runs 25).
+# The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
+# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs 200).
 proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)
+	KD_ORDERS_EXAMPLES=$${KD_ORDERS_EXAMPLES:-5000} \
+		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) node_modules .pytest_cache .hypothesis

@@ -192,9 +192,12 @@ def carried_forward(earlier: Boundary | None, instant_ms: int) -> Boundary | Non
 
     ``earlier`` AT a record arriving at or after ``instant_ms``: the records before it arrived
     before ``earlier.instant_ms``, hence before ``instant_ms``, so that record is also the first at
-    or after ``instant_ms``: the same cut. Otherwise (no arrival stamp kept, another kind, or an
-    earlier arrival) None: only a probe can tell.
+    or after ``instant_ms``: the same cut. ``earlier`` SHARD_END: every later cut is the end too.
+    Otherwise (no arrival stamp kept, another kind, or an earlier arrival) None: only a probe can
+    tell.
     """
+    if earlier is not None and earlier.kind is BoundaryKind.SHARD_END and earlier.instant_ms < instant_ms:
+        return Boundary(earlier.shard_id, instant_ms, BoundaryKind.SHARD_END)
     if earlier is None or earlier.kind is not BoundaryKind.AT or earlier.arrival_ms is None:
         return None
     if not earlier.instant_ms < instant_ms <= earlier.arrival_ms:

@@ -254,10 +254,11 @@ class CheckpointStore:
         raise NotImplementedError
 
     def _query(
-        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+        self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """Items of this pipeline whose ``sk`` starts with ``prefix`` (and is at most ``high``),
-        sorted by ``sk`` (descending if asked), at most ``limit`` of them."""
+        """Items of this pipeline whose ``sk`` starts with ``prefix`` (and is at least ``low``, at
+        most ``high``), sorted by ``sk`` (descending if asked), at most ``limit`` of them."""
         raise NotImplementedError
 
     def _put_new(self, item: dict[str, Any]) -> bool:
@@ -319,9 +320,9 @@ class CheckpointStore:
     ) -> ShardCheckpoint:
         """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
 
-        The mark never moves back (a later backfill before the floor does not lower it). The write
-        is conditional on ``expected_counter`` and on the stored mark, so of two concurrent runs
-        only one advances the shard.
+        Only :meth:`rewind_high_water_mark` moves it back. The write is conditional on
+        ``expected_counter`` and on the stored mark, so of two concurrent runs only one advances
+        the shard.
 
         :param shard_id: the shard.
         :param expected_counter: the lease counter this run read (e.g. from its plan).
@@ -335,7 +336,7 @@ class CheckpointStore:
         current = shard.high_water_mark
         mark = self.loaded_through(shard_id, current)
         changes: dict[str, Any] = {}
-        if mark is not None and (current is None or mark.instant_ms > current.instant_ms):
+        if mark is not None and mark != current:
             changes.update(_boundary_attributes(mark, "hwm_"))
         if last_lag_ms is not None:
             changes["last_lag_ms"] = last_lag_ms
@@ -347,6 +348,42 @@ class CheckpointStore:
             log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
         return self._require_shard(shard_id)
 
+    def _range_past_an_empty_gap(self, cut: Boundary) -> ShardRange | None:
+        """The next stored range after ``cut``, if it starts at the very same cut: the intervals
+        between hold no record of the shard. They have no range when their runs listed the shards
+        before this one existed (it was created after their end); a later run of an earlier
+        interval gave it the range that ends at ``cut``."""
+        items = self._query(
+            f"{RANGE_PREFIX}{cut.shard_id}#", low=range_key(cut.shard_id, cut.instant_ms + 1), limit=1
+        )
+        if not items:
+            return None
+        following = self._with_boundaries(items[0])
+        same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
+        return following if same_cut and cut.kind is not BoundaryKind.PENDING else None
+
+    def rewind_high_water_mark(self, shard_id: str, before_ms: int) -> ShardCheckpoint:
+        """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
+        not loaded starts (a backfill before the shard's earliest range): the mark claims that
+        everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
+        CLOSED again until the commit that loads the range drains it.
+
+        :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
+        """
+        shard = self._require_shard(shard_id)
+        mark = shard.high_water_mark
+        if mark is None or mark.instant_ms <= before_ms:
+            return shard
+        changes: dict[str, Any] = _boundary_attributes(None, "hwm_")
+        if shard.state is ShardState.DRAINED:
+            changes["state"] = ShardState.CLOSED.value
+        self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
+        log.warning(
+            "shard %s: a range starting at %d is not loaded yet and lies before the high-water mark "
+            "(%s at %d); the mark restarts from it", shard_id, before_ms, mark.kind.value, mark.instant_ms,
+        )  # fmt: skip
+        return self._require_shard(shard_id)
+
     def loaded_through(self, shard_id: str, since: Boundary | None = None) -> Boundary | None:
         """End of the contiguous run of LOADED ranges from the shard's earliest range.
 
@@ -356,17 +393,25 @@ class CheckpointStore:
         :param since: a boundary the run is known to reach; None: start at the earliest range.
         :return: the run's end, or None if the earliest range is not loaded.
         """
-        mark = since
+        # The stored mark is a copy of a boundary taken when it moved; a PENDING cut may have been
+        # resolved since (to SHARD_END when the shard closed without a record after it).
+        mark = self.get_boundary(shard_id, since.instant_ms) or since if since is not None else None
         if mark is None:
             first = self.earliest_range(shard_id)
             if first is None or first.state is not RangeState.LOADED:
                 return None
             mark = first.end
         while mark.kind is not BoundaryKind.SHARD_END:
-            following = self.get_range(shard_id, mark.instant_ms)
+            following = self.get_range(shard_id, mark.instant_ms) or self._range_past_an_empty_gap(mark)
             if following is None or following.state is not RangeState.LOADED:
                 break
             mark = following.end
+        if mark.kind is BoundaryKind.PENDING:
+            # A cut left PENDING (no reader met it) after a cut that is the shard's end is the end
+            # too; otherwise the run would stop there for good when no later range is needed.
+            earlier = self.boundary_at_or_before(shard_id, mark.instant_ms - 1)
+            if earlier is not None and earlier.kind is BoundaryKind.SHARD_END:
+                return Boundary(shard_id, mark.instant_ms, BoundaryKind.SHARD_END)
         return mark
 
     def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
@@ -864,13 +909,15 @@ class DynamoCheckpointStore(CheckpointStore):
         return self._decode(item) if item else None
 
     def _query(
-        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+        self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         values: dict[str, Any] = {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}}
         condition = "pk = :pk AND begins_with(sk, :prefix)"
-        if high is not None:
-            condition = "pk = :pk AND sk BETWEEN :prefix AND :high"
-            values[":high"] = {"S": high}
+        if low is not None or high is not None:
+            # Keys of one prefix sort below prefix + U+FFFF (they are ASCII).
+            condition = "pk = :pk AND sk BETWEEN :low AND :high"
+            values = {":pk": values[":pk"], ":low": {"S": low or prefix}, ":high": {"S": high or prefix + "\uffff"}}
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "KeyConditionExpression": condition,

@@ -271,9 +271,11 @@ class _IntervalPlanner:
         self.max_probe_pages = max_probe_pages
         self.clock = clock
         self.decided: dict[str, ShardPlan] = {}
+        self.rewound: dict[str, ShardCheckpoint] = {}
 
     def plan_shard(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> ShardPlan:
         decision, shard_range = self._decide(shard)
+        checkpoint = self.rewound.get(shard.shard_id, checkpoint)
         waiting_for = self._waiting_for(shard, shard_range)
         if waiting_for:
             decision = ShardDecision.WAITING
@@ -311,6 +313,9 @@ class _IntervalPlanner:
         if stored is None:
             self._check_no_overlap(shard.shard_id, interval_start_ms, interval_end_ms)
             proposed = self._new_range(shard, interval_start_ms, interval_end_ms, first_ms)
+            # Before and after the range is stored: a commit running meanwhile may have advanced the
+            # mark from the earliest range it saw, past this one.
+            self._rewind_past(proposed)
             stored = self.store.create_range(proposed)
             # A concurrent planner of the same interval may have stored it first: follow the store.
             decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
@@ -318,7 +323,19 @@ class _IntervalPlanner:
             decision = ShardDecision.REPLAYED
         if stored.interval_end_ms != interval_end_ms:
             raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, stored)
+        self._rewind_past(stored)
         return decision, stored
+
+    def _rewind_past(self, shard_range: ShardRange) -> None:
+        """Keep the high-water mark from claiming records of a range that is not loaded (a
+        backfill before the shard's earliest range). A range cut at the shard's end, or before
+        its birth, holds no record and moves nothing."""
+        empty = shard_range.start.kind is BoundaryKind.SHARD_END or (
+            shard_range.start.kind is BoundaryKind.SHARD_START and shard_range.end.kind is BoundaryKind.SHARD_START
+        )
+        if shard_range.state is RangeState.PLANNED and not empty:
+            shard = self.store.rewind_high_water_mark(shard_range.shard_id, shard_range.start.instant_ms)
+            self.rewound[shard.shard_id] = shard
 
     def _check_no_overlap(self, shard_id: str, start_ms: int, end_ms: int) -> None:
         """Stored ranges are disjoint, so only the latest one starting before the end can overlap."""
@@ -327,11 +344,13 @@ class _IntervalPlanner:
             raise _misaligned(shard_id, start_ms, end_ms, before_end)
 
     def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:
-        """A stored cut at or before the instant is the shard's end: the closed shard has no record
-        at or after it (cuts at later instants can only lie later)."""
+        """A stored cut before the instant is the shard's end: the closed shard has no record at
+        or after it (cuts at later instants can only lie later)."""
         if shard.is_open:
             return False
-        latest = self.store.boundary_at_or_before(shard.shard_id, instant_ms)
+        # Strictly before: a cut at the instant itself may have been stored by an attempt at this
+        # very interval that died before storing its range, and must not change the decision.
+        latest = self.store.boundary_at_or_before(shard.shard_id, instant_ms - 1)
         return latest is not None and latest.kind is BoundaryKind.SHARD_END
 
     def _new_range(self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int) -> ShardRange:

@@ -43,12 +43,14 @@ class MemoryCheckpointStore(CheckpointStore):
             return copy.deepcopy(item) if item is not None else None
 
     def _query(
-        self, prefix: str, *, high: str | None = None, descending: bool = False, limit: int | None = None
+        self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
+        limit: int | None = None,
     ) -> list[dict[str, Any]]:
         with self.table.lock:
             keys = sorted(
                 (k for k in self.table.items
-                 if k[0] == self.pipeline_id and k[1].startswith(prefix) and (high is None or k[1] <= high)),
+                 if k[0] == self.pipeline_id and k[1].startswith(prefix)
+                 and (low is None or k[1] >= low) and (high is None or k[1] <= high)),
                 reverse=descending,
             )  # fmt: skip
             return [copy.deepcopy(self.table.items[k]) for k in keys[:limit]]

@@ -1,0 +1,524 @@
+"""The replay contract under run orders the machine chooses (hypothesis's rule-based state machine).
+
+Over the in-memory fakes (FakeKinesis, MemoryCheckpointStore, MemoryDoris) with the real planner,
+loader and commit, a test case is a sequence of steps: produce records, seal the current interval,
+split or merge shards, run any sealed interval (again, out of order, or inside another run), fail
+a run anywhere (a kill before any store write, Doris down, a lost Doris reply, a read that dies),
+and let Doris forget its labels. After every step:
+
+- no record is visible twice;
+- no shard's high-water mark is past a record that is not visible;
+- a run that ended green loaded every record that arrived in its interval.
+
+At the end, as Airflow would, every run that never ran or failed is retried (only those: a final
+pass over every interval would repair what a green run skipped and hide it), and then every
+produced record is visible exactly once, every run is green (no shard waits), and every closed
+shard is drained.
+
+``KD_ORDERS_EXAMPLES`` sets the number of examples (``make test`` runs 200, ``make proof`` 5,000).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.checkpoints import CHUNK_INTENT
+from airflow_provider_kinesis_doris.core.errors import (
+    CheckpointConflict,
+    ConfigurationError,
+    RetryableStreamLoadError,
+    ShardsWaiting,
+)
+from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
+from airflow_provider_kinesis_doris.core.pipeline import run_interval
+from airflow_provider_kinesis_doris.core.stream_load import IdempotentLoadResult
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
+from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+
+STREAM = "events"
+TABLE = "t"
+T0 = 1_700_000_000_000
+IV = 60_000
+INTERVALS = 6
+"""Intervals a test case may produce into; runs address any sealed one."""
+MAX_OPEN_SHARDS = 6
+MAX_RESHARDS = 4
+HASH_SPACE = 2**128
+EXAMPLES = int(os.environ.get("KD_ORDERS_EXAMPLES", "200"))
+EXPLORED: Counter[str] = Counter()
+"""What the examples did, over the whole module (printed and checked by the last test)."""
+
+FAILED_RUN = (InjectedCrash, ShardsWaiting, RetryableStreamLoadError, CheckpointConflict)
+"""How a run may fail in these orders: the fault injected, a shard waiting for a parent, or a
+lost race with a concurrent run. Anything else (ConfigurationError, UnresolvableLoad, a
+PermanentStreamLoadError, ...) fails the test."""
+
+
+class KillableStore(MemoryCheckpointStore):
+    """A store that can die before its n-th write, or run another interval at it (two runs at once)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.writes = 0
+        self.kill_at: int | None = None
+        self.interleave: tuple[int, Callable[[], None]] | None = None
+
+    def arm(self, *, kill_at: int | None = None, interleave: tuple[int, Callable[[], None]] | None = None) -> None:
+        """Count writes from now on, failing or interleaving at the given write."""
+        self.writes, self.kill_at, self.interleave = 0, kill_at, interleave
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        self._before_write()
+        return super()._put_new(item)
+
+    def _update(self, sk: str, changes: Any, expected: Any) -> bool:
+        self._before_write()
+        return super()._update(sk, changes, expected)
+
+    def _before_write(self) -> None:
+        self.writes += 1
+        if self.interleave is not None and self.writes == self.interleave[0]:
+            rival, self.interleave = self.interleave[1], None
+            rival()
+        if self.kill_at is not None and self.writes == self.kill_at:
+            self.kill_at = None
+            raise crash("store write", self.writes)
+
+
+class FlakyDoris(MemoryDoris):
+    """MemoryDoris whose n-th load commits and then loses its reply (the client saw a reset)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lose_reply_at: int | None = None
+        self.load_calls = 0
+
+    def load_idempotently(self, *args: Any, **kwargs: Any) -> IdempotentLoadResult:
+        result = super().load_idempotently(*args, **kwargs)
+        self.load_calls += 1
+        if self.lose_reply_at is not None and self.load_calls == self.lose_reply_at:
+            self.lose_reply_at = None
+            raise RetryableStreamLoadError("connection reset after the load was sent (reply lost)")
+        return result
+
+
+@dataclass(frozen=True)
+class Fault:
+    """How one run fails: ``kind`` and the call it strikes (or the interval run inside it)."""
+
+    kind: str
+    at: int = 0
+    rival: int = 0
+
+    def __str__(self) -> str:
+        return self.kind if self.kind in ("none", "doris_down") else f"{self.kind}@{self.at}"
+
+
+FAULTS = st.one_of(
+    st.just(Fault("none")),
+    st.builds(Fault, st.just("kill_before_store_write"), st.integers(1, 40)),
+    st.just(Fault("doris_down")),
+    st.builds(Fault, st.just("lost_doris_reply"), st.integers(1, 6)),
+    st.builds(Fault, st.just("read_dies"), st.integers(1, 8)),
+    st.builds(Fault, st.just("concurrent_run"), st.integers(1, 30), st.integers(0, INTERVALS - 1)),
+)
+
+
+def _config(initial_position: str, relaxed_order: bool, chunk_rows: int) -> PipelineConfig:
+    return PipelineConfig(
+        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table=TABLE,
+        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
+        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+        chunk_limits=ChunkLimits(max_rows=chunk_rows), initial_position=initial_position, relaxed_order=relaxed_order,
+    )  # fmt: skip
+
+
+def _before(position: Position, arrival_ms: int, cut: Boundary) -> bool:
+    """Whether a record lies before ``cut``."""
+    if cut.kind is BoundaryKind.SHARD_START:
+        return False
+    if cut.kind is BoundaryKind.SHARD_END:
+        return True
+    if cut.kind is BoundaryKind.AT:
+        return position < cut.position
+    if cut.kind is BoundaryKind.AFTER:
+        return position <= cut.position
+    return arrival_ms < cut.instant_ms
+
+
+class RunOrders(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinesis = FakeKinesis(now_ms=T0)
+        self.store = KillableStore("p", clock=lambda: self.kinesis.now_ms)
+        self.doris = FlakyDoris()
+        self.config = _config("INTERVAL", False, 2)
+        self.next_id = 0
+        self.reshards = 0
+        self.outcome: dict[int, str] = {}
+        """The last outcome of each interval's run: "green" or the error's class."""
+
+    # --- the world --------------------------------------------------------------------------
+
+    @initialize(
+        shards=st.integers(1, 3),
+        initial_position=st.sampled_from(("INTERVAL", "TRIM_HORIZON")),
+        relaxed_order=st.booleans(),
+        chunk_rows=st.integers(1, 3),
+    )
+    def create(self, shards: int, initial_position: str, relaxed_order: bool, chunk_rows: int) -> None:
+        self.kinesis.create_stream(StreamName=STREAM, ShardCount=shards)
+        self.config = _config(initial_position, relaxed_order, chunk_rows)
+
+    @property
+    def current(self) -> int:
+        """The interval records arrive in now; every earlier one is sealed."""
+        return (self.kinesis.now_ms - T0) // IV
+
+    def open_shards(self) -> list[Any]:
+        shards = self.kinesis._shards(STREAM, "ListShards").values()
+        return sorted((s for s in shards if s.is_open), key=lambda s: s.starting_hash_key)
+
+    @precondition(lambda self: self.current < INTERVALS)
+    @rule(hashes=st.lists(st.integers(0, HASH_SPACE - 1), min_size=1, max_size=4))
+    def produce(self, hashes: list[int]) -> None:
+        for hash_key in hashes:
+            self.kinesis.advance(7)
+            data = json.dumps({"event_id": self.next_id}).encode()
+            self.kinesis.put_record(StreamName=STREAM, Data=data, PartitionKey="k", ExplicitHashKey=str(hash_key))
+            self.next_id += 1
+        EXPLORED["records"] += len(hashes)
+
+    @precondition(lambda self: self.current < INTERVALS)
+    @rule(offset_ms=st.integers(0, IV // 2))
+    def seal(self, offset_ms: int) -> None:
+        """Time moves into the next interval (the current one is sealed)."""
+        self.kinesis.now_ms = T0 + (self.current + 1) * IV + offset_ms
+
+    @precondition(lambda self: self.current < INTERVALS and self.reshards < MAX_RESHARDS)
+    @rule(pick=st.integers(0, MAX_OPEN_SHARDS))
+    def split(self, pick: int) -> None:
+        shards = self.open_shards()
+        if len(shards) >= MAX_OPEN_SHARDS:
+            return
+        shard = shards[pick % len(shards)]
+        middle = (shard.starting_hash_key + shard.ending_hash_key + 1) // 2
+        self.kinesis.advance(3)
+        self.kinesis.split_shard(StreamName=STREAM, ShardToSplit=shard.shard_id, NewStartingHashKey=str(middle))
+        self.reshards += 1
+        EXPLORED["split"] += 1
+
+    @precondition(lambda self: self.current < INTERVALS and self.reshards < MAX_RESHARDS)
+    @rule(pick=st.integers(0, MAX_OPEN_SHARDS))
+    def merge(self, pick: int) -> None:
+        shards = self.open_shards()
+        if len(shards) < 2:
+            return
+        low = pick % (len(shards) - 1)
+        self.kinesis.advance(3)
+        self.kinesis.merge_shards(
+            StreamName=STREAM, ShardToMerge=shards[low].shard_id, AdjacentShardToMerge=shards[low + 1].shard_id
+        )
+        self.reshards += 1
+        EXPLORED["merge"] += 1
+
+    # --- runs -------------------------------------------------------------------------------
+
+    @precondition(lambda self: self.current > 0)
+    @rule(pick=st.integers(0, INTERVALS - 1), fault=FAULTS)
+    def run(self, pick: int, fault: Fault) -> None:
+        """Run a sealed interval (for the first time, again, or cleared after later runs), failing as ``fault`` says."""
+        self._run(pick % self.current, fault)
+
+    @precondition(lambda self: not self._chunks_in(CHUNK_INTENT))
+    @rule()
+    def forget_labels(self) -> None:
+        """Doris's label window passes. Only while no chunk is an unresolved INTENT: past the
+        window an INTENT cannot be decided (UnresolvableLoad, a loud failure that needs a person)."""
+        self.doris.forget_labels()
+
+    def _run(self, k: int, fault: Fault) -> None:
+        kinesis: Any = self.kinesis
+        if fault.kind == "kill_before_store_write":
+            self.store.arm(kill_at=fault.at)
+        elif fault.kind == "concurrent_run":
+            rival = fault.rival % self.current
+            self.store.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"))))
+        elif fault.kind == "doris_down":
+            self.doris.down = True
+        elif fault.kind == "lost_doris_reply":
+            self.doris.lose_reply_at, self.doris.load_calls = fault.at, 0
+        elif fault.kind == "read_dies":
+            kinesis = FailOnNthCall(self.kinesis, "get_records", fault.at)
+        try:
+            self._run_interval(k, kinesis)
+        except FAILED_RUN as error:
+            self.outcome[k] = type(error).__name__
+        else:
+            self.outcome[k] = "green"
+            self._check_green(k)
+        finally:
+            EXPLORED[f"fault {fault.kind}"] += 1
+            EXPLORED[f"run {self.outcome.get(k)}"] += 1
+            self.store.arm()
+            self.doris.down = False
+            self.doris.lose_reply_at = None
+
+    def _run_interval(self, k: int, kinesis: Any) -> None:
+        def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+            executor = Executor(job=job, kinesis=kinesis, store=self.store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
+            return [load_range(executor, job.ranges[i]) for group in job.partition_groups() for i in group]
+
+        run_interval(
+            self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,
+            credentials=Credentials(), runner=runner, clock=lambda: self.kinesis.now_ms,
+        )  # fmt: skip
+
+    # --- oracles ----------------------------------------------------------------------------
+
+    def _records(self) -> list[tuple[str, Position, int, int]]:
+        """Every produced record: (shard, position, arrival, event id)."""
+        shards = self.kinesis._shards(STREAM, "ListShards").values()
+        return [
+            (shard.shard_id, Position(record.sequence), record.arrival_ms, json.loads(record.data)["event_id"])
+            for shard in shards
+            for record in shard.records
+        ]
+
+    def _visible(self) -> Counter[int]:
+        return self.doris.tally(TABLE, "event_id")
+
+    def _chunks_in(self, state: str) -> bool:
+        return any(
+            item.get("kind") == "chunk" and item.get("state") == state for item in self.store.table.items.values()
+        )
+
+    def _check_green(self, k: int) -> None:
+        visible = self._visible()
+        start, end = T0 + k * IV, T0 + (k + 1) * IV
+        missing = sorted(event for _, _, arrival, event in self._records() if start <= arrival < end and not visible[event])
+        assert not missing, f"run of interval {k} ended green without loading records {missing}"
+
+    @invariant()
+    def nothing_visible_twice(self) -> None:
+        twice = sorted(event for event, count in self._visible().items() if count > 1)
+        assert not twice, f"records visible more than once: {twice}"
+
+    @invariant()
+    def no_checkpoint_past_unloaded_data(self) -> None:
+        """No high-water mark is past a record of a stored range that is not visible. A record of
+        an interval no run has planned yet is not checked: an INTERVAL pipeline has no start, so
+        until a run plans that interval nothing can know it belongs to the pipeline; planning it
+        pulls the mark back before it (``rewind_high_water_mark``)."""
+        visible = self._visible()
+        for shard_id, position, arrival, event in self._records():
+            checkpoint = self.store.get_shard(shard_id)
+            mark = checkpoint.high_water_mark if checkpoint else None
+            if visible[event] or mark is None or not _before(position, arrival, mark):
+                continue
+            planned = [
+                r for r in self.store.ranges_for_shard(shard_id)
+                if not _before(position, arrival, r.start) and _before(position, arrival, r.end)
+            ]  # fmt: skip
+            assert not planned, f"{shard_id}'s high-water mark {mark} is past record {event} of {planned[0]}, not visible"
+
+    def teardown(self) -> None:
+        """Seal everything, retry what never ran or failed (in interval order, as catch-up does),
+        then every record is visible once and every shard has drained or stays open."""
+        if not self._records() and not self.outcome:
+            return
+        self.kinesis.now_ms = T0 + (self.current + 1) * IV
+        for _ in range(3):
+            for k in range(self.current):
+                if self.outcome.get(k) != "green":
+                    self._run(k, Fault("none"))
+        not_green = {k: outcome for k in range(self.current) if (outcome := self.outcome.get(k)) != "green"}
+        assert not not_green, f"runs still failing after retries: {not_green}"
+        visible = self._visible()
+        produced = Counter(event for *_, event in self._records())
+        lost = sorted(set(produced) - set(visible))
+        assert not lost, f"records never loaded: {lost}"
+        assert set(visible) <= set(produced)
+        for shard in self.kinesis._shards(STREAM, "ListShards").values():
+            checkpoint = self.store.get_shard(shard.shard_id)
+            if not shard.is_open and checkpoint is not None:
+                assert checkpoint.state is ShardState.DRAINED, f"closed shard {shard.shard_id} never drained"
+
+
+RunOrders.TestCase.settings = settings(
+    max_examples=EXAMPLES,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+test_run_orders = RunOrders.TestCase
+
+
+def test_the_orders_explored() -> None:
+    """Runs after the machine: what its examples did, printed, and proof that they reached every
+    kind of fault and outcome (a machine whose runs all fail early proves nothing)."""
+    print("\norders explored: " + ", ".join(f"{key} {count}" for key, count in sorted(EXPLORED.items())))
+    kinds = ("none", "kill_before_store_write", "doris_down", "lost_doris_reply", "read_dies", "concurrent_run")
+    assert [kind for kind in kinds if not EXPLORED[f"fault {kind}"]] == []
+    outcomes = ("green", "ShardsWaiting", "InjectedCrash", "RetryableStreamLoadError")
+    assert [outcome for outcome in outcomes if not EXPLORED[f"run {outcome}"]] == []
+    assert EXPLORED["split"] and EXPLORED["merge"] and EXPLORED["records"] > EXAMPLES
+
+
+# --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----
+# Each list of steps ends with the machine's teardown: failed runs retried, then every record once,
+# every run green, every closed shard drained; the invariants are checked after every step.
+
+Step = Callable[[RunOrders], None]
+
+
+def _play(*steps: Step, shards: int = 1, initial_position: str = "INTERVAL", relaxed_order: bool = False) -> RunOrders:
+    machine = RunOrders()
+    machine.create(shards=shards, initial_position=initial_position, relaxed_order=relaxed_order, chunk_rows=2)
+    for step in steps:
+        step(machine)
+        machine.nothing_visible_twice()
+        machine.no_checkpoint_past_unloaded_data()
+    machine.teardown()
+    return machine
+
+
+def produce(count: int, hash_key: int = 0) -> Step:
+    return lambda m: m.produce([hash_key + i for i in range(count)])
+
+
+def produce_both_halves(count: int) -> Step:
+    return lambda m: m.produce([0, HASH_SPACE - 1] * count)
+
+
+def seal(m: RunOrders) -> None:
+    m.seal(0)
+
+
+def split(m: RunOrders) -> None:
+    m.split(0)
+
+
+def merge(m: RunOrders) -> None:
+    m.merge(0)
+
+
+def drained(shard_id: str) -> Step:
+    def step(m: RunOrders) -> None:
+        assert m.store.get_shard(shard_id).state is ShardState.DRAINED
+
+    return step
+
+
+def run(k: int, fault: Fault = Fault("none"), expect: str = "green") -> Step:
+    def step(m: RunOrders) -> None:
+        m._run(k, fault)
+        assert m.outcome[k] == expect, f"run {k}: {m.outcome[k]}, expected {expect}"
+
+    return step
+
+
+def test_repro_waiting_gap_a_child_waiting_in_a_green_run_keeps_its_interval() -> None:
+    """repro_waiting_gap: run k fails, run k+1 (children waiting) must not end green, and once k
+    is retried the children's records of k+1 load (the old planner never planned them)."""
+    machine = _play(
+        produce(2), seal, produce(2), split, produce_both_halves(2), seal, produce_both_halves(3), seal,
+        produce_both_halves(2), seal,
+        run(0), run(1, Fault("doris_down"), expect="RetryableStreamLoadError"),
+        run(2, expect="ShardsWaiting"), run(1), run(2), run(3),
+    )
+    assert machine.store.get_shard("shardId-000000000000").state is ShardState.DRAINED
+
+
+def test_repro_parent_never_drained_the_parents_end_loaded_before_its_earlier_range() -> None:
+    """repro_parent_never_drained(_gap): the parent's SHARD_END range commits before an earlier
+    range of it; draining must follow when the earlier one commits, and the children's intervals
+    waited through are loaded (run order k, k-1, k+1, ...)."""
+    _play(
+        produce(3), seal, produce(2), split, produce_both_halves(2), seal, produce_both_halves(2), seal,
+        produce_both_halves(2), seal,
+        run(0, Fault("doris_down"), expect="RetryableStreamLoadError"), run(1, expect="ShardsWaiting"),
+        run(2, expect="ShardsWaiting"), run(0), drained("shardId-000000000000"), run(2), run(1), run(3),
+    )
+
+
+def test_repro_sweep_race_two_trim_horizon_runs_planning_at_once_sweep_once() -> None:
+    """repro_sweep_race: on a fresh TRIM_HORIZON pipeline, run 1 plans inside run 0's planning;
+    both sweeps must be the one floor range (the old planner stored two overlapping sweeps)."""
+    for write in range(1, 8):
+        machine = _play(
+            produce(3), seal, produce(3), seal, produce(2), seal,
+            run(0, Fault("concurrent_run", write, 1), expect="green"),
+            initial_position="TRIM_HORIZON",
+        )
+        assert machine.doris.tally(TABLE, "event_id").most_common(1)[0][1] == 1
+
+
+def test_the_mark_follows_a_cut_resolved_after_it_moved() -> None:
+    """Machine counterexample: the mark kept a PENDING copy of a cut a later replay resolved to
+    SHARD_END, so the closed parent never drained and its children waited for ever."""
+    _play(seal, run(0), split, run(0), seal, run(1), run(2))
+
+
+def test_an_attempt_killed_between_a_cut_and_its_range_decides_like_one_that_was_not() -> None:
+    """Machine counterexample: the cut stored by a killed attempt made its retry decide ENDED, so
+    the parent never got a range, never drained, and its merge child waited for ever."""
+    _play(seal, merge, run(0, Fault("kill_before_store_write", 5), expect="InjectedCrash"), shards=2)
+
+
+def test_a_pending_cut_after_the_shards_end_is_its_end() -> None:
+    """Machine counterexample: an empty range cut before the shard closed kept a PENDING end that
+    no reader meets; the loaded run stopped there."""
+    _play(seal, seal, run(1), split)
+    _play(seal, seal, run(1, Fault("read_dies", 2), expect="InjectedCrash"), split, relaxed_order=True)
+
+
+def test_intervals_run_before_a_shard_existed_leave_no_hole_in_its_loaded_run() -> None:
+    """Machine counterexample: interval 1 ran before the split children existed; a later run of
+    interval 0 gave them a range, and their loaded run stopped at the hole (never drained)."""
+    _play(seal, seal, run(1), split, merge)
+    _play(seal, seal, run(1), split, produce_both_halves(1), merge, produce(2))
+
+
+def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None:
+    """Interval 1 runs first (the mark passes it), then interval 0 is planned: the mark must not
+    stay past interval 0's records until they are loaded, and the child of a later split waits."""
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
+    for step in (produce(3), seal, produce(2), seal, run(1)):
+        step(machine)
+    assert machine.store.get_shard("shardId-000000000000").high_water_mark is not None
+    machine._run(0, Fault("doris_down"))
+    assert machine.store.get_shard("shardId-000000000000").high_water_mark is None
+    machine.no_checkpoint_past_unloaded_data()
+    for step in (run(0), split, produce_both_halves(2), seal, run(2)):
+        step(machine)
+    machine.teardown()
+
+
+def test_repro_replay_other_end_a_longer_interval_over_a_stored_range_is_refused() -> None:
+    """repro_replay_other_end: after a schedule change (1 IV to 2 IV), [T0, T0+2IV) used to replay
+    the stored [T0, T0+IV) and never plan its second half. It is refused, naming the cause."""
+    machine = _play(produce(2), seal, produce(2), seal, run(0))
+    with pytest.raises(ConfigurationError, match=r"overlaps the stored range .*\(was the schedule changed"):
+        run_interval(
+            machine.config, T0, T0 + 2 * IV, kinesis=machine.kinesis, store=machine.store,
+            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+        )  # fmt: skip
