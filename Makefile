@@ -73,7 +73,7 @@ bench: install
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
-# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs 200).
+# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs 300).
 proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)

@@ -15,7 +15,7 @@ pass over every interval would repair what a green run skipped and hide it), and
 produced record is visible exactly once, every run is green (no shard waits), and every closed
 shard is drained.
 
-``KD_ORDERS_EXAMPLES`` sets the number of examples (``make test`` runs 200, ``make proof`` 5,000).
+``KD_ORDERS_EXAMPLES`` sets the number of examples (``make test`` runs 300, ``make proof`` 5,000).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ INTERVALS = 6
 MAX_OPEN_SHARDS = 6
 MAX_RESHARDS = 4
 HASH_SPACE = 2**128
-EXAMPLES = int(os.environ.get("KD_ORDERS_EXAMPLES", "200"))
+EXAMPLES = int(os.environ.get("KD_ORDERS_EXAMPLES", "300"))
 EXPLORED: Counter[str] = Counter()
 """What the examples did, over the whole module (printed and checked by the last test)."""
 
