@@ -2,14 +2,16 @@
 ``where``, ``jsonpaths``, sequence and delete columns), CSV/JSON readers, type conversion with
 strict mode, and the filtered / unselected accounting of reference §5.
 
-Three phases mirror Doris: :func:`parse_load_options` is what BE checks in the header phase,
-:func:`plan_load` what FE checks when planning (``streamLoadPut``), :func:`run_load` what the
-scan does with the body. Errors carry a Doris status code name (``[CODE]detail``).
+The phases mirror Doris: :func:`parse_load_options` is what BE checks in the header phase
+(before the transaction begins), :func:`parse_put_options` what it checks after, while building
+the ``streamLoadPut`` request, :func:`plan_load` what FE checks when planning, :func:`run_load`
+what the scan does with the body. Errors carry a Doris status code name (``[CODE]detail``).
 """
 
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import datetime as dt
 import gzip
 import json
@@ -101,7 +103,8 @@ def _unescape_separator(value: str) -> str:
 
 
 def parse_load_options(headers: Mapping[str, str]) -> LoadOptions:
-    """Validate the load headers the way BE does before a transaction begins.
+    """Validate the load headers BE checks in its header phase, before a transaction begins
+    (``StreamLoadAction::_on_header``); :func:`parse_put_options` checks the rest once it has.
 
     :param headers: request headers with lower-cased names.
     :raises LoadError: a header has a value Doris rejects or the stand-in does not emulate.
@@ -110,14 +113,46 @@ def parse_load_options(headers: Mapping[str, str]) -> LoadOptions:
     if fmt in _NOT_EMULATED_FORMATS:
         raise _not_emulated(f"format {fmt}")
     if fmt not in _CSV_FORMATS and fmt != "json":
-        raise LoadError("DATA_FILE_TYPE_ERROR", f"unknown data format, format={headers.get('format')}")
+        # Status::Error<DATA_FILE_TYPE_ERROR> (code -1101): status.h prints negative codes as E<code>.
+        raise LoadError("E-1101", f"unknown data format, format={headers.get('format')}")
     for unsupported in ("enclose", "escape", "hidden_columns"):
         if headers.get(unsupported):
             raise _not_emulated(f"header {unsupported}")
     if _is_true(headers.get("partial_columns")) or _is_true(headers.get("negative")):
         raise _not_emulated("partial_columns/negative loads")
+    return LoadOptions(
+        format=fmt,
+        compress_type=_compress_type(headers.get("compress_type", "")),
+        column_separator=_unescape_separator(headers.get("column_separator", "\t")) or "\t",
+        line_delimiter=_unescape_separator(headers.get("line_delimiter", "\n")) or "\n",
+        trim_double_quotes=_is_true(headers.get("trim_double_quotes")),
+        empty_field_as_null=_is_true(headers.get("empty_field_as_null")),
+        max_filter_ratio=_lenient_ratio(headers.get("max_filter_ratio")),
+        timeout_seconds=_timeout(headers.get("timeout")),
+        two_phase_commit=headers.get("two_phase_commit") == "true",
+        columns=headers.get("columns") or None,
+        where=headers.get("where") or None,
+        jsonpaths=headers.get("jsonpaths") or None,
+        json_root=headers.get("json_root") or None,
+        strip_outer_array=_is_true(headers.get("strip_outer_array")),
+        read_json_by_line=_read_json_by_line(headers),
+        sequence_col=headers.get("function_column.sequence_col") or None,
+        comment=headers.get("comment", ""),
+    )
+
+
+def parse_put_options(headers: Mapping[str, str], options: LoadOptions) -> LoadOptions:
+    """Add the headers BE checks only after the transaction began, while building the
+    ``streamLoadPut`` request (``StreamLoadAction::_process_put``): a bad value fails a load that
+    already holds a real TxnId, and the transaction is rolled back.
+
+    :param headers: request headers with lower-cased names.
+    :param options: what :func:`parse_load_options` accepted.
+    :raises LoadError: ``strict_mode``, ``merge_type``/``delete``, ``skip_lines`` or ``timezone``
+        has a value Doris rejects.
+    """
     strict = headers.get("strict_mode")
-    if strict is not None and strict.strip().lower() not in ("true", "false"):
+    if strict and strict.strip().lower() not in ("true", "false"):
         raise LoadError("INVALID_ARGUMENT", "Invalid strict mode format. Must be bool type")
     merge_type = headers.get("merge_type", "APPEND").strip().upper() or "APPEND"
     if merge_type not in ("APPEND", "DELETE", "MERGE"):
@@ -127,29 +162,13 @@ def parse_load_options(headers: Mapping[str, str]) -> LoadOptions:
         raise LoadError("INVALID_ARGUMENT", "Excepted DELETE ON clause when merge type is MERGE.")
     if merge_type != "MERGE" and delete_condition:
         raise LoadError("INVALID_ARGUMENT", "Not support DELETE ON clause when merge type is not MERGE.")
-    return LoadOptions(
-        format=fmt,
-        compress_type=_compress_type(headers.get("compress_type", "")),
-        column_separator=_unescape_separator(headers.get("column_separator", "\t")) or "\t",
-        line_delimiter=_unescape_separator(headers.get("line_delimiter", "\n")) or "\n",
-        skip_lines=_skip_lines(headers.get("skip_lines"), fmt),
-        trim_double_quotes=_is_true(headers.get("trim_double_quotes")),
-        empty_field_as_null=_is_true(headers.get("empty_field_as_null")),
+    return dataclasses.replace(
+        options,
+        skip_lines=_skip_lines(headers.get("skip_lines"), options.format),
         strict_mode=_is_true(strict),
-        max_filter_ratio=_lenient_ratio(headers.get("max_filter_ratio")),
-        timeout_seconds=_timeout(headers.get("timeout")),
-        two_phase_commit=headers.get("two_phase_commit") == "true",
         merge_type=merge_type,
         delete_condition=delete_condition,
-        columns=headers.get("columns") or None,
-        where=headers.get("where") or None,
-        jsonpaths=headers.get("jsonpaths") or None,
-        json_root=headers.get("json_root") or None,
-        strip_outer_array=_is_true(headers.get("strip_outer_array")),
-        read_json_by_line=_read_json_by_line(headers),
-        sequence_col=headers.get("function_column.sequence_col") or None,
         timezone=_timezone(headers.get("timezone") or headers.get("time_zone") or "UTC"),
-        comment=headers.get("comment", ""),
     )
 
 
@@ -170,9 +189,10 @@ def _skip_lines(value: str | None, fmt: str) -> int:
     try:
         lines = int(value)
     except ValueError:
+        # Doris's safe_stoi text is not emulated (docs/doris-standin.md).
         raise LoadError("INVALID_ARGUMENT", f"Invalid 'skip_lines': '{value}'") from None
     if lines < 0:
-        raise LoadError("INVALID_ARGUMENT", f"Invalid 'skip_lines': '{value}'")
+        raise LoadError("INVALID_ARGUMENT", f"Invalid 'skip_lines': {lines}")
     return lines
 
 
@@ -194,10 +214,12 @@ def _timeout(value: str | None) -> int:
 
 
 def _read_json_by_line(headers: Mapping[str, str]) -> bool:
-    # master: line mode unless the client says otherwise or asks to strip an outer array
-    if "read_json_by_line" in headers:
-        return _is_true(headers["read_json_by_line"])
-    return "strip_outer_array" not in headers or not _is_true(headers["strip_outer_array"])
+    # master: line mode is the default only when neither header is sent; once either is,
+    # read_json_by_line is whatever it says (absent = false), so strip_outer_array: false alone
+    # reads the body as one document (StreamLoadAction::_process_put).
+    if not headers.get("read_json_by_line") and not headers.get("strip_outer_array"):
+        return True
+    return _is_true(headers.get("read_json_by_line"))
 
 
 def _timezone(name: str) -> str:
@@ -805,8 +827,9 @@ def _optional_expression(text: str | None, timezone: str) -> Expression | None:
 
 
 def _parse_columns(options: LoadOptions, schema: TableSchema) -> tuple[dict[str, str], dict[str, Expression]]:
+    schema_fields = {c.name.lower(): c.name for c in schema.columns}
     if not options.columns:
-        return {c.name.lower(): c.name for c in schema.columns}, {}
+        return schema_fields, {}
     source: dict[str, str] = {}
     derived: dict[str, Expression] = {}
     for item in _split_top_level(options.columns):
@@ -818,7 +841,10 @@ def _parse_columns(options: LoadOptions, schema: TableSchema) -> tuple[dict[str,
             derived[name.lower()] = compile_expression(expression, options.timezone)
         else:
             source[name.lower()] = name
-    return source, derived
+    # FE Load.initColumns: when no plain column names a file field (specifyFileFieldNames is
+    # false), the file's fields are the table's columns in schema order, so `id = id * 10` reads
+    # the file's id field.
+    return (source or schema_fields), derived
 
 
 def _split_top_level(text: str) -> list[str]:
@@ -945,11 +971,13 @@ def _csv_records(plan: LoadPlan, text: str) -> Iterator[SourceRecord]:
             continue  # Doris's CSV reader skips empty lines
         values = [_csv_field(f, options) for f in line.split(options.column_separator)]
         if len(values) != len(names):
-            relation = "less" if len(values) < len(names) else "more"
+            relation = "less than" if len(values) < len(names) else "more than"
+            # csv_reader.cpp formats "{} {} {}" around a part that ends and one that starts with
+            # a blank: two spaces on each side of the relation.
             yield SourceRecord(
                 line,
-                error=f"actual column number in csv file is {relation} than schema column number."
-                f"actual number: {len(values)}, schema column number: {len(names)}",
+                error=f"actual column number in csv file is  {relation}  schema column number."
+                f"actual number: {len(values)}, schema column number: {len(names)}; ",
             )
             continue
         yield SourceRecord(line, dict(zip(names, values)))

@@ -43,6 +43,7 @@ from airflow_provider_kinesis_doris.testing.doris_loads import (
     LoadOutcome,
     LoadPlan,
     parse_load_options,
+    parse_put_options,
     plan_load,
     run_load,
 )
@@ -487,7 +488,7 @@ class _FrontendHandler(_Handler):
         group_commit = self.header("group_commit")
         if group_commit is not None and group_commit.lower() not in _GROUP_COMMIT_MODES:
             self._reply_early(fe_failed(
-                "Header `group_commit` can only be [sync_mode, async_mode, off_mode]."))
+                "Header `group_commit` can only be `sync_mode`, `async_mode` or `off_mode`."))
             return
         if not self._authenticated():
             return
@@ -594,6 +595,24 @@ def _statement_data(result: StatementResult, elapsed_ms: int) -> dict[str, Any]:
     meta = [{"name": name, "type": type_name} for name, type_name in zip(result.columns, result.types)]
     rows = [list(row) for row in result.rows]
     return {"type": "result_set", "meta": meta, "data": rows, "time": elapsed_ms}
+
+
+_STOULL_PREFIX = re.compile(r"\s*([+-]?\d+)")
+_UINT64_LIMIT = 2**64
+
+
+def _stoull(text: str) -> int | None:
+    """``std::stoull`` as BE applies it to ``txn_id``: leading blanks and digits are read, the rest
+    ignored; no digits or an out-of-range value fail (``None``). A negative value wraps as C++
+    does and is read back as the signed ``int64`` BE stores."""
+    match = _STOULL_PREFIX.match(text)
+    if match is None:
+        return None
+    value = int(match.group(1))
+    if abs(value) >= _UINT64_LIMIT:
+        return None
+    unsigned = value % _UINT64_LIMIT
+    return unsigned - _UINT64_LIMIT if unsigned >= 2**63 else unsigned
 
 
 def _closed_port(host: str) -> int:
@@ -707,7 +726,7 @@ class _BackendHandler(_Handler):
         if not self.cluster.credentials_valid(*credentials):
             raise self._failed(reply, f"[ANALYSIS_ERROR]{_FE_DETAIL}{self.access_denied(*credentials)}")
         self._begin(context)
-        self._plan(context)
+        self._plan(context, headers)
 
     def _failed(self, reply: LoadReply, message: str) -> _HeaderPhaseFailed:
         reply.fail(message)
@@ -744,10 +763,11 @@ class _BackendHandler(_Handler):
             raise self._failed(reply, f"[{error.code}]{error}") from None
         reply.begin_ms = _elapsed_ms(started)
 
-    def _plan(self, context: _LoadContext) -> None:
+    def _plan(self, context: _LoadContext, headers: Mapping[str, str]) -> None:
         started = time.monotonic()
         assert context.options is not None
         try:
+            context.options = parse_put_options(headers, context.options)
             with self.cluster.storage.lock:
                 schema = self.cluster.storage.table_schema(context.db, context.table)
             if schema is None:  # dropped since begin
@@ -829,7 +849,18 @@ class _BackendHandler(_Handler):
     # two-phase commit
 
     def _two_phase_commit(self, db: str) -> None:
+        """BE ``StreamLoad2PCAction::handle``: the txn_id is converted first, then the operation is
+        checked, both failing with ``Status::InternalError``; credentials are checked by FE."""
         self.close_connection = self.has_body()  # a 2PC request carries no body worth reading
+        operation = self.header("txn_operation") or ""
+        raw_txn_id, label = self.header("txn_id") or None, self.header("label") or None
+        txn_id = _stoull(raw_txn_id) if raw_txn_id is not None else None
+        if raw_txn_id is not None and txn_id is None:
+            self._send_2pc("INTERNAL_ERROR", f"convert txn_id [{raw_txn_id}] failed, reason=stoull")
+            return
+        if operation not in ("commit", "abort"):
+            self._send_2pc("INTERNAL_ERROR", "transaction operation should be 'commit' or 'abort'")
+            return
         credentials = self.basic_auth()
         if credentials is None:
             self._send_2pc("NOT_AUTHORIZED", "no valid Basic authorization")
@@ -837,22 +868,15 @@ class _BackendHandler(_Handler):
         if not self.cluster.credentials_valid(*credentials):
             self._send_2pc("ANALYSIS_ERROR", _FE_DETAIL + self.access_denied(*credentials))
             return
-        operation = self.header("txn_operation") or ""
-        raw_txn_id, label = self.header("txn_id"), self.header("label")
-        if operation not in ("commit", "abort"):
-            self._send_2pc("INVALID_ARGUMENT", "transaction operation should be 'commit' or 'abort'")
-            return
-        if raw_txn_id is not None and not raw_txn_id.strip().isdigit():
-            self._send_2pc("INVALID_ARGUMENT", f"txn id format error, txn_id: {raw_txn_id}")
-            return
-        txn_id = int(raw_txn_id) if raw_txn_id is not None else None
         try:
             self.cluster.txns.commit_or_abort(db, operation, txn_id, label)
         except (TxnError, DorisSqlError) as error:
             self._send_2pc(getattr(error, "code", "INTERNAL_ERROR"), str(error))
             return
-        target = f"transaction [{txn_id}]" if txn_id is not None else f"label [{label}]"
-        self._send_2pc("Success", f"{target} {operation} successfully.")
+        # BE builds the message from whichever ids the request carried, label first.
+        named = [f"label [{label}]"] if label is not None else []
+        named += [f"transaction [{raw_txn_id}]"] if raw_txn_id is not None else []
+        self._send_2pc("Success", f"{' '.join(named)} {operation} successfully.")
 
     def _send_2pc(self, status: str, msg: str) -> None:
         self.send_body(200, _pretty({"status": status, "msg": msg}), _LIBEVENT_CONTENT_TYPE)

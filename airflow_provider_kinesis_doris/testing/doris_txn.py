@@ -37,6 +37,8 @@ _EXISTING_JOB_STATUS = {
 _FIRST_TXN_ID = 1000
 _FE_DETAIL = "TStatus: errCode = 2, detailMessage = "
 _NOT_FOUND_DETAIL = "TStatus: errCode = 7, detailMessage = "
+# The reason DatabaseTransactionMgr.abortTransaction2PC records for a 2PC abort.
+USER_ABORT_REASON = "User Abort"
 
 TXN_BOOTSTRAP_DDL = (
     """CREATE TABLE IF NOT EXISTS __doris_txns (
@@ -237,7 +239,7 @@ class TxnManager:
     # --- two-phase commit ---------------------------------------------------------------
 
     def commit_or_abort(self, db: str, operation: str, txn_id: int | None, label: str | None) -> None:
-        """Phase 2 of a 2PC load, by ``txn_id`` or by ``label``.
+        """Phase 2 of a 2PC load, by ``txn_id`` (which wins when both are sent) or by ``label``.
 
         :raises TxnError: unknown transaction or a state that does not allow the operation.
         """
@@ -245,21 +247,41 @@ class TxnManager:
             self.sweep()
             if not self._storage.has_database(db):
                 raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}unknown database, database={db}")
-            txn = self._find(db, txn_id) if txn_id is not None else self._newest_for_label(db, label or "")
-            if txn is None:
-                target = f"transaction [{txn_id}]" if txn_id is not None else f"label [{label}]"
-                raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}{target} not found")
+            if txn_id is None:
+                txn = self._running_for_label(db, label or "", operation)
+            else:
+                txn = self._find(db, txn_id)
+                if txn is None:
+                    raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction [{txn_id}] not found")
             if operation == "commit":
                 self._commit_precommitted(db, txn)
             else:
                 self._abort_by_user(db, txn)
 
+    def _running_for_label(self, db: str, label: str, operation: str) -> Txn:
+        """The label's transaction a 2PC operation may act on, as FE ``loadTxn2PCImpl`` looks it
+        up through ``DatabaseTransactionMgr.getTransactionIdByLabel``: only a PRECOMMITTED one for
+        a commit, a PRECOMMITTED or PREPARE one for an abort. A finished transaction is never
+        found by label, so a repeated commit is refused whatever the label's state."""
+        wanted = (PRECOMMITTED,) if operation == "commit" else (PRECOMMITTED, PREPARE)
+        rows = self._connection(db).execute(
+            "SELECT txn_id, label, table_name, state, reason FROM __doris_txns WHERE label = ? ORDER BY txn_id",
+            (label,),
+        ).fetchall()
+        if not rows:
+            raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction not found, label={label}")
+        running = [Txn(*row) for row in rows if row[3] in wanted]
+        if not running:
+            raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}running transaction not found, label={label}")
+        return running[0]
+
     def _commit_precommitted(self, db: str, txn: Txn) -> None:
+        # Texts of DatabaseTransactionMgr.checkTransactionStateBeforeCommit with is2PC = true.
         if txn.state != PRECOMMITTED:
             detail = {
                 VISIBLE: "is already visible, not pre-committed.",
                 COMMITTED: "is already committed, not pre-committed.",
-                ABORTED: f"is already aborted, abort reason: {txn.reason}",
+                ABORTED: f"is already aborted. abort reason: {txn.reason}",
                 PREPARE: "is prepare, not pre-committed.",
             }[txn.state]
             raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction [{txn.txn_id}] {detail}")
@@ -268,13 +290,15 @@ class TxnManager:
         self._publish(db, txn.txn_id)
 
     def _abort_by_user(self, db: str, txn: Txn) -> None:
+        # Texts of DatabaseTransactionMgr.unprotectAbortTransaction: the state is printed as the
+        # enum name (upper case), and an aborted one with a comma where commit has a period.
         if txn.state in (VISIBLE, COMMITTED):
-            detail = f"is already {txn.state.lower()}, could not abort."
+            detail = f"is already {txn.state}, could not abort."
             raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction [{txn.txn_id}] {detail}")
         if txn.state == ABORTED:
             detail = f"is already aborted, abort reason: {txn.reason}"
             raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction [{txn.txn_id}] {detail}")
-        self._finish_where(db, "txn_id = ?", (txn.txn_id,), ABORTED, "user abort")
+        self._finish_where(db, "txn_id = ?", (txn.txn_id,), ABORTED, USER_ABORT_REASON)
 
     # --- queries ------------------------------------------------------------------------
 

@@ -126,7 +126,7 @@ def test_be_requires_its_own_basic_auth(raw: RawDoris, dup_table: str) -> None:
     ({"label": "bad label!"}, "Label format error. regex: ^[-_A-Za-z0-9:]{1,128}$, label: bad label!"),
     ({"label": "x" * 129}, "Label format error"),
     ({"strict_mode": "yes"}, "[INVALID_ARGUMENT]Invalid strict mode format. Must be bool type"),
-    ({"format": "xml"}, "[DATA_FILE_TYPE_ERROR]unknown data format, format=xml"),
+    ({"format": "xml"}, "[E-1101]unknown data format, format=xml"),
     ({"merge_type": "UPSERT"}, "[INVALID_ARGUMENT]Invalid merge type UPSERT"),
     ({"merge_type": "MERGE"}, "Excepted DELETE ON clause when merge type is MERGE."),
     ({"label": "l", "group_commit": "async_mode"}, "[INVALID_ARGUMENT]label and group_commit can't be set"),
