@@ -67,6 +67,13 @@ class PermanentStreamLoadError(StreamLoadError):
         self.error_url = error_url
 
 
+class UnrecognisedReply(PermanentStreamLoadError):
+    """An HTTP 200 reply whose JSON object has none of the shapes Doris sends (BE load result,
+    FE ``RestBaseResult``, FE envelope, BE 2PC reply): nothing about the request's outcome can be
+    read from it. Permanent, since asking again gets the same shape; never
+    ``definitely_not_loaded``, since a load may have gone through all the same."""
+
+
 class ShardsWaiting(KinesisDorisError):
     """Shards of the interval whose ranges are planned but could not be loaded in this run: a
     parent is not loaded up to them yet (I5). Everything else of the interval is loaded and

@@ -22,6 +22,11 @@ commit replaces user labels with server ones (§8), which would silently lose de
 :meth:`DorisStreamLoadClient.load_idempotently` retries with the *same* label and turns
 "Label Already Exists" and ambiguous failures (reset or timeout after the body left) into a
 definite answer through ``get_load_state`` before anything is sent again.
+
+Two-phase commit. A commit or abort answered with anything but a plain ``Success``, or not
+answered at all, is settled by the label's state from ``get_load_state``, never by the reply's
+wording: Doris answers a repeated commit by label with "running transaction not found" although
+the data is visible, and its texts differ between versions.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     RetryableStreamLoadError,
     StreamLoadError,
+    UnrecognisedReply,
 )
 from airflow_provider_kinesis_doris.core.labels import is_valid_label
 from airflow_provider_kinesis_doris.core.stream_load_options import (
@@ -79,6 +85,7 @@ __all__ = [
     "SqlResult",
     "StreamingBody",
     "StreamLoadOptions",
+    "TwoPhaseResult",
 ]
 
 log = logging.getLogger(__name__)
@@ -124,6 +131,21 @@ class IdempotentLoadResult:
     state: LabelState
     result: StreamLoadResult | None
     attempts: int
+
+
+@dataclass(frozen=True)
+class TwoPhaseResult:
+    """The definite outcome of :meth:`DorisStreamLoadClient.commit_transaction` or
+    :meth:`DorisStreamLoadClient.abort_transaction`.
+
+    ``reply`` is Doris's answer (``None`` when it was lost or unreadable). ``state`` is ``None`` when Doris
+    answered ``Success``; otherwise the label's state that settled the operation (VISIBLE or
+    COMMITTED after a commit, ABORTED or UNKNOWN after an abort).
+    """
+
+    operation: str
+    reply: StreamLoadResult | None
+    state: LabelState | None
 
 
 @dataclass(frozen=True)
@@ -317,34 +339,51 @@ class DorisStreamLoadClient:
         try:
             return LabelState(str(result.raw.get("data", "")).upper())
         except ValueError:
-            raise PermanentStreamLoadError(
+            raise UnrecognisedReply(
                 f"get_load_state of label {label} in {database} returned an unknown state "
                 f"{result.raw.get('data')!r}"
             ) from None
 
     def commit_transaction(
         self, database: str, *, txn_id: int | None = None, label: str | None = None
-    ) -> StreamLoadResult:
-        """Commit a PRECOMMITTED two-phase load; committing an already visible one succeeds too.
+    ) -> TwoPhaseResult:
+        """Commit a PRECOMMITTED two-phase load.
+
+        Sends ``txn_id`` when given, else ``label``. Any reply but a plain ``Success``, and a lost
+        reply, are settled by ``label``'s state: VISIBLE or COMMITTED means committed (by this
+        call or an earlier one whose reply was lost). Without ``label`` there is nothing to ask,
+        and such a reply raises.
 
         :param database: the load's database.
-        :param txn_id: the ``TxnId`` of phase one (or give ``label``).
-        :param label: the label of phase one (or give ``txn_id``).
-        :raises PermanentStreamLoadError: unknown or expired transaction, or refused.
-        :raises RetryableStreamLoadError: transient failure; safe to repeat.
+        :param txn_id: the ``TxnId`` of phase one.
+        :param label: the load's label; with ``txn_id``, the label of that transaction.
+        :raises PermanentStreamLoadError: the label is ABORTED or UNKNOWN (the data will not be
+            committed), or, without a label, Doris refused the commit.
+        :raises RetryableStreamLoadError: the label is still PRECOMMITTED or PREPARE, or Doris
+            could not be reached; safe to repeat.
+        :raises LoadOutcomeUnknown: no reply to a commit by ``txn_id`` alone.
+        :raises UnrecognisedReply: a reply of unknown shape to a commit by ``txn_id`` alone.
         """
         return self._two_phase(database, "commit", txn_id, label)
 
     def abort_transaction(
         self, database: str, *, txn_id: int | None = None, label: str | None = None
-    ) -> StreamLoadResult:
+    ) -> TwoPhaseResult:
         """Abort a PRECOMMITTED (or running) load; its label becomes free.
 
+        Sends ``txn_id`` when given, else ``label``. Any reply but a plain ``Success``, and a lost
+        reply, are settled by ``label``'s state: ABORTED or UNKNOWN means nothing is pending
+        under the label. Without ``label`` such a reply raises.
+
         :param database: the load's database.
-        :param txn_id: the transaction id (or give ``label``).
-        :param label: the label (or give ``txn_id``).
-        :raises PermanentStreamLoadError: unknown transaction, or refused.
-        :raises RetryableStreamLoadError: transient failure; safe to repeat.
+        :param txn_id: the transaction id.
+        :param label: the load's label; with ``txn_id``, the label of that transaction.
+        :raises PermanentStreamLoadError: the label is VISIBLE or COMMITTED (too late to abort),
+            or, without a label, Doris refused the abort.
+        :raises RetryableStreamLoadError: the label is still PRECOMMITTED or PREPARE, or Doris
+            could not be reached; safe to repeat.
+        :raises LoadOutcomeUnknown: no reply to an abort by ``txn_id`` alone.
+        :raises UnrecognisedReply: a reply of unknown shape to an abort by ``txn_id`` alone.
         """
         return self._two_phase(database, "abort", txn_id, label)
 
@@ -428,22 +467,64 @@ class DorisStreamLoadClient:
 
     def _two_phase(
         self, database: str, operation: str, txn_id: int | None, label: str | None
-    ) -> StreamLoadResult:
-        if (txn_id is None) == (label is None):
-            raise ConfigurationError(f"2PC {operation} needs exactly one of txn_id and label")
+    ) -> TwoPhaseResult:
+        if txn_id is None and label is None:
+            raise ConfigurationError(f"2PC {operation} needs a txn_id or a label")
+        # Doris acts on txn_id when both are sent; the label is then only for settling the outcome.
         headers = {"txn_operation": operation}
         headers.update({"txn_id": str(txn_id)} if txn_id is not None else {"label": str(label)})
         subject = f"txn {txn_id}" if txn_id is not None else f"label {label}"
-        path = f"/api/{_segment(database)}/_stream_load_2pc"
-        if self._config.be_hosts:
-            response = self._call("PUT", self._next_be_url(path), headers, b"", target="BE")
+        what = f"2PC {operation} of {subject} in {database}"
+        try:
+            reply = self._two_phase_reply(f"/api/{_segment(database)}/_stream_load_2pc", headers, what)
+        except UnrecognisedReply as exc:
+            if label is None:
+                raise
+            reply, answered = None, str(exc)
         else:
-            response = self._call_fe("PUT", path, headers=headers, body=b"")
-        result = StreamLoadResult.from_http(response.status_code, response.text)
-        if result.outcome is LoadOutcome.SUCCESS or _already_done(operation, result):
-            log.info("2PC %s of %s in %s: %s", operation, subject, database, result.describe())
-            return result
-        raise _state_error(f"2PC {operation} of {subject} in {database}", result)
+            answered = reply.describe() if reply is not None else "no reply"
+        if reply is not None and reply.outcome is LoadOutcome.SUCCESS:
+            log.info("%s: %s", what, answered)
+            return TwoPhaseResult(operation, reply, None)
+        if label is None:
+            if reply is None:
+                raise LoadOutcomeUnknown(f"{what}: no reply; pass the label to settle it by get_load_state")
+            raise _state_error(what, reply)
+        state = self.get_load_state(database, label)
+        log.info("%s answered %s; label %s is %s", what, answered, label, state.value)
+        settled = state.is_loaded if operation == "commit" else state.is_free
+        if settled:
+            return TwoPhaseResult(operation, reply, state)
+        detail = f"{what} did not take effect: label {label} is {state.value} (Doris answered: {answered})"
+        if state in (LabelState.PRECOMMITTED, LabelState.PREPARE):
+            raise RetryableStreamLoadError(detail)
+        raise PermanentStreamLoadError(detail)
+
+    def _two_phase_reply(
+        self, path: str, headers: Mapping[str, str], what: str
+    ) -> StreamLoadResult | None:
+        """The reply to a 2PC request, or ``None`` when the request reached a BE but its reply was
+        lost (the operation may have taken effect)."""
+        if self._config.be_hosts:
+            url = self._next_be_url(path)
+        else:
+            # The FE only redirects; a failure here changed nothing.
+            response = self._call("PUT", self._config.fe_url + path, headers, b"", target="FE")
+            if response.status_code not in _REDIRECT_STATUSES:
+                return StreamLoadResult.from_http(response.status_code, response.text)
+            url = self._redirect_url(response)
+        try:
+            response = self._session.request(
+                "PUT", url, headers=dict(headers), data=b"", auth=self._auth,
+                allow_redirects=False, timeout=self._timeouts(),
+            )
+        except requests.RequestException as exc:
+            if _never_connected(exc):
+                unreachable = f"BE {_address_of(url)} unreachable: {_describe(exc)}"
+                raise RetryableStreamLoadError(unreachable) from exc
+            log.warning("%s: no reply from BE %s (%s)", what, _address_of(url), _describe(exc))
+            return None
+        return StreamLoadResult.from_http(response.status_code, response.text)
 
     def _settle_label(
         self, database: str, label: str, options: StreamLoadOptions, policy: PrecommittedPolicy
@@ -606,20 +687,16 @@ def _state_error(what: str, result: StreamLoadResult) -> StreamLoadError:
     return PermanentStreamLoadError(f"{what} failed: {result.describe()}")
 
 
-def _already_done(operation: str, result: StreamLoadResult) -> bool:
-    """Repeating a 2PC operation that already took effect (a retry after a lost reply)."""
-    message = result.message.lower()
-    return ("already visible" in message) if operation == "commit" else ("already aborted" in message)
-
-
 def _parse_sql_reply(database: str, response: requests.Response) -> SqlResult:
     try:
         envelope = response.json()
     except ValueError:
         envelope = None
     if not isinstance(envelope, dict) or "code" not in envelope:
-        outcome = StreamLoadResult.from_http(response.status_code, response.text)
-        raise DorisSqlError(f"SQL endpoint of {database} replied without an envelope: {outcome.describe()}")
+        snippet = " ".join(response.text.split())[:200] or "(empty body)"
+        raise DorisSqlError(
+            f"SQL endpoint of {database} replied without an envelope: HTTP {response.status_code}: {snippet}"
+        )
     if envelope.get("code") != 0:
         raise DorisSqlError(f"SQL in {database} failed: {envelope.get('msg')!r}: {envelope.get('data')!r}")
     data = envelope.get("data") or {}

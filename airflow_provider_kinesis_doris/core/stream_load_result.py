@@ -8,8 +8,9 @@ Doris answers HTTP 200 for almost every failure. Four body shapes reach a client
 3. the FE envelope: ``{"msg": .., "code": <int>, "data": .., "count": 0}``;
 4. the BE two-phase-commit reply: ``{"status": "Success" | "<STATUS_CODE>", "msg": ..}``.
 
-Only a reply with no JSON body at all (a proxy's 502, the BE's optional raw 401) falls back to the
-HTTP status.
+Only a reply with no JSON body at all (a proxy's 502, the BE's optional raw 401), or a non-200 one
+whose JSON object has none of these shapes, falls back to the HTTP status; a 200 with an unknown
+JSON object raises :class:`~airflow_provider_kinesis_doris.core.errors.UnrecognisedReply`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import UnrecognisedReply
 
 
 class LoadOutcome(str, enum.Enum):
@@ -94,6 +97,7 @@ _RETRYABLE_FRAGMENTS = (
 )
 _ENVELOPE_RETRYABLE_CODES = frozenset({500})
 _ENVELOPE_OK = 0
+_HTTP_OK = 200
 _LOWERCASE_SUCCESS = frozenset({"success", "ok"})
 
 
@@ -153,6 +157,7 @@ class StreamLoadResult:
 
         :param http_status: the HTTP status code of the reply.
         :param body: the decoded reply body.
+        :raises UnrecognisedReply: HTTP 200 with a JSON object of none of the known shapes.
         """
         try:
             decoded = json.loads(body) if body.strip() else None
@@ -160,7 +165,13 @@ class StreamLoadResult:
             decoded = None
         if not isinstance(decoded, dict):
             return _from_non_json(http_status, body)
-        result = cls.from_json(decoded)
+        try:
+            result = cls.from_json(decoded)
+        except UnrecognisedReply:
+            if http_status == _HTTP_OK:
+                raise
+            # An error page of a proxy or gateway that happens to be JSON: its status says more.
+            return _from_non_json(http_status, body)
         return _with_http_status(result, http_status)
 
     @classmethod
@@ -168,7 +179,7 @@ class StreamLoadResult:
         """Parse one of the four reply shapes.
 
         :param body: the decoded JSON object.
-        :raises ValueError: the object matches none of the shapes.
+        :raises UnrecognisedReply: the object matches none of the shapes.
         """
         if "Status" in body:
             return _from_be_result(body)
@@ -176,7 +187,7 @@ class StreamLoadResult:
             return _from_envelope(body)
         if "status" in body:
             return _from_lowercase(body)
-        raise ValueError(f"Unrecognised Doris reply with keys {sorted(body)}")
+        raise UnrecognisedReply(f"Unrecognised Doris reply with keys {sorted(body)}")
 
 
 def classify_failure_message(message: str) -> LoadOutcome:

@@ -265,7 +265,8 @@ class TxnManager:
         found by label, so a repeated commit is refused whatever the label's state."""
         wanted = (PRECOMMITTED,) if operation == "commit" else (PRECOMMITTED, PREPARE)
         rows = self._connection(db).execute(
-            "SELECT txn_id, label, table_name, state, reason FROM __doris_txns WHERE label = ? ORDER BY txn_id",
+            "SELECT txn_id, label, table_name, state, reason FROM __doris_txns WHERE label = ? "
+            "ORDER BY txn_id",
             (label,),
         ).fetchall()
         if not rows:

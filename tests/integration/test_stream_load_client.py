@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import http.client
 import http.server
 import itertools
 import json
@@ -21,7 +22,11 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError, RetryableStreamLoadError
+from airflow_provider_kinesis_doris.core.errors import (
+    PermanentStreamLoadError,
+    RetryableStreamLoadError,
+    UnrecognisedReply,
+)
 from airflow_provider_kinesis_doris.core.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.stream_load import (
@@ -327,10 +332,16 @@ def test_two_phase_load_is_invisible_until_committed_by_txn_id(server: DorisServ
         assert client.get_load_state(DB, label) is LabelState.PRECOMMITTED
         assert outcome.result is not None and outcome.result.txn_id
         committed = client.commit_transaction(DB, txn_id=outcome.result.txn_id)
-        repeated = client.commit_transaction(DB, txn_id=outcome.result.txn_id)
+        # A repeat is settled by the label's state, whatever Doris's refusal says...
+        repeated = client.commit_transaction(DB, txn_id=outcome.result.txn_id, label=label)
+        # ...and without a label there is no state to ask, so the refusal stands.
+        with pytest.raises(PermanentStreamLoadError, match="not pre-committed"):
+            client.commit_transaction(DB, txn_id=outcome.result.txn_id)
         state = client.get_load_state(DB, label)
-    assert committed.outcome is LoadOutcome.SUCCESS
-    assert "already visible" in repeated.message
+    assert committed.reply is not None and committed.reply.outcome is LoadOutcome.SUCCESS
+    assert committed.state is None
+    assert repeated.reply is not None and repeated.reply.outcome is not LoadOutcome.SUCCESS
+    assert repeated.state is LabelState.VISIBLE
     assert state is LabelState.VISIBLE
     assert row_count(server, table) == 3
 
@@ -377,6 +388,309 @@ def test_precommitted_label_follows_the_policy_and_loads_once(
         outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES, precommitted_policy=policy)
         state = client.get_load_state(DB, label)
     assert outcome.disposition is disposition
+    assert state is LabelState.VISIBLE
+    assert row_count(server, table) == 3
+
+
+# --- 2PC and replay settled by state, whatever the wording --------------------------------------
+
+# What the stand-in answered before issue 20 (it acted on the label's newest transaction), and
+# what no Doris ever said: the client must reach the same decision from every one of them.
+FE_DETAIL = "TStatus: errCode = 2, detailMessage = "
+OLD_VISIBLE = FE_DETAIL + "transaction [{txn}] is already visible, not pre-committed."
+OLD_ABORTED = FE_DETAIL + "transaction [{txn}] is already aborted, abort reason: user abort"
+OLD_NOT_ABORTABLE = FE_DETAIL + "transaction [{txn}] is already visible, could not abort."
+UNFORESEEN = "[INTERNAL_ERROR]a wording no version of Doris has used"
+
+Answer = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+
+
+def as_doris_says(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """The stand-in's own reply, which since issue 20 is Doris's wording."""
+    return reply
+
+
+def failures_reworded(msg: str) -> Answer:
+    """Every 2PC reply but a Success gets ``msg`` (``{txn}`` is filled with the load's TxnId)."""
+    def answer(reply: dict[str, Any]) -> dict[str, Any] | None:
+        return reply if reply["status"] == "Success" else {"status": "ANALYSIS_ERROR", "msg": msg}
+    return answer
+
+
+def lose_first_reply(then: Answer = as_doris_says) -> Answer:
+    """The first 2PC request takes effect at the BE, but its reply never comes back."""
+    lost = itertools.count()
+
+    def answer(reply: dict[str, Any]) -> dict[str, Any] | None:
+        return None if next(lost) == 0 else then(reply)
+    return answer
+
+
+def refuse_after_effect(msg: str) -> Answer:
+    """The operation took effect but the reply reports a failure (as after a publish wait that
+    timed out, or from another version's wording)."""
+    def answer(reply: dict[str, Any]) -> dict[str, Any] | None:
+        return {"status": "ANALYSIS_ERROR", "msg": msg}
+    return answer
+
+
+class _BeProxy(http.server.BaseHTTPRequestHandler):
+    """Stands between the client and the stand-in's BE: forwards every PUT and its reply, but
+    hands each 2PC reply to ``answers[0]`` (each load reply to ``answers[1]``) first, which may
+    reword it or lose it (``None``: the connection is closed unanswered after the BE acted)."""
+
+    protocol_version = "HTTP/1.1"
+    be_port: int
+    answers: list[Answer]
+    txn_id: list[int]
+
+    def do_PUT(self) -> None:  # noqa: N802 (http.server naming)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        # Plain replies from the BE (no gzip), so 2PC replies can be read and rewritten here.
+        dropped = ("host", "expect", "accept-encoding")
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in dropped}
+        upstream = http.client.HTTPConnection("127.0.0.1", self.be_port, timeout=10)
+        try:
+            upstream.request("PUT", self.path, body=body, headers=headers)
+            response = upstream.getresponse()
+            status, payload = response.status, response.read()
+        finally:
+            upstream.close()
+        if status == 200:
+            answer = self.answers[0 if self.path.endswith("/_stream_load_2pc") else 1](json.loads(payload))
+            if answer is None:
+                self.close_connection = True
+                return
+            if "{txn}" in answer.get("msg", ""):
+                answer = {**answer, "msg": answer["msg"].format(txn=self.txn_id[0])}
+            payload = json.dumps(answer).encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (http.server signature)
+        return
+
+
+@dataclass
+class BeProxy:
+    port: int
+    answers: list[Answer]
+    txn_id: list[int]
+
+    def answer_with(self, answer: Answer, txn_id: int = 0) -> None:
+        """Answer 2PC requests with ``answer``."""
+        self.answers[0] = answer
+        self.txn_id[0] = txn_id
+
+    def answer_loads_with(self, answer: Answer) -> None:
+        self.answers[1] = answer
+
+
+@pytest.fixture
+def be_proxy(server: DorisServer) -> Iterator[BeProxy]:
+    answers: list[Answer] = [as_doris_says, as_doris_says]
+    txn_id = [0]
+    handler = type("Proxy", (_BeProxy,), {"be_port": server.be_port, "answers": answers, "txn_id": txn_id})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield BeProxy(int(httpd.server_address[1]), answers, txn_id)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def proxied_client(server: DorisServer, proxy: BeProxy) -> DorisStreamLoadClient:
+    """Through the FE, whose redirect to the stand-in's BE is mapped onto the proxy."""
+    return client_for(server, be_address_map={f"127.0.0.1:{server.be_port}": f"127.0.0.1:{proxy.port}"})
+
+
+def precommit(client: DorisStreamLoadClient, table: str, label: str) -> int:
+    outcome = client.load_idempotently(DB, table, label, ROWS, TWO_PHASE)
+    assert outcome.state is LabelState.PRECOMMITTED and outcome.result is not None
+    assert outcome.result.txn_id is not None
+    return outcome.result.txn_id
+
+
+WORDINGS = {
+    "doris": as_doris_says,
+    "old": failures_reworded(OLD_VISIBLE),
+    "unforeseen": failures_reworded(UNFORESEEN),
+}
+
+
+@pytest.mark.parametrize("wording", sorted(WORDINGS))
+def test_repeated_commit_by_label_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+) -> None:
+    """Doris answers a second commit by label "running transaction not found"; the old stand-in
+    said "already visible". Either way the data is visible, and only the state says so."""
+    label = label_for(f"recommit-{wording}")
+    with proxied_client(server, be_proxy) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(WORDINGS[wording], txn_id)
+        first = client.commit_transaction(DB, label=label)
+        again = client.commit_transaction(DB, label=label)
+    assert first.state is None and first.reply is not None
+    assert again.state is LabelState.VISIBLE
+    assert again.reply is not None and again.reply.outcome is not LoadOutcome.SUCCESS
+    assert row_count(server, table) == 3
+
+
+@pytest.mark.parametrize("be_hosts", [False, True], ids=["via-fe", "be-hosts"])
+def test_lost_commit_reply_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, be_hosts: bool
+) -> None:
+    label = label_for(f"lost-commit-{be_hosts}")
+    overrides: dict[str, Any] = (
+        {"be_hosts": (f"127.0.0.1:{be_proxy.port}",)} if be_hosts
+        else {"be_address_map": {f"127.0.0.1:{server.be_port}": f"127.0.0.1:{be_proxy.port}"}}
+    )
+    with client_for(server, **overrides) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(lose_first_reply())
+        result = client.commit_transaction(DB, txn_id=txn_id, label=label)
+    assert (result.reply, result.state) == (None, LabelState.VISIBLE)
+    assert row_count(server, table) == 3
+
+
+def test_lost_reply_without_a_label_is_an_unknown_outcome(
+    server: DorisServer, table: str, be_proxy: BeProxy
+) -> None:
+    label = label_for("lost-no-label")
+    with proxied_client(server, be_proxy) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(lose_first_reply())
+        with pytest.raises(LoadOutcomeUnknown, match="no reply"):
+            client.commit_transaction(DB, txn_id=txn_id)
+        # The commit went through all the same: the state is the only witness.
+        assert client.get_load_state(DB, label) is LabelState.VISIBLE
+
+
+ABORT_WORDINGS = {
+    "doris": as_doris_says,
+    "old": failures_reworded(OLD_ABORTED),
+    "unforeseen": failures_reworded(UNFORESEEN),
+}
+
+
+@pytest.mark.parametrize("wording", sorted(ABORT_WORDINGS))
+def test_repeated_abort_by_label_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+) -> None:
+    label = label_for(f"reabort-{wording}")
+    with proxied_client(server, be_proxy) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(ABORT_WORDINGS[wording], txn_id)
+        client.abort_transaction(DB, label=label)
+        again = client.abort_transaction(DB, label=label)
+    assert again.state is LabelState.ABORTED
+    assert row_count(server, table) == 0
+
+
+NOT_ABORTABLE_WORDINGS = {
+    "doris": as_doris_says,
+    "old": failures_reworded(OLD_NOT_ABORTABLE),
+    "unforeseen": failures_reworded(UNFORESEEN),
+}
+
+
+@pytest.mark.parametrize("wording", sorted(NOT_ABORTABLE_WORDINGS))
+def test_abort_after_commit_is_refused_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+) -> None:
+    label = label_for(f"abort-visible-{wording}")
+    with proxied_client(server, be_proxy) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(NOT_ABORTABLE_WORDINGS[wording], txn_id)
+        client.commit_transaction(DB, label=label)
+        with pytest.raises(PermanentStreamLoadError, match="is VISIBLE"):
+            client.abort_transaction(DB, label=label)
+    assert row_count(server, table) == 3
+
+
+COMMIT_ABORTED_WORDINGS = {
+    "doris": as_doris_says,
+    "old": failures_reworded(OLD_ABORTED),
+    "old-misleading": failures_reworded(OLD_VISIBLE),
+}
+
+
+@pytest.mark.parametrize("wording", sorted(COMMIT_ABORTED_WORDINGS))
+def test_commit_after_abort_is_refused_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+) -> None:
+    """Even a reply claiming "already visible" cannot make an aborted load count as committed."""
+    label = label_for(f"commit-aborted-{wording}")
+    with proxied_client(server, be_proxy) as client:
+        txn_id = precommit(client, table, label)
+        be_proxy.answer_with(COMMIT_ABORTED_WORDINGS[wording], txn_id)
+        client.abort_transaction(DB, label=label)
+        with pytest.raises(PermanentStreamLoadError, match="is ABORTED"):
+            client.commit_transaction(DB, label=label)
+    assert row_count(server, table) == 0
+
+
+def unknown_shape(reply: dict[str, Any]) -> dict[str, Any] | None:
+    """HTTP 200 with a JSON object of none of Doris's reply shapes."""
+    return {"result": "fine", "detail": reply}
+
+
+def test_a_load_reply_of_unknown_shape_raises_a_typed_error(
+    server: DorisServer, table: str, be_proxy: BeProxy
+) -> None:
+    label = label_for("unknown-shape-load")
+    with proxied_client(server, be_proxy) as client:
+        be_proxy.answer_loads_with(unknown_shape)
+        with pytest.raises(UnrecognisedReply, match="keys") as raised:
+            client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
+        # The load went through behind the unreadable reply: never claimed not loaded.
+        assert not raised.value.definitely_not_loaded
+        assert client.get_load_state(DB, label) is LabelState.VISIBLE
+
+
+def test_a_2pc_reply_of_unknown_shape_is_settled_by_state_or_raised(
+    server: DorisServer, table: str, be_proxy: BeProxy
+) -> None:
+    with proxied_client(server, be_proxy) as client:
+        label = label_for("unknown-shape-2pc")
+        precommit(client, table, label)
+        be_proxy.answer_with(unknown_shape)
+        settled = client.commit_transaction(DB, label=label)
+        other = label_for("unknown-shape-2pc-txn")
+        txn_id = precommit(client, table, other)
+        with pytest.raises(UnrecognisedReply):
+            client.abort_transaction(DB, txn_id=txn_id)
+    assert (settled.reply, settled.state) == (None, LabelState.VISIBLE)
+    assert row_count(server, table) == 3
+
+
+# Factories: losing a reply is stateful, so each test gets a fresh answer.
+REPLAY_ANSWERS: dict[str, Callable[[], Answer]] = {
+    "lost": lose_first_reply,
+    "doris-refusal": lambda: refuse_after_effect(FE_DETAIL + "running transaction not found, label=x"),
+    "old-refusal": lambda: refuse_after_effect(OLD_VISIBLE),
+}
+
+
+@pytest.mark.parametrize("policy", [PrecommittedPolicy.COMMIT, PrecommittedPolicy.ABORT_AND_RELOAD],
+                         ids=lambda policy: policy.value)
+@pytest.mark.parametrize("answer", sorted(REPLAY_ANSWERS))
+def test_replay_of_a_precommitted_label_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, policy: PrecommittedPolicy, answer: str
+) -> None:
+    """The replay finds its label PRECOMMITTED and commits or aborts it; the 2PC operation takes
+    effect but its reply is lost or reads as a refusal. The replay still ends with the rows
+    visible exactly once."""
+    label = label_for(f"replay-{policy.value}-{answer}")
+    with proxied_client(server, be_proxy) as client:
+        precommit(client, table, label)
+        be_proxy.answer_with(REPLAY_ANSWERS[answer]())
+        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES, precommitted_policy=policy)
+        state = client.get_load_state(DB, label)
+    committed = policy is PrecommittedPolicy.COMMIT
+    assert outcome.disposition is (LoadDisposition.ALREADY_LOADED if committed else LoadDisposition.LOADED)
     assert state is LabelState.VISIBLE
     assert row_count(server, table) == 3
 

@@ -9,7 +9,11 @@ import json
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.errors import (
+    ConfigurationError,
+    PermanentStreamLoadError,
+    UnrecognisedReply,
+)
 from airflow_provider_kinesis_doris.core.stream_load import (
     DorisConnectionConfig,
     RetryPolicy,
@@ -115,6 +119,8 @@ def test_transient_failures_are_retryable(message: str) -> None:
         "[INVALID_ARGUMENT]Invalid timeout format",
         "[INVALID_ARGUMENT]label and group_commit can't be set at the same time",
         "[DATA_FILE_TYPE_ERROR]unknown data format, format=xml",
+        # Doris's own text (status.h prints DATA_FILE_TYPE_ERROR, code -1101, as E-1101).
+        "[E-1101]unknown data format, format=xml",
         "[INTERNAL_ERROR]something nobody has seen before",
     ],
 )
@@ -175,8 +181,24 @@ def test_non_json_bodies_fall_back_on_http_status(status: int, outcome: LoadOutc
 
 
 def test_unrecognised_json_object_is_rejected_by_name() -> None:
-    with pytest.raises(ValueError, match="keys"):
+    with pytest.raises(UnrecognisedReply, match="keys"):
         StreamLoadResult.from_json({"foo": 1})
+
+
+def test_http_200_with_an_unknown_json_shape_is_a_typed_permanent_error() -> None:
+    """Not a bare ValueError: callers catch the package's errors, and a ValueError escaping a
+    load would be mistaken for a bug in the caller's own arguments."""
+    with pytest.raises(UnrecognisedReply) as raised:
+        StreamLoadResult.from_http(200, '{"result": "fine"}')
+    assert isinstance(raised.value, PermanentStreamLoadError)
+    assert not isinstance(raised.value, ValueError)
+    assert not raised.value.definitely_not_loaded
+
+
+def test_non_200_with_an_unknown_json_shape_falls_back_on_the_http_status() -> None:
+    """A gateway's JSON error page: its HTTP status is the only thing that can be read."""
+    result = StreamLoadResult.from_http(502, '{"message": "Bad Gateway"}')
+    assert (result.outcome, result.status) == (LoadOutcome.RETRYABLE, "HTTP 502")
 
 
 def test_classify_prefers_permanent_markers_over_retryable_words() -> None:

@@ -17,6 +17,7 @@ from doris_raw import DB, RawDoris, basic
 pytestmark = pytest.mark.integration
 
 _ROW = b"1\ta\t1\n"
+_FE_DETAIL = "TStatus: errCode = 2, detailMessage = "
 
 
 def _error_log(raw: RawDoris, url: str) -> str:
@@ -39,11 +40,11 @@ def test_2pc_by_label_finds_only_running_transactions(raw: RawDoris, dup_table: 
     assert raw.two_pc("commit", label="lbl_1")["status"] == "Success"
     again = raw.two_pc("commit", label="lbl_1")
     assert again == {"status": "ANALYSIS_ERROR",
-                     "msg": "TStatus: errCode = 2, detailMessage = running transaction not found, label=lbl_1"}
+                     "msg": _FE_DETAIL + "running transaction not found, label=lbl_1"}
     abort_visible = raw.two_pc("abort", label="lbl_1")
     assert abort_visible["msg"].endswith("running transaction not found, label=lbl_1")
     never = raw.two_pc("commit", label="never_used")
-    assert never["msg"] == "TStatus: errCode = 2, detailMessage = transaction not found, label=never_used"
+    assert never["msg"] == _FE_DETAIL + "transaction not found, label=never_used"
     assert raw.load_state("lbl_1") == "VISIBLE"
     assert raw.rows(f"SELECT count(*) FROM {dup_table}") == [[1]]
 
@@ -97,12 +98,13 @@ def test_2pc_argument_errors_are_be_internal_errors(raw: RawDoris) -> None:
     bad_id = raw.two_pc("commit", via_fe=False, txn_id="abc")
     assert bad_id == {"status": "INTERNAL_ERROR", "msg": "convert txn_id [abc] failed, reason=stoull"}
     bad_op = raw.two_pc("Commit", via_fe=False, txn_id="1")
-    assert bad_op == {"status": "INTERNAL_ERROR", "msg": "transaction operation should be 'commit' or 'abort'"}
+    assert bad_op == {"status": "INTERNAL_ERROR",
+                      "msg": "transaction operation should be 'commit' or 'abort'"}
     both_bad = raw.two_pc("publish", via_fe=False, txn_id="x1")
     assert both_bad["msg"] == "convert txn_id [x1] failed, reason=stoull"
     # stoull reads the leading digits and ignores the rest, so "7abc" names transaction 7.
     prefix = raw.two_pc("commit", via_fe=False, txn_id="7abc")
-    assert prefix["msg"] == "TStatus: errCode = 2, detailMessage = transaction [7] not found"
+    assert prefix["msg"] == _FE_DETAIL + "transaction [7] not found"
 
 
 # --- 4. abort of a finished transaction ------------------------------------------------------------
@@ -115,8 +117,8 @@ def test_abort_of_a_visible_transaction_names_the_state_in_upper_case(raw: RawDo
     txn_id = raw.stream_load(dup_table, _ROW, label="ab_vis", two_phase_commit="true")["TxnId"]
     assert raw.two_pc("commit", txn_id=str(txn_id))["status"] == "Success"
     refused = raw.two_pc("abort", txn_id=str(txn_id))
-    assert refused == {"status": "ANALYSIS_ERROR", "msg": "TStatus: errCode = 2, detailMessage = "
-                                                          f"transaction [{txn_id}] is already VISIBLE, could not abort."}
+    assert refused == {"status": "ANALYSIS_ERROR",
+                       "msg": _FE_DETAIL + f"transaction [{txn_id}] is already VISIBLE, could not abort."}
     assert raw.rows(f"SELECT count(*) FROM {dup_table}") == [[1]]
 
 
@@ -131,8 +133,8 @@ def test_commit_of_a_user_aborted_transaction(raw: RawDoris, dup_table: str) -> 
     txn_id = raw.stream_load(dup_table, _ROW, label="cm_ab", two_phase_commit="true")["TxnId"]
     assert raw.two_pc("abort", txn_id=str(txn_id))["status"] == "Success"
     late = raw.two_pc("commit", txn_id=str(txn_id))
-    assert late == {"status": "ANALYSIS_ERROR", "msg": "TStatus: errCode = 2, detailMessage = "
-                                                       f"transaction [{txn_id}] is already aborted. abort reason: User Abort"}
+    detail = f"transaction [{txn_id}] is already aborted. abort reason: User Abort"
+    assert late == {"status": "ANALYSIS_ERROR", "msg": _FE_DETAIL + detail}
     twice = raw.two_pc("abort", txn_id=str(txn_id))
     assert twice["msg"].endswith(f"transaction [{txn_id}] is already aborted, abort reason: User Abort")
 
