@@ -67,6 +67,9 @@ class RangeReport:
     rows_filtered: int = 0
     rows_unselected: int = 0
     dead_lettered: int = 0
+    rows_already_loaded: int = 0
+    """Rows of chunks an earlier attempt had loaded (a replay): not sent again."""
+    dead_letters_already_loaded: int = 0
     chunks: int = 0
     chunks_already_loaded: int = 0
     labels: list[str] = field(default_factory=list)
@@ -250,17 +253,22 @@ def _load_chunk(
             executor, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
         )
         report.chunks_already_loaded += loaded is None
-        if loaded is not None:
+        if loaded is None:
+            report.rows_already_loaded += chunk.row_count
+        else:
             report.rows_loaded += loaded.number_loaded_rows
             report.rows_filtered += loaded.number_filtered_rows
             report.rows_unselected += loaded.number_unselected_rows
     if chunk.dead_letters:
         body = b"".join(dead.as_row(pipeline.stream_name) + b"\n" for dead in chunk.dead_letters)
         label = dead_letter_label(*ids)
-        _load_once(
+        loaded = _load_once(
             executor, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
         )
-        report.dead_lettered += len(chunk.dead_letters)
+        if loaded is None:
+            report.dead_letters_already_loaded += len(chunk.dead_letters)
+        else:
+            report.dead_lettered += len(chunk.dead_letters)
 
 
 def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:

@@ -53,6 +53,7 @@ class IntervalResult:
                     loaded=report.rows_loaded,
                     filtered=report.rows_filtered,
                     dead_lettered=report.dead_lettered,
+                    already_loaded={"rows": report.rows_already_loaded, "dead_letters": report.dead_letters_already_loaded},
                     chunks=report.chunks,
                     chunks_already_loaded=report.chunks_already_loaded,
                     lag_ms=report.millis_behind_latest,
@@ -68,6 +69,12 @@ class IntervalResult:
             "loaded": sum(r.rows_loaded for r in self.reports),
             "filtered": sum(r.rows_filtered for r in self.reports),
             "dead_lettered": sum(r.dead_lettered for r in self.reports),
+            # What a replay found loaded by an earlier attempt; "loaded" and "dead_lettered" count
+            # only what this run sent.
+            "already_loaded": {
+                "rows": sum(r.rows_already_loaded for r in self.reports),
+                "dead_letters": sum(r.dead_letters_already_loaded for r in self.reports),
+            },
             "shards": shards,
         }
 

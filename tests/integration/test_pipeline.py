@@ -73,7 +73,13 @@ def test_bad_records_go_to_the_dead_letter_table_and_nothing_is_dropped(world, k
     assert len(reasons) == 3 and summary["dead_lettered"] == 3
     assert any("not JSON" in r for r in reasons) and any("UTF-8" in r for r in reasons)
     assert any("missing required fields ['event_id']" in r for r in reasons)
-    assert summary["records"] == 5
+    assert summary["records"] == 5 and summary["already_loaded"] == {"rows": 0, "dead_letters": 0}
+
+    replay = world["run"](start, end).summary()
+
+    assert replay["loaded"] == 0 and replay["dead_lettered"] == 0, "a replay sends nothing and says so"
+    assert replay["already_loaded"] == {"rows": 2, "dead_letters": 3}
+    assert len(world["dead"]()) == 3
 
 
 def test_intervals_without_records_start_no_runner_and_still_commit(world, kinesis_client) -> None:
