@@ -166,10 +166,12 @@ def resolve_boundary(
     stored = store.get_boundary(shard.shard_id, instant_ms)
     if stored is not None:
         return stored
-    if created_after:
-        proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
-    elif (carried := carried_forward(earlier, instant_ms)) is not None:
+    # An earlier cut that is the shard's end wins over ``created_after``: both hold only for a
+    # shard without records, and a range from SHARD_END back to SHARD_START would stop its loaded run.
+    if (carried := carried_forward(earlier, instant_ms)) is not None:
         proposed = carried
+    elif created_after:
+        proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
     else:
         if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
             raise DataTrimmed(

@@ -349,10 +349,13 @@ class CheckpointStore:
         return self._require_shard(shard_id)
 
     def _range_past_an_empty_gap(self, cut: Boundary) -> ShardRange | None:
-        """The next stored range after ``cut``, if it starts at the very same cut: the intervals
-        between hold no record of the shard. They have no range when their runs listed the shards
-        before this one existed (it was created after their end); a later run of an earlier
-        interval gave it the range that ends at ``cut``."""
+        """The next stored range after ``cut``, if the intervals between hold no record of the
+        shard: it starts at the very same cut, ``cut`` is the shard's end, or it starts at the
+        shard's start. They have no range when their runs listed the shards before this one
+        existed (it was created after their end); a later run of an earlier interval gave it the
+        range that ends at ``cut``."""
+        if cut.kind is BoundaryKind.PENDING:
+            return None
         items = self._query(
             f"{RANGE_PREFIX}{cut.shard_id}#", low=range_key(cut.shard_id, cut.instant_ms + 1), limit=1
         )
@@ -360,7 +363,8 @@ class CheckpointStore:
             return None
         following = self._with_boundaries(items[0])
         same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
-        return following if same_cut and cut.kind is not BoundaryKind.PENDING else None
+        nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
+        return following if same_cut or nothing_between else None
 
     def rewind_high_water_mark(self, shard_id: str, before_ms: int) -> ShardCheckpoint:
         """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is

@@ -88,6 +88,10 @@ def test_backfills_load_every_interval_exactly_once(example, monkeypatch, kinesi
     # Airflow 2.11's executor starts `airflow tasks run` from PATH.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     assert interval_s * 1000 == bounds[1] - bounds[0]
+    # Backfills read the DAG from the metadata DB, where an earlier test may have left this DAG
+    # parsed under its own dates (Airflow 3's dag.test() syncs every DAG of its bundles): without
+    # this, `backfill create` can run on that copy before the dag-processor reparses the file.
+    airflow_cli("dags", "reserialize", env=env)
 
     if AIRFLOW_V_3_0_PLUS:
         with airflow3_services(env, tmp_path) as service_env:
@@ -108,7 +112,6 @@ def test_backfills_load_every_interval_exactly_once(example, monkeypatch, kinesi
                              "--max-active-runs", "3", "--reprocess-behavior", "completed")  # fmt: skip
             runs = _wait_for_runs(service_env, bounds[:4], since)
     else:
-        airflow_cli("dags", "reserialize", env=env)  # 2.11's backfill reads the DAG from the metadata DB
         for loaded in (bounds[1], bounds[3]):
             airflow_cli("dags", "backfill", "-s", _iso(loaded), "-e", _iso(loaded), "-y", DAG_ID, env=env)
         airflow_cli("dags", "backfill", "-s", _iso(bounds[0]), "-e", _iso(bounds[3]), "--reset-dagruns", "-y", DAG_ID, env=env)

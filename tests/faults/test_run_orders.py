@@ -497,6 +497,18 @@ def test_intervals_run_before_a_shard_existed_leave_no_hole_in_its_loaded_run() 
     _play(seal, seal, run(1), split, produce_both_halves(1), merge, produce(2))
 
 
+def test_a_shard_without_records_keeps_its_end_in_every_later_cut() -> None:
+    """Machine counterexample (20,000 examples): split children that closed without records got
+    SHARD_END at interval 0's start (probed) and SHARD_START at its end (a parent's cut left
+    PENDING said they were born later); the range from the end back to the start stopped their
+    loaded run, so they never drained and their merge child waited for ever."""
+    for relaxed_order in (False, True):
+        _play(
+            seal, seal, run(1), split, merge, run(1, Fault("kill_before_store_write", 1), expect="InjectedCrash"),
+            relaxed_order=relaxed_order,
+        )
+
+
 def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None:
     """Interval 1 runs first (the mark passes it), then interval 0 is planned: the mark must not
     stay past interval 0's records until they are loaded, and the child of a later split waits."""
