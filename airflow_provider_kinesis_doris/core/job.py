@@ -71,8 +71,9 @@ class PipelineConfig:
 
     ``doris`` carries no password (see :class:`Credentials`).
 
-    :param transform_path: the user transform as ``package.module:function`` (imported again on
-        each executor into ``mapping.transform``).
+    :param transform_path: the user transform as ``package.module:function``, imported into
+        ``mapping.transform`` when the config is made (in the task, and again on each executor).
+    :raises ConfigurationError: the transform cannot be imported, or 2PC load options.
     :param dead_letter_options: how rows go into ``dead_letter_table``.
     :param initial_position: where a shard's first range starts (see ``core.planner``).
     :param relaxed_order: children do not wait for their parents.
@@ -98,6 +99,10 @@ class PipelineConfig:
     retry_policy: RetryPolicy = RetryPolicy()
 
     def __post_init__(self) -> None:
+        if self.transform_path and self.mapping.transform is None:
+            # Imported here, where the config is made (before planning, in the task and on every
+            # executor), so each runner maps with the same function and a bad path loads nothing.
+            object.__setattr__(self, "mapping", replace(self.mapping, transform=import_transform(self.transform_path)))
         for name in ("load_options", "dead_letter_options"):
             if getattr(self, name).two_phase_commit:
                 # A pre-committed load is not visible: checkpoints would move past data that Doris
@@ -133,7 +138,6 @@ class PipelineConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PipelineConfig:
-        transform_path = data["transform_path"]
         return cls(
             **{
                 **data,
@@ -144,7 +148,6 @@ class PipelineConfig:
                 "mapping": RecordMapping(
                     metadata_columns=tuple(data["mapping"]["metadata_columns"]),
                     required_fields=tuple(data["mapping"]["required_fields"]),
-                    transform=import_transform(transform_path) if transform_path else None,
                 ),
                 "chunk_limits": ChunkLimits(**data["chunk_limits"]),
                 "retry_policy": RetryPolicy(**data["retry_policy"]),
@@ -211,9 +214,12 @@ def import_transform(path: str) -> Any:
     import importlib
 
     try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigurationError(f"Cannot import transform {path!r}: {exc}") from exc
+        function = getattr(importlib.import_module(module_name), attribute)
+    except Exception as exc:  # noqa: BLE001 - a module failing on import (SyntaxError, NameError ...) is a bad path too
+        raise ConfigurationError(f"Cannot import transform {path!r}: {type(exc).__name__}: {exc}") from exc
+    if not callable(function):
+        raise ConfigurationError(f"transform {path!r} is a {type(function).__name__}, not a function")
+    return function
 
 
 def balance_groups(

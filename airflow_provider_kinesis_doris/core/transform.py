@@ -106,10 +106,25 @@ class DeadLetter:
         ).encode("utf-8")
 
 
+MAX_NESTING = 256
+"""Arrays and objects a payload may nest. Deeper ones are dead letters: Python's decoder recurses
+once per level and fails near the interpreter's recursion limit (lower on a deep call stack)."""
+
+
 def map_record(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
-    """Decode ``record`` as a JSON object and apply ``mapping``."""
+    """Decode ``record`` as a JSON object and apply ``mapping``; any failure for this record
+    (decoding, the transform, encoding the row) is its dead letter, never the run's."""
+    try:
+        return _map(record, mapping)
+    except Exception as exc:  # noqa: BLE001 - one record must not stop the pipeline (a poison pill)
+        return DeadLetter(record, f"mapping raised {type(exc).__name__}: {exc}")
+
+
+def _map(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
     if not record.data:
         return DeadLetter(record, "payload is empty")
+    if (depth := _nesting_beyond(record.data, MAX_NESTING)) is not None:
+        return DeadLetter(record, f"payload nests more than {MAX_NESTING} arrays/objects deep (at byte {depth})")
     try:
         # Decode explicitly: json.loads(bytes) guesses UTF-16/32 and can misread binary payloads.
         payload = json.loads(record.data.decode("utf-8"), parse_constant=_reject_constant)
@@ -126,6 +141,8 @@ def map_record(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLette
             return DeadLetter(record, f"transform raised {type(exc).__name__}: {exc}")
         if payload is None:
             return DeadLetter(record, "transform rejected the record")
+        if not isinstance(payload, dict):
+            return DeadLetter(record, f"transform returned {type(payload).__name__}, expected a dict or None")
     missing = [name for name in mapping.required_fields if payload.get(name) is None]
     if missing:
         return DeadLetter(record, f"missing required fields {missing}")
@@ -134,6 +151,34 @@ def map_record(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLette
         return Row(record, _spliced_line(record.data, payload, metadata))
     payload.update(metadata)
     return Row(record, _json_line(payload))
+
+
+def _nesting_beyond(data: bytes, limit: int) -> int | None:
+    """The offset where ``data`` opens its ``limit + 1``-th nested array/object, if it does.
+
+    Counting brackets (C speed) rules out nearly every payload; only one with more brackets than
+    the limit is scanned, skipping strings, whose brackets do not nest.
+    """
+    if data.count(b"[") + data.count(b"{") <= limit:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for offset, byte in enumerate(data):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            if depth > limit:
+                return offset
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return None
 
 
 def _reject_constant(name: str) -> Any:

@@ -28,7 +28,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import loader_pipeline_id
@@ -222,27 +222,10 @@ class KinesisToDorisOperator(BaseOperator):
         doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
-        config = PipelineConfig(
-            pipeline_id=loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table),
-            stream_name=self.stream_name,
-            checkpoint_table=self.checkpoint_table,
-            doris_database=database,
-            doris_table=table,
-            dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
-            doris=replace(doris_config, password=""),
-            aws=AwsSettings(
-                region_name=kinesis_hook.conn.meta.region_name,
-                kinesis_endpoint_url=kinesis_hook.conn.meta.endpoint_url,
-                dynamodb_endpoint_url=dynamodb_hook.conn.meta.endpoint_url,
-            ),
-            load_options=self._load_options(),
-            mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
-            transform_path=self.transform,
-            chunk_limits=self.chunk_limits,
-            initial_position=self.initial_position,
-            relaxed_order=self.relaxed_order,
-            parallelism=self.parallelism,
-        )
+        try:
+            config = self._pipeline_config(kinesis_hook, dynamodb_hook, doris_config, database, table)
+        except ConfigurationError as exc:
+            raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         steps = _Steps()
         store = _StepTrackingStore(dynamodb_hook.conn, self.checkpoint_table, config.pipeline_id, steps=steps)
         if self.create_checkpoint_table:
@@ -274,6 +257,33 @@ class KinesisToDorisOperator(BaseOperator):
         for shard_id, shard in summary["shards"].items():
             self.log.info("shard %s: %s", shard_id, shard)
         return summary
+
+    def _pipeline_config(
+        self, kinesis_hook: KinesisHook, dynamodb_hook: AwsBaseHook, doris_config: DorisConnectionConfig,
+        database: str, table: str,
+    ) -> PipelineConfig:  # fmt: skip
+        """The pipeline's settings, with the transform imported (before anything is planned)."""
+        return PipelineConfig(
+            pipeline_id=loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table),
+            stream_name=self.stream_name,
+            checkpoint_table=self.checkpoint_table,
+            doris_database=database,
+            doris_table=table,
+            dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
+            doris=replace(doris_config, password=""),
+            aws=AwsSettings(
+                region_name=kinesis_hook.conn.meta.region_name,
+                kinesis_endpoint_url=kinesis_hook.conn.meta.endpoint_url,
+                dynamodb_endpoint_url=dynamodb_hook.conn.meta.endpoint_url,
+            ),
+            load_options=self._load_options(),
+            mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
+            transform_path=self.transform,
+            chunk_limits=self.chunk_limits,
+            initial_position=self.initial_position,
+            relaxed_order=self.relaxed_order,
+            parallelism=self.parallelism,
+        )
 
     def _spark_step(self) -> str:
         if self.spark_remote:

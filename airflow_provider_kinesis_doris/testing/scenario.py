@@ -38,6 +38,14 @@ def event(event_id: int, user_id: str | None = None, amount: int = 1) -> dict[st
     return {"event_id": event_id, "user_id": user_id or f"user-{event_id % 17}", "amount": amount}
 
 
+def prefix_user(row: dict[str, Any]) -> dict[str, Any] | None:
+    """A user transform as DAGs name it (``...scenario:prefix_user``): prefixes ``user_id``,
+    rejects events whose amount is negative."""
+    if row.get("amount", 0) < 0:
+        return None
+    return {**row, "user_id": f"tx-{row['user_id']}"}
+
+
 def put_records(kinesis: Any, stream: str, payloads: Iterable[tuple[str, bytes]]) -> list[dict[str, Any]]:
     """PutRecords in batches of 500, retrying what the service refused; returns every result
     entry (ShardId, SequenceNumber) in input order."""

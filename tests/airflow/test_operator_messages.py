@@ -9,6 +9,7 @@ Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``).
 from __future__ import annotations
 
 import importlib.util
+import base64
 import itertools
 import json
 from datetime import datetime, timezone
@@ -67,6 +68,7 @@ with DAG(
         checkpoint_table="{checkpoint_table}",
         seal_grace=timedelta(0),
         use_spark=os.environ.get("KD_MESSAGES_USE_SPARK", "false") == "true",
+        transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
         spark_master="local[2]",
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
@@ -286,3 +288,46 @@ def _interval_with_records(kinesis_client: Any, stream: str) -> datetime:
         put_events(kinesis_client, stream, [event(i) for i in range(5, 10)])
     wait_past(end_ms)
     return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+
+
+# --- the user transform, in both runners ----------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("use_spark", [False, True], ids=["in-task", "spark"])
+def test_both_runners_apply_the_transform_and_dead_letter_what_it_rejects(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
+    use_spark: bool,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_TRANSFORM", "airflow_provider_kinesis_doris.testing.scenario:prefix_user")
+    monkeypatch.setenv("KD_MESSAGES_USE_SPARK", str(use_spark).lower())
+    create_stream(kinesis_client, stack["stream"], 1)
+    end_ms = next_interval_end()
+    put_events(kinesis_client, stack["stream"], [event(i) for i in range(6)] + [event(6, amount=-5)])
+    assert now_ms() < end_ms, "the records must arrive inside one interval"
+    wait_past(end_ms)
+
+    dag_run = run(dags().load, datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    rows = doris_server.execute_sql(DB, f"SELECT event_id, user_id FROM {stack['table']} ORDER BY event_id")
+    assert [tuple(row) for row in rows] == [(i, f"tx-user-{i % 17}") for i in range(6)]
+    dead = doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {stack['table']}_dead_letter")
+    assert [(reason, json.loads(base64.b64decode(payload))["event_id"]) for reason, payload in dead] == [
+        ("transform rejected the record", 6)
+    ]
+
+
+@pytest.mark.integration
+def test_a_transform_that_does_not_import_fails_before_planning(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, failures: list[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_TRANSFORM", "kd_no_such_module:prefix")
+    end = _interval_with_records(kinesis_client, stack["stream"])
+
+    message = failed_with(run(dags().load, end), failures)
+
+    assert message == (
+        "The operator's settings are invalid; nothing was planned or loaded: Cannot import transform "
+        "'kd_no_such_module:prefix': ModuleNotFoundError: No module named 'kd_no_such_module'"
+    ), message

@@ -3,6 +3,8 @@ after its parents in one partition (I5)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -94,3 +96,26 @@ def test_balance_is_within_one_shard_of_even(weights: list[int], parallelism: in
     loads = [sum(weights[i] for i in g) for g in groups]
     assert max(loads) - min(loads) <= max(weights)
     assert groups == balance_groups(ranges, parallelism, {f"s{i}": w for i, w in enumerate(weights)})
+
+
+def test_the_transform_is_imported_where_the_config_is_made_and_again_from_json() -> None:
+    from airflow_provider_kinesis_doris.testing.scenario import prefix_user
+
+    made = config(transform_path="airflow_provider_kinesis_doris.testing.scenario:prefix_user")
+    assert made.mapping.transform is prefix_user  # the in-task runner maps with it too
+    assert PipelineConfig.from_dict(json.loads(json.dumps(made.to_dict()))).mapping.transform is prefix_user
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("no_such_module:f", "Cannot import transform 'no_such_module:f': ModuleNotFoundError: No module named 'no_such_module'"),
+        ("json:no_such_function", "Cannot import transform 'json:no_such_function': AttributeError: module 'json' has no attribute 'no_such_function'"),
+        ("json:__name__", "transform 'json:__name__' is a str, not a function"),
+        ("json.loads", "transform must be 'package.module:function', got 'json.loads'"),
+    ],
+)
+def test_a_transform_that_does_not_import_fails_the_config_naming_it(path: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        config(transform_path=path)
+    assert str(raised.value) == message

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-from airflow_provider_kinesis_doris.core.transform import DeadLetter, RecordMapping, Row, map_record
+from airflow_provider_kinesis_doris.core.transform import MAX_NESTING, DeadLetter, RecordMapping, Row, map_record
 
 
 def record(data: bytes, sequence: int = 100, sub: int = 0) -> KinesisRecord:
@@ -135,3 +135,36 @@ def test_dead_letter_table_is_created_with_the_given_properties(doris_server) ->
     assert one_be.endswith('\nPROPERTIES ("replication_num" = "1")')
     assert "PROPERTIES" not in dead_letter_ddl("dead_letter_props", "default")
     assert ("one_be",) in doris_server.execute_sql("dead_letter_props", "SHOW TABLES")
+
+
+# --- poison pills: one record's failure is its dead letter, never the run's ----------------------
+
+
+def test_a_payload_nested_deeper_than_the_limit_is_a_dead_letter_not_a_recursion_error() -> None:
+    deep = record(b"[" * 100_000 + b"]" * 100_000)
+    mapped = map_record(deep, RecordMapping())
+    assert isinstance(mapped, DeadLetter)
+    assert mapped.reason == f"payload nests more than {MAX_NESTING} arrays/objects deep (at byte {MAX_NESTING})"
+
+
+def test_nesting_up_to_the_limit_loads_and_brackets_inside_strings_do_not_count() -> None:
+    at_limit = b'{"a":' + b"[" * (MAX_NESTING - 1) + b"]" * (MAX_NESTING - 1) + b"}"
+    assert isinstance(map_record(record(at_limit), RecordMapping()), Row)
+    one_more = b'{"a":' + b"[" * MAX_NESTING + b"]" * MAX_NESTING + b"}"
+    assert isinstance(map_record(record(one_more), RecordMapping()), DeadLetter)
+    quoted = json.dumps({"text": "[{" * MAX_NESTING, "escaped": '\\"[[[' * MAX_NESTING}).encode()
+    assert json.loads(map_record(record(quoted), RecordMapping()).line) == json.loads(quoted)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("transform", "reason"),
+    [
+        (lambda row: [row], "transform returned list, expected a dict or None"),
+        (lambda row: {"day": __import__("datetime").date(2026, 1, 1)}, "mapping raised TypeError: Object of type date is not JSON serializable"),
+        (lambda row: row["absent"], "transform raised KeyError: 'absent'"),
+    ],
+)
+def test_a_transform_result_that_cannot_be_a_row_is_a_dead_letter(transform, reason: str) -> None:  # type: ignore[no-untyped-def]
+    mapped = map_record(record(b'{"a": 1}'), RecordMapping(transform=transform))
+    assert isinstance(mapped, DeadLetter)
+    assert mapped.reason == reason

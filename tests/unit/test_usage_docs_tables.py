@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -69,6 +70,7 @@ def test_the_metadata_formats() -> None:
         (b'{"event_id": NaN}', "payload is not JSON: NaN is not valid JSON"),
         (b"[1, 2]", "payload is JSON list, expected an object"),
         (b'{"event_id": null}', "missing required fields ['event_id']"),
+        (b"[" * 300 + b"]" * 300, "payload nests more than 256 arrays/objects deep (at byte 256)"),
     ],
 )
 def test_the_documented_reasons(data: bytes, reason: str) -> None:
@@ -86,5 +88,14 @@ def test_the_transform_reasons_are_documented() -> None:
 
     assert map_record(_record(b"{}"), RecordMapping(transform=rejects)).reason == "transform rejected the record"  # type: ignore[union-attr]
     assert map_record(_record(b"{}"), RecordMapping(transform=raises)).reason == "transform raised ValueError: bad amount"  # type: ignore[union-attr]
+    def lists(payload: dict) -> list:  # type: ignore[type-arg]
+        return [payload]
+
+    def dates(payload: dict) -> dict:  # type: ignore[type-arg]
+        return {"day": date(2026, 1, 1)}
+
+    for transform in (lists, dates):
+        reason = map_record(_record(b"{}"), RecordMapping(transform=transform)).reason  # type: ignore[union-attr]
+        assert f"`{reason}`" in USAGE
     assert "`transform rejected the record`" in USAGE and "`transform raised ValueError: ...`" in USAGE
     assert f"`{RECORDED_DEAD_LETTER}`" in USAGE
