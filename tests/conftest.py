@@ -6,6 +6,7 @@ real ``~/airflow`` or real AWS.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,3 +120,31 @@ def doris_server():  # type: ignore[no-untyped-def]
 
     with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
         yield server
+
+
+def use_local_stack_connections(
+    monkeypatch: pytest.MonkeyPatch, kinesis_endpoint: str, dynamodb_endpoint: str, doris_server: Any, schema: str
+) -> None:
+    """``aws_default`` and ``doris_default`` pointing at the local stack, set as a user would
+    (``AIRFLOW_CONN_*`` environment variables)."""
+    aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_endpoint,
+                 "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
+        {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
+    monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
+        {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
+         "password": DORIS_PASSWORD, "schema": schema}))  # fmt: skip
+
+
+def dag_file_in_a_bundle(monkeypatch: pytest.MonkeyPatch, folder: Path, bundle: str, file_name: str, text: str) -> Path:
+    """Write a DAG file into ``folder`` and add the folder to Airflow's DAG bundles (Airflow 3's
+    ``dag.test()`` runs only DAGs it finds in a bundle); the file's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / file_name
+    path.write_text(text)
+    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
+        {"name": "dags-folder", "classpath": local, "kwargs": {}},
+        {"name": bundle, "classpath": local, "kwargs": {"path": str(folder)}},
+    ]))  # fmt: skip
+    return path

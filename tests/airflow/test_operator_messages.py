@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.testing.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
-from tests.conftest import DORIS_PASSWORD, DORIS_USER
+from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
 
 pytestmark = [pytest.mark.airflow]
 
@@ -78,17 +78,10 @@ with DAG(
 def dags(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     """Loads ``DAG_FILE`` (after the test has set its environment) from a folder added to
     Airflow's DAG bundles; returns the module."""
-    folder = tmp_path / "bundle"
-    folder.mkdir()
-    (folder / "kd_messages.py").write_text(DAG_FILE)
-    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "dags-folder", "classpath": local, "kwargs": {}},
-        {"name": "kd-messages", "classpath": local, "kwargs": {"path": str(folder)}},
-    ]))  # fmt: skip
+    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-messages", "kd_messages.py", DAG_FILE)
 
     def load() -> Any:
-        spec = importlib.util.spec_from_file_location(f"kd_messages_{next(_names)}", folder / "kd_messages.py")
+        spec = importlib.util.spec_from_file_location(f"kd_messages_{next(_names)}", path)
         module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
         spec.loader.exec_module(module)  # type: ignore[union-attr]
         return module
@@ -104,13 +97,7 @@ def stack(monkeypatch: pytest.MonkeyPatch, kinesis_client: Any, kinesis_mock_end
     stream, table = f"messages-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     doris_server.execute_sql(DB, events_table_ddl(table))
-    aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_mock_endpoint,
-                 "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
-        {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
-    monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
-        {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
-         "password": DORIS_PASSWORD, "schema": DB}))  # fmt: skip
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
     monkeypatch.setenv("KD_MESSAGES_STREAM", stream)
     monkeypatch.setenv("KD_MESSAGES_TABLE", f"{DB}.{table}")
     return {"stream": stream, "table": table}

@@ -17,6 +17,8 @@ from typing import Any
 import pendulum
 import pytest
 
+from tests.conftest import dag_file_in_a_bundle
+
 pytestmark = [pytest.mark.airflow]
 
 START = pendulum.datetime(2026, 1, 1, tz="UTC")
@@ -154,16 +156,9 @@ def test_dag_test_with_a_date_runs_the_interval_ending_there(
 ) -> None:
     from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
-    folder = tmp_path / "bundle"
-    folder.mkdir()
-    (folder / "kd_usage_dates.py").write_text(DAG_FILE)
-    local = "airflow.dag_processing.bundles.local.LocalDagBundle"
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps([
-        {"name": "dags-folder", "classpath": local, "kwargs": {}},
-        {"name": "kd-usage", "classpath": local, "kwargs": {"path": str(folder)}},
-    ]))  # fmt: skip
+    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-usage", "kd_usage_dates.py", DAG_FILE)
     monkeypatch.setenv("KD_USAGE_OUT", str(tmp_path / "interval.json"))
-    spec = importlib.util.spec_from_file_location(f"kd_usage_dates_{next(_names)}", folder / "kd_usage_dates.py")
+    spec = importlib.util.spec_from_file_location(f"kd_usage_dates_{next(_names)}", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     date = pendulum.datetime(2026, 1, 1, 0, 30, tz="UTC")

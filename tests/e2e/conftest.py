@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import json
 from datetime import datetime, timezone
 
 import pytest
 
 from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl
-from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
+from tests.conftest import REPO_ROOT, use_local_stack_connections
 
 DB = "e2e"
 INTERVAL_S = 2
@@ -26,13 +25,7 @@ def example(monkeypatch, airflow_db, kinesis_client, kinesis_mock_endpoint, dyna
     create_stream(kinesis_client, stream, 2)
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     doris_server.execute_sql(DB, events_table_ddl(table))
-    aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_mock_endpoint,
-                 "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
-    monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
-        {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
-    monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
-        {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
-         "password": DORIS_PASSWORD, "schema": DB}))  # fmt: skip
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
     env = {
         "KD_EXAMPLE_STREAM": stream,
         "KD_EXAMPLE_TABLE": f"{DB}.{table}",
