@@ -127,6 +127,8 @@ class ShardCheckpoint:
     high_water_mark: Boundary | None
     last_lag_ms: int | None
     updated_ms: int
+    registered_ms: int | None = None
+    """When a run first listed the shard (None for shards registered before this was kept)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +213,7 @@ def _shard_from_item(item: Mapping[str, Any]) -> ShardCheckpoint:
         high_water_mark=mark,
         last_lag_ms=int(item["last_lag_ms"]) if "last_lag_ms" in item else None,
         updated_ms=int(item["updated_ms"]),
+        registered_ms=int(item["registered_ms"]) if "registered_ms" in item else None,
     )
 
 
@@ -298,6 +301,7 @@ class CheckpointStore:
             "lease_counter": 0,
             "updated_ms": self._clock(),
         }
+        item["registered_ms"] = item["updated_ms"]
         if self._put_new(item):
             parents = list(info.parent_ids)
             log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
@@ -350,21 +354,44 @@ class CheckpointStore:
 
     def _range_past_an_empty_gap(self, cut: Boundary) -> ShardRange | None:
         """The next stored range after ``cut``, if the intervals between hold no record of the
-        shard: it starts at the very same cut, ``cut`` is the shard's end, or it starts at the
-        shard's start. They have no range when their runs listed the shards before this one
-        existed (it was created after their end); a later run of an earlier interval gave it the
-        range that ends at ``cut``."""
-        if cut.kind is BoundaryKind.PENDING:
-            return None
+        shard. They have no range when their runs listed the shards before this one existed (a
+        later run of an earlier interval gave it the range that ends at ``cut``). Empty for sure:
+        the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
+        shard's start, or the interval before the range was planned before the shard existed."""
         items = self._query(
             f"{RANGE_PREFIX}{cut.shard_id}#", low=range_key(cut.shard_id, cut.instant_ms + 1), limit=1
         )
         if not items:
             return None
         following = self._with_boundaries(items[0])
+        resolved = cut.kind is not BoundaryKind.PENDING
         same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
         nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
-        return following if same_cut or nothing_between else None
+        if resolved and (same_cut or nothing_between):
+            return following
+        return following if self._planned_before_it_existed(cut.shard_id, following.interval_start_ms) else None
+
+    def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
+        """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
+        this shard was registered. Every run registers each shard it lists before it plans any
+        range, so that run did not list this one: it was created later, after the interval's end
+        (runs plan sealed intervals only), and holds no record before ``until_ms``."""
+        shard = self.get_shard(shard_id)
+        if shard is None or shard.registered_ms is None:
+            return False
+        ancestors, seen = list(shard.parent_ids), set()
+        while ancestors:
+            ancestor = ancestors.pop()
+            if ancestor in seen:
+                continue
+            seen.add(ancestor)
+            items = self._query(f"{RANGE_PREFIX}{ancestor}#", high=range_key(ancestor, until_ms - 1), descending=True, limit=1)
+            if items and int(items[0]["interval_end_ms"]) == until_ms and "planned_ms" in items[0]:
+                if int(items[0]["planned_ms"]) < shard.registered_ms:
+                    return True
+            if (checkpoint := self.get_shard(ancestor)) is not None:
+                ancestors.extend(checkpoint.parent_ids)
+        return False
 
     def rewind_high_water_mark(self, shard_id: str, before_ms: int) -> ShardCheckpoint:
         """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
@@ -407,7 +434,12 @@ class CheckpointStore:
             mark = first.end
         while mark.kind is not BoundaryKind.SHARD_END:
             following = self.get_range(shard_id, mark.instant_ms) or self._range_past_an_empty_gap(mark)
-            if following is None or following.state is not RangeState.LOADED:
+            if following is None:
+                break
+            # Across an empty gap, everything before the next range is loaded: its children may
+            # read the intervals the gap spans (the next range is read before them).
+            mark = following.start if following.interval_start_ms != mark.instant_ms else mark
+            if following.state is not RangeState.LOADED:
                 break
             mark = following.end
         if mark.kind is BoundaryKind.PENDING:
