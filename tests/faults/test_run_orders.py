@@ -15,7 +15,7 @@ pass over every interval would repair what a green run skipped and hide it), and
 produced record is visible exactly once, every run is green (no shard waits), and every closed
 shard is drained.
 
-``KD_ORDERS_EXAMPLES`` sets the number of examples (``make test`` runs 300, ``make proof`` 5,000).
+``KD_ORDERS_EXAMPLES`` sets the number of examples (``make test`` runs 300, ``make proof`` 30,000).
 """
 
 from __future__ import annotations
