@@ -785,6 +785,18 @@ class CheckpointStore:
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["content"])
 
+    def amend_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, settled: str, amended: str) -> str:
+        """Replace a chunk's settled content, only if it is still ``settled``: for rows Doris refused
+        when the chunk was loaded as settled (its load failed whole, so nothing of it is visible).
+
+        :return: the content stored now (ours, or another run's amendment that came first).
+        """
+        sk = f"{_range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        self._update(sk, {"content": amended, "updated_ms": self._clock()}, {"content": settled})
+        item = self._get(sk)
+        assert item is not None, "settled contents are never deleted"
+        return str(item["content"])
+
     def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
         """The settled contents of the range's chunks (one Query of the range's own items)."""
         return [str(item["content"]) for item in self._query(_range_contents_prefix(shard_id, interval_start_ms))]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Position
@@ -27,6 +27,7 @@ _MAX_POSITION = Position(2**200, 2**31)
 MAX_CONTENT_CHARS = 300_000
 """The longest encoded :class:`ChunkContent`: it is stored in one DynamoDB item (400 KB at most)."""
 RECORDED_DEAD_LETTER = "dead-lettered when its chunk was first loaded; it maps to a row now"
+_MAX_REASON_CHARS = 500
 
 
 class ChunkContentChanged(KinesisDorisError):
@@ -93,6 +94,13 @@ class ChunkContent:
     last: Position
     records: int
     dead: tuple[int, ...]
+    refused: Mapping[int, str] = field(default_factory=dict, compare=False)
+    """Dead letters because Doris refused their rows: ordinal → Doris's reason."""
+
+    def with_refused(self, refused: Mapping[int, str]) -> ChunkContent:
+        """This content with more records dead-lettered for Doris's ``refused`` reasons."""
+        merged = {**self.refused, **{ordinal: reason[:_MAX_REASON_CHARS] for ordinal, reason in refused.items()}}
+        return ChunkContent(self.first, self.last, self.records, tuple(sorted({*self.dead, *refused})), merged)
 
     def encode(self) -> str:
         """The stored form; raises :class:`ChunkContentTooLarge` past :data:`MAX_CONTENT_CHARS`."""
@@ -103,7 +111,10 @@ class ChunkContent:
             else:
                 runs.append([ordinal, ordinal])
         dead = ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-        text = json.dumps({"first": self.first.encode(), "last": self.last.encode(), "records": self.records, "dead": dead})
+        stored: dict[str, object] = {"first": self.first.encode(), "last": self.last.encode(), "records": self.records, "dead": dead}
+        if self.refused:
+            stored["refused"] = {str(ordinal): reason for ordinal, reason in sorted(self.refused.items())}
+        text = json.dumps(stored)
         if len(text) > MAX_CONTENT_CHARS:
             raise ChunkContentTooLarge(
                 f"Chunk {self.first.encode()}..{self.last.encode()} has {len(self.dead)} dead letters among "
@@ -120,7 +131,8 @@ class ChunkContent:
         for run in filter(None, data["dead"].split(",")):
             low, _, high = run.partition("-")
             dead.extend(range(int(low), int(high or low) + 1))
-        return cls(Position.decode(data["first"]), Position.decode(data["last"]), int(data["records"]), tuple(dead))
+        refused = {int(ordinal): str(reason) for ordinal, reason in data.get("refused", {}).items()}
+        return cls(Position.decode(data["first"]), Position.decode(data["last"]), int(data["records"]), tuple(dead), refused)
 
 
 def follow_contents(mapped: Iterable[Row | DeadLetter], contents: Mapping[Position, ChunkContent]) -> Iterator[Row | DeadLetter]:
@@ -150,7 +162,7 @@ def _follow(mapped: Iterable[Row | DeadLetter], contents: Mapping[Position, Chun
             current, dead, ordinal = contents[position], frozenset(contents[position].dead), 0
         if current is not None:
             if ordinal in dead and isinstance(item, Row):
-                item = DeadLetter(item.record, RECORDED_DEAD_LETTER)
+                item = DeadLetter(item.record, current.refused.get(ordinal, RECORDED_DEAD_LETTER))
             elif ordinal not in dead and isinstance(item, DeadLetter):
                 raise ChunkContentChanged(
                     f"Record {position.encode()} of shard {item.record.shard_id} is a row of chunk "

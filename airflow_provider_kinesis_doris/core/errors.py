@@ -5,6 +5,8 @@ Messages name the bad input (stream, shard, label, table) and never carry creden
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KinesisDorisError(Exception):
     """Base of every error raised by this package."""
@@ -60,11 +62,14 @@ class RetryableStreamLoadError(StreamLoadError):
 
 
 class PermanentStreamLoadError(StreamLoadError):
-    """Data quality (see ``error_url``), unknown table, authentication, bad header."""
+    """Data quality (see ``error_url``), unknown table, authentication, bad header.
 
-    def __init__(self, message: str, *, error_url: str | None = None) -> None:
+    ``result`` is Doris's reply (a ``StreamLoadResult``) when the failure is one."""
+
+    def __init__(self, message: str, *, error_url: str | None = None, result: Any = None) -> None:
         super().__init__(message)
         self.error_url = error_url
+        self.result = result
 
 
 class UnrecognisedReply(PermanentStreamLoadError):

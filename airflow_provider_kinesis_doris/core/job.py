@@ -78,6 +78,9 @@ class PipelineConfig:
     :param initial_position: where a shard's first range starts (see ``core.planner``).
     :param relaxed_order: children do not wait for their parents.
     :param parallelism: Spark partitions at most (default: one per shard range).
+    :param max_bad_record_ratio: the share of a chunk's rows Doris may refuse; they become dead
+        letters. Above it (and from ``core.loader.FEW_REFUSED_ROWS`` rows) the load fails: the
+        table and the records probably do not match.
     """
 
     pipeline_id: str
@@ -97,12 +100,15 @@ class PipelineConfig:
     relaxed_order: bool = False
     parallelism: int | None = None
     retry_policy: RetryPolicy = RetryPolicy()
+    max_bad_record_ratio: float = 0.5
 
     def __post_init__(self) -> None:
         if self.transform_path and self.mapping.transform is None:
             # Imported here, where the config is made (before planning, in the task and on every
             # executor), so each runner maps with the same function and a bad path loads nothing.
             object.__setattr__(self, "mapping", replace(self.mapping, transform=import_transform(self.transform_path)))
+        if not 0 <= self.max_bad_record_ratio <= 1:
+            raise ConfigurationError(f"max_bad_record_ratio must be between 0 and 1, got {self.max_bad_record_ratio}")
         for name in ("load_options", "dead_letter_options"):
             if getattr(self, name).two_phase_commit:
                 # A pre-committed load is not visible: checkpoints would move past data that Doris

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow_provider_kinesis_doris.core.checkpoints import (
     CHUNK_INTENT,
@@ -41,19 +41,36 @@ from airflow_provider_kinesis_doris.core.chunks import (
     cut_chunks,
     follow_contents,
 )
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, StreamLoadError, UnresolvableLoad
+from airflow_provider_kinesis_doris.core.errors import (
+    DataTrimmed,
+    KinesisDorisError,
+    PermanentStreamLoadError,
+    StreamLoadError,
+    UnresolvableLoad,
+)
 from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
 from airflow_provider_kinesis_doris.core.reader import RangeReader
+from airflow_provider_kinesis_doris.core.rejections import find_refused_rows, refused_rows
 from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.stream_load_result import LabelState
+from airflow_provider_kinesis_doris.core.stream_load_result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.core.transform import map_record
 
 log = logging.getLogger(__name__)
 
 _LOADED_STATES = frozenset({LabelState.VISIBLE.value, LabelState.COMMITTED.value})
+
+
+FEW_REFUSED_ROWS = 10
+"""Fewer rows refused in a chunk are dead-lettered whatever their share (a small chunk at the end of
+an interval may hold one bad record and little else); from this many, ``max_bad_record_ratio``
+applies."""
+
+
+class RowsRefused(KinesisDorisError):
+    """Doris refused rows of a chunk, now settled as dead letters: the range is read again."""
 
 
 @dataclass
@@ -148,10 +165,39 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
 
 
 def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
-    """Read ``shard_range`` and load it, chunk by chunk, exactly once."""
-    pipeline, store = executor.job.pipeline, executor.store
+    """Read ``shard_range`` and load it, chunk by chunk, exactly once.
+
+    A chunk whose rows Doris refuses (data quality) gets those records settled as dead letters
+    with Doris's reasons, and the range is read again: the chunk goes out under the same labels
+    without them (nothing of it was visible), the chunks before it are not loaded again.
+    """
     started = time.monotonic()
     report = RangeReport(shard_range.shard_id, shard_range.interval_start_ms)
+    sent: set[Position] = set()
+    while True:
+        try:
+            outcome = _read_and_load(executor, shard_range, report, sent)
+            break
+        except RowsRefused as refused:
+            log.warning("%s; reading the range again to load that chunk without them", refused)
+    report.end = boundary_to_dict(outcome.end)
+    report.drained = outcome.drained
+    report.last_position = outcome.last_position.encode() if outcome.last_position else None
+    report.millis_behind_latest = outcome.millis_behind_latest
+    report.get_records_calls = outcome.get_records_calls
+    report.seconds = round(time.monotonic() - started, 3)
+    log.info(
+        "shard %s interval %s: %d records, %d rows loaded, %d filtered, %d dead-lettered, %d chunks (%d already loaded)",
+        shard_range.shard_id, shard_range.interval_start_ms, report.records, report.rows_loaded,
+        report.rows_filtered, report.dead_lettered, report.chunks, report.chunks_already_loaded,
+    )  # fmt: skip
+    return report
+
+
+def _read_and_load(executor: Executor, shard_range: ShardRange, report: RangeReport, sent: set[Position]) -> Any:
+    """One pass over the range; chunks whose first position is in ``sent`` were loaded (and
+    counted) by an earlier pass of this run. Returns the reader's outcome."""
+    pipeline, store = executor.job.pipeline, executor.store
     recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(executor.kinesis, shard_range, store)
@@ -167,23 +213,13 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
         for chunk in cut_chunks(mapped, limits, spans):
             if in_flight is not None:
                 in_flight.result()
+            if chunk.first in sent:
+                continue
             recorded_chunk = by_span.get((chunk.first, chunk.last))
-            in_flight = loads.submit(_load_chunk, executor, shard_range, chunk, recorded_chunk, report)
+            in_flight = loads.submit(_load_chunk, executor, shard_range, chunk, recorded_chunk, report, sent)
         if in_flight is not None:
             in_flight.result()
-    outcome = reader.outcome
-    report.end = boundary_to_dict(outcome.end)
-    report.drained = outcome.drained
-    report.last_position = outcome.last_position.encode() if outcome.last_position else None
-    report.millis_behind_latest = outcome.millis_behind_latest
-    report.get_records_calls = outcome.get_records_calls
-    report.seconds = round(time.monotonic() - started, 3)
-    log.info(
-        "shard %s interval %s: %d records, %d rows loaded, %d filtered, %d dead-lettered, %d chunks (%d already loaded)",
-        shard_range.shard_id, shard_range.interval_start_ms, report.records, report.rows_loaded,
-        report.rows_filtered, report.dead_lettered, report.chunks, report.chunks_already_loaded,
-    )  # fmt: skip
-    return report
+    return reader.outcome
 
 
 def _loaded_spans(recorded: list[ChunkRecord]) -> set[tuple[Position, Position]]:
@@ -239,19 +275,23 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
 
 
 def _load_chunk(
-    executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport
-) -> None:
+    executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport,
+    sent: set[Position],
+) -> None:  # fmt: skip
     pipeline = executor.job.pipeline
-    _settle_content(executor.store, shard_range, chunk)
-    report.records += chunk.record_count
-    report.chunks += 1
+    settled = _settle_content(executor.store, shard_range, chunk)
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
     if chunk.row_count:
         label = chunk_label(*ids)
+        try:
+            loaded = _load_once(
+                executor, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
+            )
+        except PermanentStreamLoadError as error:
+            if (failed := refused_rows(error)) is None:
+                raise
+            _settle_refused_rows(executor, shard_range, chunk, settled, failed, error)
         report.labels.append(label)
-        loaded = _load_once(
-            executor, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
-        )
         report.chunks_already_loaded += loaded is None
         if loaded is None:
             report.rows_already_loaded += chunk.row_count
@@ -269,6 +309,38 @@ def _load_chunk(
             report.dead_letters_already_loaded += len(chunk.dead_letters)
         else:
             report.dead_lettered += len(chunk.dead_letters)
+    report.records += chunk.record_count
+    report.chunks += 1
+    sent.add(chunk.first)
+
+
+def _settle_refused_rows(
+    executor: Executor, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
+    error: PermanentStreamLoadError,
+) -> NoReturn:  # fmt: skip
+    """Settle the rows Doris refused in ``chunk`` as dead letters (its load failed whole, so
+    nothing of it is visible yet), unless so many are refused that the table and the records
+    cannot match; then raise :class:`RowsRefused` to load the chunk again without them."""
+    pipeline = executor.job.pipeline
+    where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {shard_range.interval_start_ms})"
+    share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
+    if failed.number_filtered_rows >= FEW_REFUSED_ROWS and share > pipeline.max_bad_record_ratio:
+        raise PermanentStreamLoadError(
+            f"Doris refused {failed.number_filtered_rows} of {failed.number_total_rows} rows of {where}, more than "
+            f"max_bad_record_ratio ({pipeline.max_bad_record_ratio:g}): the table {pipeline.doris_database}."
+            f"{pipeline.doris_table} and the records probably do not match (a column's type, a NOT NULL column). "
+            f"Nothing of the chunk was loaded; see Doris's error log {failed.error_url}",
+            error_url=failed.error_url, result=failed,
+        ) from error
+    lines = chunk.body.split(b"\n")[:-1]
+    refused = find_refused_rows(executor.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    if not refused:
+        raise error
+    dead = set(chunk.dead_ordinals)
+    row_ordinals = [ordinal for ordinal in range(chunk.record_count) if ordinal not in dead]
+    amended = ChunkContent.decode(settled).with_refused({row_ordinals[index]: reason for index, reason in refused.items()})
+    executor.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
+    raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
 
 
 def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
@@ -278,9 +350,10 @@ def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[P
     return {content.first: content for content in contents}
 
 
-def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
+def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> str:
     """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
-    sent; the first run to settle it wins and every later or concurrent run follows."""
+    sent; the first run to settle it wins and every later or concurrent run follows. Returns the
+    stored content."""
     stored = store.settle_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, chunk.content.encode())
     if ChunkContent.decode(stored) != chunk.content:
         # A concurrent run settled it first with another mapping outcome; the retry follows it.
@@ -288,6 +361,7 @@ def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chun
             f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
             "run with other dead letters while this run cut it; nothing of it is sent by this run"
         )
+    return stored
 
 
 def _load_once(

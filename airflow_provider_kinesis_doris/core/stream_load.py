@@ -387,6 +387,24 @@ class DorisStreamLoadClient:
         """
         return self._two_phase(database, "abort", txn_id, label)
 
+    def error_log(self, error_url: str) -> str:
+        """The text of a load's ``ErrorURL`` (rows Doris filtered, with reasons; kept by the BE for
+        ``load_error_log_reserve_hours``). Sent without credentials: the BE serves it without.
+
+        :raises RetryableStreamLoadError: the BE could not be reached or did not answer 200.
+        """
+        target = urlsplit(error_url)
+        advertised = join_host_port(target.hostname or "", target.port or _default_port(target.scheme))
+        # The BE advertises its address inside the cluster; map it as for load redirects.
+        url = target._replace(netloc=self._config.be_address_map.get(advertised, advertised)).geturl()
+        try:
+            response = self._session.get(url, timeout=self._timeouts())
+        except requests.RequestException as exc:
+            raise RetryableStreamLoadError(f"Reading the error log {error_url} failed: {_describe(exc)}") from exc
+        if response.status_code != requests.codes.ok:
+            raise RetryableStreamLoadError(f"Reading the error log {error_url} answered HTTP {response.status_code}")
+        return response.text
+
     # -- SQL ------------------------------------------------------------------------------------
 
     def run_sql(self, database: str, statement: str) -> SqlResult:
@@ -678,6 +696,7 @@ def _permanent_load_error(
     return PermanentStreamLoadError(
         f"Stream Load of label {label} into {database}.{table} failed permanently: {result.describe()}",
         error_url=result.error_url,
+        result=result,
     )
 
 

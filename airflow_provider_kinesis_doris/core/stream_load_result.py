@@ -129,6 +129,11 @@ class StreamLoadResult:
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
+    def is_data_quality_failure(self) -> bool:
+        """Doris refused rows and so the whole load (``[DATA_QUALITY_ERROR]too many filtered rows``)."""
+        return self.status == "Fail" and "too many filtered rows" in (self.message or "").lower()
+
+    @property
     def is_publish_timeout(self) -> bool:
         """Committed but not yet published: the data becomes visible without further action."""
         return self.status == STATUS_PUBLISH_TIMEOUT

@@ -83,7 +83,13 @@ class KinesisToDorisOperator(BaseOperator):
     :param chunk_max_rows: records per Stream Load request.
     :param chunk_max_bytes: bytes per Stream Load request.
     :param load_options: Stream Load settings by field of ``StreamLoadOptions`` (``columns``,
-        ``jsonpaths``, ``where``, ``max_filter_ratio``, ``strict_mode``, ``sequence_col``, ...). (templated)
+        ``jsonpaths``, ``where``, ``max_filter_ratio``, ``strict_mode``, ``sequence_col``, ...).
+        ``strict_mode`` is on unless set here: a value that does not convert to its column's type
+        is a dead letter, not a silent NULL. (templated)
+    :param max_bad_record_ratio: rows Doris refuses (wrong type, too long, NULL in a NOT NULL
+        column) become dead letters with Doris's reason; when more than this share of a chunk (and
+        at least 10 rows) is refused, the task fails instead: the table and the records probably
+        do not match.
     :param load_headers: further Stream Load headers, e.g. ``{"timezone": "UTC"}``. (templated)
     :param metadata_columns: Kinesis metadata added to every row: ``_kinesis_shard``,
         ``_kinesis_sequence``, ``_kinesis_arrival``, ``_kinesis_partition_key``.
@@ -144,6 +150,7 @@ class KinesisToDorisOperator(BaseOperator):
         chunk_max_bytes: int = ChunkLimits.max_bytes,
         load_options: Mapping[str, Any] | None = None,
         load_headers: Mapping[str, str] | None = None,
+        max_bad_record_ratio: float = 0.5,
         metadata_columns: Sequence[str] = (),
         required_fields: Sequence[str] = (),
         transform: str | None = None,
@@ -175,6 +182,7 @@ class KinesisToDorisOperator(BaseOperator):
         self.chunk_limits = ChunkLimits(max_rows=chunk_max_rows, max_bytes=chunk_max_bytes)
         self.load_options = dict(load_options or {})
         self.load_headers = dict(load_headers or {})
+        self.max_bad_record_ratio = max_bad_record_ratio
         self.metadata_columns = tuple(metadata_columns)
         self.required_fields = tuple(required_fields)
         self.transform = transform
@@ -277,6 +285,7 @@ class KinesisToDorisOperator(BaseOperator):
                 dynamodb_endpoint_url=dynamodb_hook.conn.meta.endpoint_url,
             ),
             load_options=self._load_options(),
+            max_bad_record_ratio=self.max_bad_record_ratio,
             mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
             transform_path=self.transform,
             chunk_limits=self.chunk_limits,
@@ -293,7 +302,7 @@ class KinesisToDorisOperator(BaseOperator):
         return f"the Spark load job (master {self.spark_master})"
 
     def _load_options(self) -> StreamLoadOptions:
-        options: dict[str, Any] = {"format": "json", "read_json_by_line": True, **self.load_options}
+        options: dict[str, Any] = {"format": "json", "read_json_by_line": True, "strict_mode": True, **self.load_options}
         for name in ("columns", "jsonpaths"):
             if options.get(name) is not None:
                 options[name] = tuple(options[name])

@@ -1064,6 +1064,10 @@ def _walk(value: Any, path: Sequence[str | int]) -> Any:
 # --- turning records into rows ----------------------------------------------------------------
 
 
+MAX_ERROR_LINES = 50
+"""BE's MAX_ERROR_NUM: rows an error log lists."""
+
+
 @dataclass
 class LoadOutcome:
     """Counts of reference §5 plus the rows to store and the error-log lines."""
@@ -1073,6 +1077,16 @@ class LoadOutcome:
     filtered: int = 0
     unselected: int = 0
     error_lines: list[str] = field(default_factory=list)
+
+    def log_error(self, reason: str, line: str) -> None:
+        """One error-log line as BE's ``RuntimeState::append_error_msg_to_file`` writes it: at most
+        50, then a last line. The table sink's checks (``column_name[...]`` messages: too long, NULL
+        in NOT NULL) do not have the source line, so Doris prints ``src line []`` for them."""
+        if len(self.error_lines) < MAX_ERROR_LINES:
+            source = "" if reason.startswith("column_name[") else line
+            self.error_lines.append(f"Reason: {reason}. src line [{source}]; ")
+        elif len(self.error_lines) == MAX_ERROR_LINES:
+            self.error_lines.append(f"TOO MUCH ERROR! already reach {MAX_ERROR_LINES}. show no more next error.")
 
     def too_many_filtered(self, max_filter_ratio: float) -> bool:
         """The ratio check of BE: filtered / (total - unselected) > max_filter_ratio."""
@@ -1099,7 +1113,7 @@ def run_load(plan: LoadPlan, body: bytes) -> LoadOutcome:
             row, env = _build_row(plan, record.fields or {})
         except RowRejected as rejected:
             outcome.filtered += 1
-            outcome.error_lines.append(f"Reason: {rejected}. src line [{record.line}]; ")
+            outcome.log_error(str(rejected), record.line)
             continue
         if plan.where is not None and not plan.where.evaluate(env):
             outcome.unselected += 1

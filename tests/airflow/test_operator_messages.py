@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.airflow]
 
 DB = "messages"
 CHECKPOINT_TABLE = "messages_checkpoints"
-INTERVAL_S = 2
+INTERVAL_S = 5
 _names = itertools.count()
 
 # One file in a DAG bundle of its own (Airflow 3's dag.test() runs only DAGs it finds in a bundle).
@@ -288,13 +288,9 @@ def test_both_runners_apply_the_transform_and_dead_letter_what_it_rejects(
 ) -> None:  # fmt: skip
     monkeypatch.setenv("KD_MESSAGES_TRANSFORM", "airflow_provider_kinesis_doris.testing.scenario:prefix_user")
     monkeypatch.setenv("KD_MESSAGES_USE_SPARK", str(use_spark).lower())
-    create_stream(kinesis_client, stack["stream"], 1)
-    end_ms = next_interval_end()
-    put_events(kinesis_client, stack["stream"], [event(i) for i in range(6)] + [event(6, amount=-5)])
-    assert now_ms() < end_ms, "the records must arrive inside one interval"
-    wait_past(end_ms)
+    end = _records_in_one_interval(kinesis_client, stack["stream"], [event(i) for i in range(6)] + [event(6, amount=-5)])
 
-    dag_run = run(dags().load, datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+    dag_run = run(dags().load, end)
 
     assert "success" in str(dag_run.state).lower(), dag_run.state
     rows = doris_server.execute_sql(DB, f"SELECT event_id, user_id FROM {stack['table']} ORDER BY event_id")
@@ -318,3 +314,37 @@ def test_a_transform_that_does_not_import_fails_before_planning(
         "The operator's settings are invalid; nothing was planned or loaded: Cannot import transform "
         "'kd_no_such_module:prefix': ModuleNotFoundError: No module named 'kd_no_such_module'"
     ), message
+
+
+# --- rows Doris refuses, in both runners ----------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("use_spark", [False, True], ids=["in-task", "spark"])
+def test_both_runners_dead_letter_the_rows_doris_refuses_with_its_reason(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
+    use_spark: bool,
+) -> None:  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_USE_SPARK", str(use_spark).lower())
+    end = _records_in_one_interval(kinesis_client, stack["stream"], [event(1), {**event(2), "amount": "many"}, event(3)])
+
+    dag_run = run(dags().load, end)
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']} ORDER BY event_id")
+    assert [row[0] for row in rows] == [1, 3]
+    dead = doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {stack['table']}_dead_letter")
+    assert [(reason, json.loads(base64.b64decode(payload))["event_id"]) for reason, payload in dead] == [
+        ("column(amount) value is incorrect while strict mode is true, src value is many", 2)
+    ]
+
+
+def _records_in_one_interval(kinesis_client: Any, stream: str, payloads: list[dict[str, Any]]) -> datetime:
+    """Create the stream and put ``payloads`` into one interval, from its start; its end, once over."""
+    create_stream(kinesis_client, stream, 1)
+    wait_past(next_interval_end())
+    end_ms = next_interval_end()
+    put_events(kinesis_client, stream, payloads)
+    assert now_ms() < end_ms, "the records must arrive inside one interval"
+    wait_past(end_ms)
+    return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)

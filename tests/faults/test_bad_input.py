@@ -18,6 +18,7 @@ from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStor
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.labels import is_valid_label
+from airflow_provider_kinesis_doris.core.loader import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.core.model import RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig
 from airflow_provider_kinesis_doris.testing.scenario import create_stream, now_ms, put_records, wait_past
@@ -122,22 +123,41 @@ def test_unicode_and_a_record_near_the_kinesis_size_limit_load_intact(proof_stac
     assert summary["shards"][next(iter(summary["shards"]))]["chunks"] == 2
 
 
-def test_values_that_do_not_fit_the_columns_fail_the_chunk_loudly_and_move_no_checkpoint(proof_stack: Stack) -> None:
+def test_values_that_do_not_fit_the_columns_are_dead_letters_with_dorises_reason(proof_stack: Stack) -> None:
     world = World(proof_stack)
     payloads = [_json({"event_id": 1, "user_id": "ok", "amount": 1}),
                 _json({"event_id": 2, "user_id": "much-too-long-for-a-varchar-of-32-chars", "amount": 2}),
                 _json({"event_id": "not-a-number", "user_id": "x", "amount": 3})]  # fmt: skip
     start, end = world.put(("k", p) for p in payloads)
 
-    with pytest.raises(PermanentStreamLoadError, match=f"into {DB}.{world.table} failed permanently") as failure:
-        world.run(start, end)
+    summary = world.run(start, end).summary()
 
-    assert "too many filtered rows" in str(failure.value) and failure.value.error_url
-    assert world.rows() == [] and world.ranges_loaded() == [False]
+    assert [row[0] for row in world.rows()] == [1] and world.ranges_loaded() == [True]
+    reasons = sorted(reason for reason, _ in world.dead())
+    assert reasons == [
+        "column(event_id) values is null while columns is not nullable",
+        "column_name[user_id], the length of input is too long than schema. first 32 bytes of input str: "
+        "[much-too-long-for-a-varchar-of-3] schema length: 32; actual length: 39; ",
+    ]
+    assert summary["loaded"] == 1 and summary["dead_lettered"] == 2
+    world.run(start, end)  # the replay loads nothing twice
+    assert len(world.rows()) == 1 and len(world.dead()) == 2
+
+
+def test_a_chunk_doris_refuses_in_bulk_fails_loudly_and_moves_no_checkpoint(proof_stack: Stack) -> None:
+    world = World(proof_stack)
+    payloads = [_json({"event_id": i, "user_id": "x" * 40, "amount": 1}) for i in range(FEW_REFUSED_ROWS)]
+    start, end = world.put(("k", p) for p in payloads)
+
+    in_one_chunk = replace(world.config, chunk_limits=ChunkLimits(max_rows=FEW_REFUSED_ROWS))
+    with pytest.raises(PermanentStreamLoadError, match="more than max_bad_record_ratio") as failure:
+        world.run(start, end, in_one_chunk)
+
+    assert failure.value.error_url
+    assert world.rows() == [] and world.dead() == [] and world.ranges_loaded() == [False]
     assert all(s.high_water_mark is None for s in world.store.list_shard_checkpoints())
-    # The replay fails the same way: the chunk is neither skipped nor half loaded.
-    with pytest.raises(PermanentStreamLoadError):
-        world.run(start, end)
+    with pytest.raises(PermanentStreamLoadError):  # the replay fails the same way
+        world.run(start, end, in_one_chunk)
     assert world.rows() == []
 
 

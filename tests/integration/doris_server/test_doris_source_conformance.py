@@ -220,3 +220,26 @@ def test_put_phase_headers_fail_a_begun_transaction(
     assert body["TxnId"] > 0
     assert raw.load_state(label) == "ABORTED"
     assert raw.stream_load(dup_table, _ROW, label=label)["Status"] == "Success"
+
+
+# --- the error log of filtered rows (issue 21) ----------------------------------------------------
+
+
+def test_the_error_log_has_no_source_line_for_sink_errors_and_stops_after_fifty(raw: RawDoris, dup_table: str) -> None:
+    """BE's RuntimeState::append_error_msg_to_file writes "Reason: {}. src line [{}]; " for the
+    first MAX_ERROR_NUM (50) rows, then "TOO MUCH ERROR! already reach 50. show no more next
+    error.". The table sink's validation ("column_name[...]" messages: a string too long, NULL in a
+    NOT NULL column) passes no source line: Doris's own documentation shows "src line []" for both
+    (stream load manual, insert-into manual). A scanner error (a value that does not convert under
+    strict mode) keeps the line."""
+    too_long = b"".join(b"%d\tmuch-too-long\t1\n" % i for i in range(60))
+    reply = raw.stream_load(dup_table, too_long + b"61\tok\tx\n", strict_mode="true", max_filter_ratio="1")
+    lines = _error_log(raw, reply["ErrorURL"]).splitlines()
+    assert reply["NumberFilteredRows"] == 61 and len(lines) == 51
+    assert lines[0] == (
+        "Reason: column_name[name], the length of input is too long than schema. first 32 bytes of input str: "
+        "[much-too-long] schema length: 8; actual length: 13; . src line []; "
+    )
+    assert lines[-1] == "TOO MUCH ERROR! already reach 50. show no more next error."
+    scanner = raw.stream_load(dup_table, b"62\tok\tx\n", strict_mode="true", max_filter_ratio="1")
+    assert _error_log(raw, scanner["ErrorURL"]).splitlines()[0].endswith(". src line [62\tok\tx]; ")
