@@ -47,7 +47,8 @@ class World:
         self.stream, self.table = stream or default_stream, table or default_table
         create_stream(self.kinesis, self.stream, 1)
         create_tables(self.doris, self.table, "DUPLICATE")
-        config = pipeline_config(stack, self.doris, self.stream, self.table, chunk_rows=4)
+        # Doris's default (not strict), to show what it does with values that do not convert.
+        config = pipeline_config(stack, self.doris, self.stream, self.table, chunk_rows=4, strict_mode=None)
         self.config = replace(config, pipeline_id=pipeline_id) if pipeline_id else config
         self.store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE,
                                            self.config.pipeline_id)  # fmt: skip

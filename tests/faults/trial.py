@@ -174,9 +174,9 @@ def dead_letter_ddl(table: str) -> str:
 
 
 def pipeline_config(stack: Stack, doris: DorisServer, stream: str, table: str, *, model: str = "DUPLICATE",
-                    chunk_rows: int = 5) -> PipelineConfig:  # fmt: skip
+                    chunk_rows: int = 5, strict_mode: bool | None = True) -> PipelineConfig:  # fmt: skip
     """The trial's pipeline: tight retries, the Kinesis metadata columns, a sequence column on
-    UNIQUE tables."""
+    UNIQUE tables, strict mode as the operator sets it (None: Doris's default, not strict)."""
     keep = SHORT_LABEL_KEEP_SECONDS if doris is stack.doris_short_labels else 43200
     sequence = {"sequence_col": "_kinesis_arrival"} if model == "UNIQUE" else {}
     return PipelineConfig(
@@ -188,7 +188,7 @@ def pipeline_config(stack: Stack, doris: DorisServer, stream: str, table: str, *
         dead_letter_table=f"{table}_dead_letter",
         doris=DorisConnectionConfig(host="127.0.0.1", port=doris.fe_port, user=DORIS_USER, label_keep_seconds=keep),
         aws=AwsSettings("us-east-1", stack.kinesis_endpoint, stack.dynamodb_endpoint),
-        load_options=StreamLoadOptions.json_lines(**sequence),
+        load_options=StreamLoadOptions.json_lines(strict_mode=strict_mode, **sequence),
         mapping=RecordMapping(
             metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), required_fields=("event_id",)
         ),
@@ -206,7 +206,8 @@ CREDENTIALS = Credentials(
 
 
 def _payloads(rng: random.Random, first_id: int, count: int, produced: Produced) -> list[tuple[str, bytes, int]]:
-    """``count`` records: mostly JSON events (some with unicode), one malformed and one binary."""
+    """``count`` records: mostly JSON events (some with unicode), one malformed, one binary, and one
+    that Doris refuses under strict mode (a word in the INT column ``amount``) amid the others."""
     records = []
     for offset in range(count):
         identifier = first_id + offset
@@ -216,6 +217,9 @@ def _payloads(rng: random.Random, first_id: int, count: int, produced: Produced)
             produced.bad.add(identifier)
         elif offset == 2:
             data = b"\xff\xfe\x00binary #id=" + str(identifier).encode() + b"#\x81"
+            produced.bad.add(identifier)
+        elif offset == 3:
+            data = json.dumps({"event_id": identifier, "user_id": "poison", "amount": f"#id={identifier}#"}).encode()
             produced.bad.add(identifier)
         else:
             user = f"ユーザー-{identifier % 5}" if kind < 0.3 else f"user-{identifier % 7}"
