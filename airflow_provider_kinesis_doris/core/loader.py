@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -69,6 +70,15 @@ an interval may hold one bad record and little else); from this many, ``max_bad_
 applies."""
 
 
+_RECORD_SPECIFIC = re.compile(r": |, src value is |\. first 32 bytes of input str")
+
+
+def reason_kind(reason: str) -> str:
+    """A dead letter's reason without what is specific to its record (the decoder's position,
+    the exception's text, the refused value): what to count and alert on."""
+    return _RECORD_SPECIFIC.split(reason, maxsplit=1)[0][:200]
+
+
 class RowsRefused(KinesisDorisError):
     """Doris refused rows of a chunk, now settled as dead letters: the range is read again."""
 
@@ -87,6 +97,8 @@ class RangeReport:
     rows_already_loaded: int = 0
     """Rows of chunks an earlier attempt had loaded (a replay): not sent again."""
     dead_letters_already_loaded: int = 0
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    """Dead letters this run sent, by the kind of their reason (see :func:`reason_kind`)."""
     chunks: int = 0
     chunks_already_loaded: int = 0
     labels: list[str] = field(default_factory=list)
@@ -309,6 +321,9 @@ def _load_chunk(
             report.dead_letters_already_loaded += len(chunk.dead_letters)
         else:
             report.dead_lettered += len(chunk.dead_letters)
+            for dead_letter in chunk.dead_letters:
+                kind = reason_kind(dead_letter.reason)
+                report.dead_letter_reasons[kind] = report.dead_letter_reasons.get(kind, 0) + 1
     report.records += chunk.record_count
     report.chunks += 1
     sent.add(chunk.first)

@@ -7,7 +7,8 @@ where the settings come from differ.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,6 +54,7 @@ class IntervalResult:
                     loaded=report.rows_loaded,
                     filtered=report.rows_filtered,
                     dead_lettered=report.dead_lettered,
+                    dead_letter_reasons=report.dead_letter_reasons,
                     already_loaded={"rows": report.rows_already_loaded, "dead_letters": report.dead_letters_already_loaded},
                     chunks=report.chunks,
                     chunks_already_loaded=report.chunks_already_loaded,
@@ -69,6 +71,7 @@ class IntervalResult:
             "loaded": sum(r.rows_loaded for r in self.reports),
             "filtered": sum(r.rows_filtered for r in self.reports),
             "dead_lettered": sum(r.dead_lettered for r in self.reports),
+            "dead_letter_reasons": _summed(r.dead_letter_reasons for r in self.reports),
             # What a replay found loaded by an earlier attempt; "loaded" and "dead_lettered" count
             # only what this run sent.
             "already_loaded": {
@@ -77,6 +80,13 @@ class IntervalResult:
             },
             "shards": shards,
         }
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for count in counts:
+        total.update(count)
+    return dict(total.most_common())
 
 
 def run_interval(

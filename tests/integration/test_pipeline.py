@@ -74,11 +74,14 @@ def test_bad_records_go_to_the_dead_letter_table_and_nothing_is_dropped(world, k
     assert any("not JSON" in r for r in reasons) and any("UTF-8" in r for r in reasons)
     assert any("missing required fields ['event_id']" in r for r in reasons)
     assert summary["records"] == 5 and summary["already_loaded"] == {"rows": 0, "dead_letters": 0}
+    assert summary["dead_letter_reasons"] == {
+        "payload is not JSON": 1, "payload is not UTF-8 text": 1, "missing required fields ['event_id']": 1
+    }
 
     replay = world["run"](start, end).summary()
 
     assert replay["loaded"] == 0 and replay["dead_lettered"] == 0, "a replay sends nothing and says so"
-    assert replay["already_loaded"] == {"rows": 2, "dead_letters": 3}
+    assert replay["already_loaded"] == {"rows": 2, "dead_letters": 3} and replay["dead_letter_reasons"] == {}
     assert len(world["dead"]()) == 3
 
 

@@ -60,6 +60,11 @@ def test_rows_doris_refuses_are_dead_letters_with_its_reason_and_the_rest_loads(
         "[uuuuuuuuuuuuuuuuuuuuuuuuuuuuuuuu] schema length: 32; actual length: 40; ",
     }
     assert summary["loaded"] == 4 and summary["dead_lettered"] == 3 and summary["records"] == 7
+    assert summary["dead_letter_reasons"] == {
+        "column(event_id) value is incorrect while strict mode is true": 1,
+        "column(amount) value is incorrect while strict mode is true": 1,
+        "column_name[user_id], the length of input is too long than schema": 1,
+    }
 
     replay = world["run"](start, end, _strict(world)).summary()
 
