@@ -18,7 +18,15 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
+from airflow_provider_kinesis_doris.testing.scenario import (
+    create_stream,
+    event,
+    events_table_ddl,
+    now_ms,
+    put_events,
+    put_records,
+    wait_past,
+)
 from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
 
 pytestmark = [pytest.mark.airflow]
@@ -321,30 +329,38 @@ def test_a_transform_that_does_not_import_fails_before_planning(
 
 @pytest.mark.integration
 @pytest.mark.parametrize("use_spark", [False, True], ids=["in-task", "spark"])
-def test_both_runners_dead_letter_the_rows_doris_refuses_with_its_reason(
+def test_both_runners_dead_letter_poison_pills_with_their_reason_and_load_the_rest(
     dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
     use_spark: bool,
 ) -> None:  # fmt: skip
+    """Issue 21's cases in one interval: a record nested 100,000 levels deep, a word in the NOT NULL
+    key column, a word in an INT column (strict mode is on by default), amid good records."""
     monkeypatch.setenv("KD_MESSAGES_USE_SPARK", str(use_spark).lower())
-    end = _records_in_one_interval(kinesis_client, stack["stream"], [event(1), {**event(2), "amount": "many"}, event(3)])
+    deep = b'{"event_id": 9, "nested": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    payloads = [event(1), {**event(3), "event_id": "three"}, event(4), {**event(5), "amount": "many"}, deep, event(6)]
+    end = _records_in_one_interval(kinesis_client, stack["stream"], payloads)
 
     dag_run = run(dags().load, end)
 
     assert "success" in str(dag_run.state).lower(), dag_run.state
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']} ORDER BY event_id")
-    assert [row[0] for row in rows] == [1, 3]
+    assert [row[0] for row in rows] == [1, 4, 6]
     dead = doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {stack['table']}_dead_letter")
-    assert [(reason, json.loads(base64.b64decode(payload))["event_id"]) for reason, payload in dead] == [
-        ("column(amount) value is incorrect while strict mode is true, src value is many", 2)
+    assert sorted((reason, base64.b64decode(payload)[:26]) for reason, payload in dead) == [
+        ("column(amount) value is incorrect while strict mode is true, src value is many", b'{"event_id": 5, "user_id":'),
+        ("column(event_id) value is incorrect while strict mode is true, src value is three",
+         b'{"event_id": "three", "use'),
+        ("payload nests more than 256 arrays/objects deep (at byte 281)", b'{"event_id": 9, "nested": '),
     ]
 
 
-def _records_in_one_interval(kinesis_client: Any, stream: str, payloads: list[dict[str, Any]]) -> datetime:
-    """Create the stream and put ``payloads`` into one interval, from its start; its end, once over."""
+def _records_in_one_interval(kinesis_client: Any, stream: str, payloads: list[dict[str, Any] | bytes]) -> datetime:
+    """Create the stream and put ``payloads`` (events, or raw bytes) into one interval, from its
+    start, in order; its end, once over."""
     create_stream(kinesis_client, stream, 1)
     wait_past(next_interval_end())
     end_ms = next_interval_end()
-    put_events(kinesis_client, stream, payloads)
+    put_records(kinesis_client, stream, [("k", p if isinstance(p, bytes) else json.dumps(p).encode()) for p in payloads])
     assert now_ms() < end_ms, "the records must arrive inside one interval"
     wait_past(end_ms)
     return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
