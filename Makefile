@@ -1,4 +1,5 @@
-# Three environments, all built from the lock files in requirements/:
+# Three environments, all built from the lock files in requirements/, each with the provider in
+# editable mode (and, for the first two, the development stack in devstack/, which the wheel leaves out):
 #   .venv        Airflow 3.x + PySpark: the whole suite
 #   .venv-af2    Airflow 2.11: the Airflow-facing tests (marker "airflow")
 #   .venv-spark  a Spark executor's environment, without Airflow (cluster tests)
@@ -21,15 +22,15 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==0.13.8
 
-$(VENV)/.installed: $(UV) pyproject.toml requirements/airflow3.txt
+$(VENV)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow3.txt
 	$(UV) pip install --quiet --python $(VENV)/bin/python -r requirements/airflow3.txt
-	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e .
+	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e . -e ./devstack
 	touch $@
 
-$(VENV2)/.installed: $(UV) pyproject.toml requirements/airflow2.txt
+$(VENV2)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow2.txt
 	test -x $(VENV2)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV2)
 	$(UV) pip install --quiet --python $(VENV2)/bin/python -r requirements/airflow2.txt
-	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e .
+	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e . -e ./devstack
 	touch $@
 
 $(VENV_SPARK)/.installed: $(UV) pyproject.toml requirements/executor.txt
@@ -67,7 +68,7 @@ test-af2:
 	$(VENV2)/bin/python -m pytest -m airflow $(PYTEST_ARGS)
 
 demo: $(VENV)/.installed node_modules/.installed
-	$(VENV)/bin/python -m airflow_provider_kinesis_doris.testing.demo
+	$(VENV)/bin/python -m kinesis_doris_devstack.demo
 
 bench: install
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)

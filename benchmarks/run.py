@@ -39,19 +39,19 @@ from typing import Any
 
 import requests
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
-from airflow_provider_kinesis_doris.core.reader import MAX_RECORDS_PER_CALL, arrival_ms
-from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping, map_record
+from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL, arrival_ms
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping, map_record
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, now_ms, put_records, wait_past
-from airflow_provider_kinesis_doris.testing.stack import LocalStack, ServiceProcess, local_client
+from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, wait_past
+from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, local_client
 
 log = logging.getLogger("benchmark")
 

@@ -16,6 +16,8 @@ USER airflow
 COPY --chown=airflow:0 requirements/airflow3.txt /opt/kd/constraints.txt
 COPY --chown=airflow:0 pyproject.toml README.md /opt/kd/src/
 COPY --chown=airflow:0 airflow_provider_kinesis_doris /opt/kd/src/airflow_provider_kinesis_doris
+# The demo's init and producer scripts use the scenario builders of the development stack.
+COPY --chown=airflow:0 devstack /opt/kd/src/devstack
 # Keeping apache-airflow in the same command stops pip from changing the image's Airflow.
-RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/kd/src[spark]" \
+RUN pip install --no-cache-dir "apache-airflow==${AIRFLOW_VERSION}" "/opt/kd/src[spark]" /opt/kd/src/devstack \
         --constraint /opt/kd/constraints.txt

@@ -13,9 +13,9 @@ import time
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
-from airflow_provider_kinesis_doris.core.transform import dead_letter_ddl
+from airflow_provider_kinesis_doris.core.mapping import dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 
 # Any database serves for statements that need none (SHOW BACKENDS, CREATE DATABASE).
 SYSTEM_DATABASE = "information_schema"

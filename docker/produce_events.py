@@ -12,7 +12,7 @@ import os
 
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 
-from airflow_provider_kinesis_doris.testing.scenario import event, put_events
+from kinesis_doris_devstack.scenario import event, put_events
 
 
 def main() -> None:

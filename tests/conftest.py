@@ -61,7 +61,7 @@ def airflow_db() -> Path:
 
 
 def _start_service(name: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    from airflow_provider_kinesis_doris.testing.stack import LocalStack
+    from kinesis_doris_devstack.stack import LocalStack
 
     with LocalStack(tmp_path_factory.mktemp(name), services=[name]) as stack:
         yield stack.running[name].endpoint
@@ -116,7 +116,7 @@ DORIS_PASSWORD = "s3cret-doris-pw"
 @pytest.fixture(scope="session")
 def doris_server():  # type: ignore[no-untyped-def]
     """The Doris stand-in, in-process, on 127.0.0.1 (user ``loader``, a known password)."""
-    from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+    from kinesis_doris_devstack.doris_server import DorisServer
 
     with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
         yield server

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.transform import DeadLetter, Row
+from airflow_provider_kinesis_doris.core.mapping import DeadLetter, Row
 
 _MAX_POSITION = Position(2**200, 2**31)
 MAX_CONTENT_CHARS = 300_000

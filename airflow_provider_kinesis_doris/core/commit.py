@@ -13,9 +13,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
-from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 
 log = logging.getLogger(__name__)

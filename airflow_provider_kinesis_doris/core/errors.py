@@ -95,3 +95,11 @@ class ShardsWaiting(KinesisDorisError):
 class UnresolvableLoad(KinesisDorisError):
     """A chunk's intent is recorded but Doris no longer knows its label (past the label window)
     and nothing else proves the outcome. Reported, never guessed (invariant I7)."""
+
+
+class CheckpointNotFound(KinesisDorisError, LookupError):
+    """An update names a shard, range or chunk that was never stored."""
+
+
+class ShardNotDrained(KinesisDorisError):
+    """``mark_drained`` was asked for a shard whose last range is not loaded (or that is open)."""

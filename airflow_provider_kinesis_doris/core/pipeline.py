@@ -12,14 +12,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
-from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
-from airflow_provider_kinesis_doris.core.loader import RangeReport, load_range_group
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
+from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
-from airflow_provider_kinesis_doris.core.planner import Plan, plan_interval
-from airflow_provider_kinesis_doris.core.reader import RangeReader
+from airflow_provider_kinesis_doris.core.plan import Plan, plan_interval
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,9 @@ def run_interval(
     empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
     # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
-    loaded = tuple(runner(config.job(to_load, weights_for_plan(store)), credentials)) if to_load.ranges else ()
+    topology = store.get_topology()
+    assignment = topology.assignment if topology else None
+    loaded = tuple(runner(config.job(to_load, weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())

@@ -8,25 +8,24 @@ data goes).
 
 Weights: a shard's share of the stream is estimated twice, by the width of its hash-key range
 (where uniformly spread keys will go) and by what it carried in the last loaded intervals (where
-they went); the weight is the mean of both shares, scaled so the average shard weighs 1. A closed
-shard takes no new writes, so its width counts as zero. The assignment keeps a lineage (a closed
-parent and its children) in one partition, parents first, and keeps every unchanged lineage where
-it was as long as the partitions stay balanced within one lineage's weight.
+they went). A closed shard takes no new writes, so its width counts as zero. The placement itself
+is ``core.partitions``'s, which the loader follows with the stored assignment.
 """
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointStore, ShardCheckpoint
-from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, ConfigurationError
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardInfo, ShardState
-from airflow_provider_kinesis_doris.core.planner import reconcile_shards
-from airflow_provider_kinesis_doris.core.topology import TopologyChange, diff_topology, list_shards
+from airflow_provider_kinesis_doris.core.partitions import Assignment, ShardLoad, assign_partitions, shard_weights
+from airflow_provider_kinesis_doris.core.plan import reconcile_shards
+from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange, diff_topology, list_shards
 
 log = logging.getLogger(__name__)
 
@@ -68,36 +67,6 @@ def observe_topology(kinesis: Any, store: CheckpointStore, stream_name: str) -> 
 # --- weights --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class ShardLoad:
-    """What the balancer knows of one shard that still has records to read.
-
-    :param hash_width: width of its hash-key range; 0 for a closed shard (it takes no writes).
-    :param carried: bytes (or records) it carried in the recent loaded intervals.
-    """
-
-    shard_id: str
-    parent_ids: tuple[str, ...] = ()
-    hash_width: int = 0
-    carried: int = 0
-
-
-def shard_weights(loads: Sequence[ShardLoad]) -> dict[str, float]:
-    """Weight per shard: mean of its hash-width share and its traffic share, times the shard
-    count (so the average shard weighs 1). A measure that is zero for every shard is left out."""
-    total_width = sum(load.hash_width for load in loads)
-    total_carried = sum(load.carried for load in loads)
-    candidates = ((total_width, "hash_width"), (total_carried, "carried"))
-    measures = [(total, attribute) for total, attribute in candidates if total]
-    if not measures:
-        return {load.shard_id: 1.0 for load in loads}
-    count = len(loads)
-    return {
-        load.shard_id: count * sum(getattr(load, name) / total for total, name in measures) / len(measures)
-        for load in loads
-    }
-
-
 def shard_loads_from_store(
     store: CheckpointStore, *, listed_ids: Iterable[str] | None = None, recent_intervals: int = RECENT_INTERVALS
 ) -> list[ShardLoad]:
@@ -126,8 +95,8 @@ def shard_loads_from_store(
 
 
 def weights_for_plan(store: CheckpointStore, *, recent_intervals: int = RECENT_INTERVALS) -> dict[str, float]:
-    """Per shard id, the weight ``core.job.balance_groups(weights=...)`` balances Spark partitions
-    with (average 1.0, the weight balance_groups assumes for a shard it has no weight for).
+    """Per shard id, the weight ``core.partitions.group_ranges`` balances Spark partitions with
+    (average 1.0, the weight it assumes for a shard it has no weight for).
 
     :param store: the pipeline's checkpoint store, reconciled with ListShards (the planner does).
     :param recent_intervals: how many of the latest loaded intervals measure traffic.
@@ -141,128 +110,6 @@ def _open_width(shard: ShardCheckpoint) -> int:
 
 def _carried(counts: Mapping[str, int]) -> int:
     return next((int(counts[key]) for key in CARRIED_COUNT_KEYS if key in counts), 0)
-
-
-# --- the assignment -------------------------------------------------------------------------------
-
-
-def lineage_units(loads: Sequence[ShardLoad]) -> list[tuple[str, ...]]:
-    """Shards connected by parent links (among ``loads``), each unit parents first, units by id."""
-    ids = {load.shard_id for load in loads}
-    root = {shard_id: shard_id for shard_id in ids}
-
-    def find(shard_id: str) -> str:
-        while root[shard_id] != shard_id:
-            shard_id = root[shard_id]
-        return shard_id
-
-    for load in loads:
-        for parent in load.parent_ids:
-            if parent in ids:
-                root[find(load.shard_id)] = find(parent)
-    depth = _lineage_depths(loads)
-    units: dict[str, list[str]] = {}
-    for shard_id in ids:
-        units.setdefault(find(shard_id), []).append(shard_id)
-    ordered = (tuple(sorted(members, key=lambda s: (depth[s], s))) for members in units.values())
-    return sorted(ordered)
-
-
-def _lineage_depths(loads: Sequence[ShardLoad]) -> dict[str, int]:
-    """0 for a shard without a parent among ``loads``, else one more than its deepest parent."""
-    parents = {load.shard_id: [p for p in load.parent_ids if p != load.shard_id] for load in loads}
-    depth: dict[str, int] = {}
-
-    def depth_of(shard_id: str, seen: frozenset[str]) -> int:
-        if shard_id not in depth:
-            if shard_id in seen:
-                raise ConfigurationError(f"Shard lineage has a cycle through {shard_id}")
-            known = [p for p in parents[shard_id] if p in parents]
-            depth[shard_id] = 1 + max((depth_of(p, seen | {shard_id}) for p in known), default=-1)
-        return depth[shard_id]
-
-    for shard_id in parents:
-        depth_of(shard_id, frozenset())
-    return depth
-
-
-@dataclass(frozen=True)
-class Assignment:
-    """Shard → Spark partition, and the order of shards inside each partition.
-
-    :param partition_of: shard id → partition index.
-    :param groups: per partition, its shards parents first.
-    :param weights: the weights the assignment balanced.
-    """
-
-    partition_of: dict[str, int]
-    groups: tuple[tuple[str, ...], ...]
-    weights: dict[str, float] = field(repr=False)
-
-    def partition_weights(self) -> list[float]:
-        return [sum(self.weights[shard_id] for shard_id in group) for group in self.groups]
-
-
-def assign_partitions(
-    loads: Sequence[ShardLoad], partitions: int, previous: Mapping[str, int] | None = None
-) -> Assignment:
-    """Balance shards over ``partitions`` Spark partitions.
-
-    A lineage keeps its previous partition if all its shards had the same one and nothing new
-    joined it; the other lineages go heaviest first onto the lightest partition. If the result
-    is uneven by more than the heaviest lineage, everything is placed afresh. The result is a
-    pure function of the arguments.
-
-    :param loads: the shards that still have records to read.
-    :param partitions: how many Spark partitions (at least 1).
-    :param previous: the stored assignment, if any.
-    :raises ConfigurationError: ``partitions`` is below 1.
-    """
-    if partitions < 1:
-        raise ConfigurationError(f"partitions must be at least 1, got {partitions}")
-    weights = shard_weights(loads)
-    units = lineage_units(loads)
-    unit_weight = {unit: sum(weights[shard_id] for shard_id in unit) for unit in units}
-    kept_or_none = {unit: _kept_partition(unit, previous or {}, partitions) for unit in units}
-    kept = {unit: part for unit, part in kept_or_none.items() if part is not None}
-    members = _place(units, unit_weight, partitions, kept)
-    heaviest = max(unit_weight.values(), default=0.0)
-    if kept and _spread(members, unit_weight) > heaviest:
-        members = _place(units, unit_weight, partitions, {})
-    groups = tuple(tuple(shard_id for unit in sorted(group) for shard_id in unit) for group in members)
-    partition_of = {shard_id: index for index, group in enumerate(groups) for shard_id in group}
-    return Assignment(partition_of, groups, weights)
-
-
-def _kept_partition(unit: tuple[str, ...], previous: Mapping[str, int], partitions: int) -> int | None:
-    before = {previous.get(shard_id) for shard_id in unit}
-    if len(before) != 1:
-        return None
-    (part,) = before
-    return part if part is not None and 0 <= part < partitions else None
-
-
-def _place(
-    units: Sequence[tuple[str, ...]], weight: Mapping[tuple[str, ...], float], partitions: int,
-    kept: Mapping[tuple[str, ...], int],
-) -> list[list[tuple[str, ...]]]:  # fmt: skip
-    members: list[list[tuple[str, ...]]] = [[] for _ in range(partitions)]
-    loads = [0.0] * partitions
-    for unit, part in kept.items():
-        members[part].append(unit)
-        loads[part] += weight[unit]
-    heap = [(load, part) for part, load in enumerate(loads)]
-    heapq.heapify(heap)
-    for unit in sorted((u for u in units if u not in kept), key=lambda u: (-weight[u], u)):
-        load, part = heapq.heappop(heap)
-        members[part].append(unit)
-        heapq.heappush(heap, (load + weight[unit], part))
-    return members
-
-
-def _spread(members: Sequence[Sequence[tuple[str, ...]]], weight: Mapping[tuple[str, ...], float]) -> float:
-    loads = [sum(weight[unit] for unit in group) for group in members]
-    return max(loads) - min(loads)
 
 
 # --- applying a reshard to the store --------------------------------------------------------------

@@ -15,20 +15,20 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
-from airflow_provider_kinesis_doris.core.stream_load import (
+from airflow_provider_kinesis_doris.core.doris.client import (
     DorisStreamLoadClient,
     IdempotentLoadResult,
     PrecommittedPolicy,
     SqlResult,
 )
-from airflow_provider_kinesis_doris.core.stream_load_options import (
+from airflow_provider_kinesis_doris.core.doris.options import (
     DEFAULT_FE_HTTP_PORT,
     DEFAULT_LABEL_KEEP_SECONDS,
     Body,
     DorisConnectionConfig,
     StreamLoadOptions,
 )
-from airflow_provider_kinesis_doris.core.stream_load_result import LabelState, StreamLoadResult
+from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
 

@@ -16,7 +16,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, BaseOperatorLink, XCom, conf
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
@@ -26,10 +26,10 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
     UnresolvableLoad,
 )
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import loader_pipeline_id
 from airflow_provider_kinesis_doris.version_compat import (

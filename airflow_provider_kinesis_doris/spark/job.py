@@ -18,8 +18,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from airflow_provider_kinesis_doris.core.job import LoadJob
-from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.load import RangeReport
 
 log = logging.getLogger(__name__)
 

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load import RangeReport
 
 log = logging.getLogger(__name__)
 

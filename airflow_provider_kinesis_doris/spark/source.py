@@ -25,7 +25,7 @@ def _credentials(job: object) -> object:
     executor with ``spark-submit --files`` (then only its name matches)."""
     import os
 
-    from airflow_provider_kinesis_doris.core.job import Credentials
+    from airflow_provider_kinesis_doris.core.load_job import Credentials
 
     path = job.credentials_file  # type: ignore[attr-defined]
     if path and not os.path.exists(path):
@@ -46,7 +46,7 @@ class KinesisToDorisSource(DataSource):
     """``spark.read.format("kinesis_to_doris").option("job", <LoadJob JSON>).load()``.
 
     The job carries the planned ranges and connection settings but no secret: executors take
-    credentials from their environment (see ``core.job``).
+    credentials from their environment (see ``core.load_job``).
     """
 
     @classmethod
@@ -65,7 +65,7 @@ class _RangeLoadReader(DataSourceReader):
         self.job_json = job_json
 
     def partitions(self) -> list[InputPartition]:
-        from airflow_provider_kinesis_doris.core.job import LoadJob
+        from airflow_provider_kinesis_doris.core.load_job import LoadJob
 
         return [RangeGroup(group) for group in LoadJob.from_json(self.job_json).partition_groups()]
 
@@ -73,7 +73,7 @@ class _RangeLoadReader(DataSourceReader):
         # Imported here: this runs in an executor's Python worker.
         import os
 
-        from airflow_provider_kinesis_doris.core.job import LoadJob
+        from airflow_provider_kinesis_doris.core.load_job import LoadJob
 
         job = LoadJob.from_json(self.job_json)
         profile_dir = os.environ.get(PROFILE_DIR_ENV)
@@ -88,7 +88,7 @@ file ``partition-<pid>-<first range>.prof`` into that folder."""
 
 
 def _load(job: object, indices: list[int]) -> list[object]:
-    from airflow_provider_kinesis_doris.core.loader import load_range_group
+    from airflow_provider_kinesis_doris.core.load import load_range_group
 
     return list(load_range_group(job, indices, _credentials(job)))  # type: ignore[arg-type]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
 
 
 class InjectedCrash(Exception):

@@ -17,10 +17,10 @@ from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
-from airflow_provider_kinesis_doris.core.topology import TopologyChange
+from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange
 
 
 def kinesis_client(aws_conn_id: str | None) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.testing.scenario import (
+from kinesis_doris_devstack.scenario import (
     create_stream,
     event,
     events_table_ddl,
@@ -253,7 +253,7 @@ def test_a_failed_spark_job_names_spark_and_its_master(
 def test_a_failed_commit_says_the_rows_are_in_doris(
     dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
 ) -> None:
-    from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.base import DynamoCheckpointStore
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("DynamoDB is unavailable")
@@ -294,7 +294,7 @@ def test_both_runners_apply_the_transform_and_dead_letter_what_it_rejects(
     dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
     use_spark: bool,
 ) -> None:  # fmt: skip
-    monkeypatch.setenv("KD_MESSAGES_TRANSFORM", "airflow_provider_kinesis_doris.testing.scenario:prefix_user")
+    monkeypatch.setenv("KD_MESSAGES_TRANSFORM", "kinesis_doris_devstack.scenario:prefix_user")
     monkeypatch.setenv("KD_MESSAGES_USE_SPARK", str(use_spark).lower())
     end = _records_in_one_interval(kinesis_client, stack["stream"], [event(i) for i in range(6)] + [event(6, amount=-5)])
 

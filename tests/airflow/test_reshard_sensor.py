@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.topology import list_shards
-from airflow_provider_kinesis_doris.testing.scenario import merge, split, wait_active
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
+from kinesis_doris_devstack.scenario import merge, split, wait_active
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 

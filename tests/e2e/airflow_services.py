@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from airflow_provider_kinesis_doris.testing.stack import free_port, stop_pid
+from kinesis_doris_devstack.stack import free_port, stop_pid
 
 
 def airflow_cli(*args: str, env: Mapping[str, str], timeout: float = 600) -> subprocess.CompletedProcess[str]:

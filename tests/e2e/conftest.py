@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import REPO_ROOT, use_local_stack_connections
 
 DB = "e2e"

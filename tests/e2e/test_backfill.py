@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kinesis_doris.testing.scenario import event, put_events, wait_past
+from kinesis_doris_devstack.scenario import event, put_events, wait_past
 from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.e2e.airflow_services import airflow3_services, airflow_cli
 from tests.e2e.conftest import DB, aligned_grid

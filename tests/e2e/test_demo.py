@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 
-DEMO = [sys.executable, "-m", "airflow_provider_kinesis_doris.testing.demo"]
+DEMO = [sys.executable, "-m", "kinesis_doris_devstack.demo"]
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.testing.scenario import event, put_events, wait_past
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from kinesis_doris_devstack.scenario import event, put_events, wait_past
 from tests.e2e.conftest import CHECKPOINT_TABLE, DB, aligned_grid, load_example_dag, run_dag_test
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]

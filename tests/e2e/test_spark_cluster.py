@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
-from airflow_provider_kinesis_doris.testing.stack import start_spark_cluster
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
+from kinesis_doris_devstack.stack import start_spark_cluster
 from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.integration]

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from kinesis_doris_devstack.doris_server import DorisServer
 from tests.faults.trial import (
     CHECKPOINT_TABLE,
     DORIS_PASSWORD,

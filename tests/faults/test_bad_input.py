@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
-from airflow_provider_kinesis_doris.core.labels import is_valid_label
-from airflow_provider_kinesis_doris.core.loader import FEW_REFUSED_ROWS
+from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
+from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.core.model import RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, wait_past
 from tests.faults.trial import (
     CHECKPOINT_TABLE,
     DB,

@@ -93,10 +93,10 @@ def test_the_tally_keeps_bad_trials_and_totals() -> None:
 
 @pytest.mark.integration
 def test_the_stand_in_counts_rows_a_unique_table_hides_and_faults_still_pending() -> None:
-    from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
-    from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
-    from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
-    from airflow_provider_kinesis_doris.testing.scenario import events_table_ddl
+    from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+    from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+    from kinesis_doris_devstack.doris_server import DorisServer
+    from kinesis_doris_devstack.scenario import events_table_ddl
 
     with DorisServer(password="pw") as doris:
         doris.execute_sql("", "CREATE DATABASE d")

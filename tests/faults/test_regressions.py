@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import CheckpointNotFound, DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from tests.faults.trial import (
     CHECKPOINT_TABLE,
     Stack,

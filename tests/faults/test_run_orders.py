@@ -33,24 +33,24 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.checkpoints import CHUNK_INTENT
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
-from airflow_provider_kinesis_doris.core.stream_load import IdempotentLoadResult
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.doris.client import IdempotentLoadResult
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
 TABLE = "t"

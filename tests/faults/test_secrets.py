@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
-from airflow_provider_kinesis_doris.core.planner import Plan
+from airflow_provider_kinesis_doris.core.plan import Plan
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from tests.faults.trial import (
     AWS_SECRET_ACCESS_KEY,

@@ -22,16 +22,16 @@ import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.config import Config
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.labels import chunk_label
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position, RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from kinesis_doris_devstack.doris_server import DorisServer
 from airflow_provider_kinesis_doris.testing.faults import (
     Delivery,
     FailOnNthCall,
@@ -40,7 +40,7 @@ from airflow_provider_kinesis_doris.testing.faults import (
     runner_with,
     with_clients,
 )
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, wait_past
 
 DB = "proof"
 CHECKPOINT_TABLE = "proof_checkpoints"

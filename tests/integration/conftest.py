@@ -6,13 +6,13 @@ import itertools
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping, dead_letter_ddl
-from airflow_provider_kinesis_doris.testing.scenario import create_stream, events_table_ddl
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 DB = "pipeline_it"

@@ -9,12 +9,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import (
-    CHUNK_INTENT,
-    CheckpointNotFound,
-    DynamoCheckpointStore,
-    ShardNotDrained,
-)
+from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound, ShardNotDrained
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,

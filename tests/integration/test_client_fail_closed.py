@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError, RetryableStreamLoadError
-from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.stream_load_options import (
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.options import (
     DorisConnectionConfig,
     RetryPolicy,
     StreamLoadOptions,

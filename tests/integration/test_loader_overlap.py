@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import CHUNK_INTENT
-from airflow_provider_kinesis_doris.core.loader import Executor
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
+from airflow_provider_kinesis_doris.core.load import Executor
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
-from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_records, wait_past
 
 pytestmark = pytest.mark.integration
 

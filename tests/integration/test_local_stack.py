@@ -11,7 +11,7 @@ from pathlib import Path
 import boto3
 import pytest
 
-from airflow_provider_kinesis_doris.testing.stack import LocalStack
+from kinesis_doris_devstack.stack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -70,7 +70,7 @@ def test_stack_stops_what_it_started_when_a_later_service_fails(tmp_path: Path, 
 
 def test_cli_up_then_down(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    command = [sys.executable, "-m", "airflow_provider_kinesis_doris.testing.stack"]
+    command = [sys.executable, "-m", "kinesis_doris_devstack.stack"]
     up = subprocess.run([*command, "up", "--state-dir", str(state), "--services", "dynamodb"], capture_output=True, text=True, timeout=120)
     assert up.returncode == 0, up.stderr
     pid = json.loads(up.stdout)["dynamodb"]["pid"]

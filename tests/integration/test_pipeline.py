@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_events, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, wait_past
 
 pytestmark = pytest.mark.integration
 

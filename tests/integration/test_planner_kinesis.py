@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
-from airflow_provider_kinesis_doris.core.planner import Plan, ShardDecision, plan_interval
-from airflow_provider_kinesis_doris.core.topology import list_shards
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
+from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 pytestmark = pytest.mark.integration
 

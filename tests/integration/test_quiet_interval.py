@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.job import Credentials
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
-from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_events, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
 from tests.conftest import DORIS_PASSWORD
 
 pytestmark = pytest.mark.integration

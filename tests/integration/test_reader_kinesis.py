@@ -19,8 +19,8 @@ from airflow_provider_kinesis_doris.core.model import (
     Position,
     ShardRange,
 )
-from airflow_provider_kinesis_doris.core.reader import RangeReader, ReadOutcome
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ReadOutcome
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 pytestmark = pytest.mark.integration
 

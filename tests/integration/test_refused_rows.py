@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
-from airflow_provider_kinesis_doris.core.loader import FEW_REFUSED_ROWS
+from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
-from airflow_provider_kinesis_doris.testing.scenario import event, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_records, wait_past
 
 pytestmark = pytest.mark.integration
 

@@ -18,24 +18,24 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.loader import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
-from airflow_provider_kinesis_doris.core.planner import ShardDecision
+from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from airflow_provider_kinesis_doris.core.rebalance import rebalance, weights_for_plan
-from airflow_provider_kinesis_doris.core.stream_load_options import (
+from airflow_provider_kinesis_doris.core.doris.options import (
     DorisConnectionConfig,
     RetryPolicy,
     StreamLoadOptions,
 )
-from airflow_provider_kinesis_doris.core.topology import list_shards
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
-from airflow_provider_kinesis_doris.testing.scenario import events_table_ddl, merge, now_ms, split, wait_active, wait_past
+from kinesis_doris_devstack.scenario import events_table_ddl, merge, now_ms, split, wait_active, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 pytestmark = pytest.mark.integration

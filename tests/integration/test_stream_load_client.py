@@ -27,9 +27,9 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     UnrecognisedReply,
 )
-from airflow_provider_kinesis_doris.core.labels import chunk_label
+from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.stream_load import (
+from airflow_provider_kinesis_doris.core.doris.client import (
     DorisConnectionConfig,
     DorisSqlError,
     DorisStreamLoadClient,
@@ -40,8 +40,8 @@ from airflow_provider_kinesis_doris.core.stream_load import (
     StreamingBody,
     StreamLoadOptions,
 )
-from airflow_provider_kinesis_doris.core.stream_load_result import LabelState, LoadOutcome
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome
+from kinesis_doris_devstack.doris_server import DorisServer
 
 pytestmark = pytest.mark.integration
 

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.boundaries import carried_forward, resolve_boundary
+from airflow_provider_kinesis_doris.core.kinesis.boundaries import carried_forward, resolve_boundary
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 SHARD = ShardInfo("shard-a", (), 0, 2**128 - 1, 1, is_open=True)
 

@@ -1,20 +1,17 @@
-"""The load job: JSON round trip without secrets, and partition balancing that keeps a child
-after its parents in one partition (I5)."""
+"""The load job: JSON round trip without secrets."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig, balance_groups
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 
 
 def shard_range(shard_id: str, start: Boundary | None = None) -> ShardRange:
@@ -73,35 +70,10 @@ def test_groups_must_cover_every_range_once() -> None:
         job(groups=((0,),))
 
 
-def test_children_stay_after_their_parents_in_one_partition() -> None:
-    ranges = [shard_range(s) for s in ("p1", "p2", "other1", "other2", "c1", "c2", "merged")]
-    parents = {"c1": ("p1",), "c2": ("p1",), "merged": ("c2", "p2")}
-    groups = balance_groups(ranges, parallelism=3, parents=parents)
-    lineage = {0, 1, 4, 5, 6}
-    (together,) = [g for g in groups if set(g) & lineage]
-    assert set(together) >= lineage
-    assert list(together) == sorted(together)
-
-
-@settings(max_examples=80, deadline=None)
-@given(
-    weights=st.lists(st.integers(min_value=1, max_value=100), min_size=1, max_size=24),
-    parallelism=st.integers(min_value=1, max_value=8),
-)
-def test_balance_is_within_one_shard_of_even(weights: list[int], parallelism: int) -> None:
-    ranges = [shard_range(f"s{i}") for i in range(len(weights))]
-    groups = balance_groups(ranges, parallelism, {f"s{i}": w for i, w in enumerate(weights)})
-    assert sorted(i for g in groups for i in g) == list(range(len(weights)))
-    assert len(groups) == min(parallelism, len(weights))
-    loads = [sum(weights[i] for i in g) for g in groups]
-    assert max(loads) - min(loads) <= max(weights)
-    assert groups == balance_groups(ranges, parallelism, {f"s{i}": w for i, w in enumerate(weights)})
-
-
 def test_the_transform_is_imported_where_the_config_is_made_and_again_from_json() -> None:
-    from airflow_provider_kinesis_doris.testing.scenario import prefix_user
+    from kinesis_doris_devstack.scenario import prefix_user
 
-    made = config(transform_path="airflow_provider_kinesis_doris.testing.scenario:prefix_user")
+    made = config(transform_path="kinesis_doris_devstack.scenario:prefix_user")
     assert made.mapping.transform is prefix_user  # the in-task runner maps with it too
     assert PipelineConfig.from_dict(json.loads(json.dumps(made.to_dict()))).mapping.transform is prefix_user
 

@@ -11,9 +11,9 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kinesis_doris.core.kpl import UserRecord, deaggregate
+from airflow_provider_kinesis_doris.core.kinesis.kpl import UserRecord, deaggregate
 
-# The library's generated protobuf class, reached the way core.kpl reaches it.
+# The library's generated protobuf class, reached the way core.kinesis.kpl reaches it.
 AggregatedRecord = deaggregator.messages_pb2.AggregatedRecord
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label, is_valid_label
+from airflow_provider_kinesis_doris.core.doris.labels import chunk_label, dead_letter_label, is_valid_label
 from airflow_provider_kinesis_doris.core.model import Position
 
 DORIS_LABEL = re.compile(r"^[-_A-Za-z0-9:]{1,128}$")

@@ -26,17 +26,17 @@ from airflow_provider_kinesis_doris.core.chunks import (
     ChunkLimits,
 )
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
-from airflow_provider_kinesis_doris.core.job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.loader import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.stream_load_result import LabelState
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.result import LabelState
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
 SHARD = "shardId-000000000000"

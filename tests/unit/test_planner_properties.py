@@ -22,9 +22,9 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardRange,
     ShardState,
 )
-from airflow_provider_kinesis_doris.core.planner import Plan, ShardDecision, plan_interval
+from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.testing.fake_kinesis import MAX_HASH_KEY, FakeKinesis, FakeShard
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
 PIPELINE = "pipe"

@@ -16,7 +16,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from airflow_provider_kinesis_doris.core import reader as reader_module
+from airflow_provider_kinesis_doris.core.kinesis import reader as reader_module
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryConflict,
     BoundaryNotFound,
@@ -30,7 +30,7 @@ from airflow_provider_kinesis_doris.core.model import (
     Position,
     ShardRange,
 )
-from airflow_provider_kinesis_doris.core.reader import (
+from airflow_provider_kinesis_doris.core.kinesis.reader import (
     BACKOFF_BASE_S,
     IDLE_PAUSE_S,
     RangeReader,
@@ -39,7 +39,7 @@ from airflow_provider_kinesis_doris.core.reader import (
     backoff_delay,
     iterator_request,
 )
-from airflow_provider_kinesis_doris.testing.memory_store import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
 SHARD = "shardId-000000000000"

@@ -8,13 +8,13 @@ from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import ShardInfo
-from airflow_provider_kinesis_doris.core.rebalance import (
+from airflow_provider_kinesis_doris.core.partitions import (
     ShardLoad,
     assign_partitions,
     lineage_units,
     shard_weights,
 )
-from airflow_provider_kinesis_doris.core.topology import TopologyChange, diff_topology
+from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange, diff_topology
 
 HASH_SPACE = 2**128
 
@@ -102,7 +102,7 @@ def test_after_a_split_the_children_join_their_parent_on_the_lightest_partition(
 def test_a_merge_child_comes_after_both_parents_in_one_partition() -> None:
     loads = [ShardLoad("m", ("p1", "p2"), 10, 0), ShardLoad("p2", (), 0, 3), ShardLoad("p1", (), 0, 4),
              ShardLoad("z", (), 10, 1)]  # fmt: skip
-    assert lineage_units(loads) == [("p1", "p2", "m"), ("z",)]
+    assert lineage_units({load.shard_id: load.parent_ids for load in loads}) == [("p1", "p2", "m"), ("z",)]
     assignment = assign_partitions(loads, 4)
     assert assignment.groups[assignment.partition_of["m"]] == ("p1", "p2", "m")
 

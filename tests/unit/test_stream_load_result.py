@@ -14,12 +14,12 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     UnrecognisedReply,
 )
-from airflow_provider_kinesis_doris.core.stream_load import (
+from airflow_provider_kinesis_doris.core.doris.client import (
     DorisConnectionConfig,
     RetryPolicy,
     StreamLoadOptions,
 )
-from airflow_provider_kinesis_doris.core.stream_load_result import (
+from airflow_provider_kinesis_doris.core.doris.result import (
     LabelState,
     LoadOutcome,
     StreamLoadResult,

@@ -6,7 +6,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import ShardInfo, ShardState
-from airflow_provider_kinesis_doris.core.topology import (
+from airflow_provider_kinesis_doris.core.kinesis.topology import (
     ParentProgress,
     blocking_parents,
     children_of,

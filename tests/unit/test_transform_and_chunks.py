@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-from airflow_provider_kinesis_doris.core.transform import MAX_NESTING, DeadLetter, RecordMapping, Row, map_record
+from airflow_provider_kinesis_doris.core.mapping import MAX_NESTING, DeadLetter, RecordMapping, Row, map_record
 
 
 def record(data: bytes, sequence: int = 100, sub: int = 0) -> KinesisRecord:
@@ -126,7 +126,7 @@ def test_replay_with_changed_limits_recreates_recorded_chunks(count, first_rows,
 
 
 def test_dead_letter_table_is_created_with_the_given_properties(doris_server) -> None:  # type: ignore[no-untyped-def]
-    from airflow_provider_kinesis_doris.core.transform import dead_letter_ddl
+    from airflow_provider_kinesis_doris.core.mapping import dead_letter_ddl
 
     one_be = dead_letter_ddl("dead_letter_props", "one_be", {"replication_num": 1})
     doris_server.execute_sql("", "CREATE DATABASE IF NOT EXISTS dead_letter_props")

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kinesis_doris.core.kpl import may_be_aggregate
+from airflow_provider_kinesis_doris.core.kinesis.kpl import may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-from airflow_provider_kinesis_doris.core.transform import METADATA_COLUMNS, RecordMapping, Row, map_record
+from airflow_provider_kinesis_doris.core.mapping import METADATA_COLUMNS, RecordMapping, Row, map_record
 
 SHARD = "shardId-000000000002"
 ALL_METADATA = RecordMapping(metadata_columns=tuple(METADATA_COLUMNS))

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import RECORDED_DEAD_LETTER
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-from airflow_provider_kinesis_doris.core.transform import DeadLetter, RecordMapping, Row, dead_letter_ddl, map_record
+from airflow_provider_kinesis_doris.core.mapping import DeadLetter, RecordMapping, Row, dead_letter_ddl, map_record
 
 USAGE = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
 SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", USAGE, re.S)

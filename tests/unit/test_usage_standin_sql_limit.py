@@ -9,7 +9,7 @@ import logging
 import pytest
 import requests
 
-from airflow_provider_kinesis_doris.testing.doris_sql import truncation_message
+from kinesis_doris_devstack.doris_sql import truncation_message
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 DB = "usage_limit"
@@ -31,7 +31,7 @@ def query(doris_server):  # type: ignore[no-untyped-def]
 
 def test_a_query_over_the_default_limit_is_truncated_and_says_so(query, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
     statement = COUNT_TO.format(n=1500)
-    with caplog.at_level(logging.WARNING, logger="airflow_provider_kinesis_doris.testing.doris_sql"):
+    with caplog.at_level(logging.WARNING, logger="kinesis_doris_devstack.doris_sql"):
         rows = query({"stmt": statement})
 
     assert len(rows) == 1000
@@ -44,7 +44,7 @@ def test_a_query_over_the_default_limit_is_truncated_and_says_so(query, caplog: 
 
 
 def test_a_query_within_its_limit_is_whole_and_quiet(query, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
-    with caplog.at_level(logging.WARNING, logger="airflow_provider_kinesis_doris.testing.doris_sql"):
+    with caplog.at_level(logging.WARNING, logger="kinesis_doris_devstack.doris_sql"):
         assert len(query({"stmt": COUNT_TO.format(n=1500), "limit": 5000})) == 1500
         assert len(query({"stmt": COUNT_TO.format(n=1000)})) == 1000  # exactly the limit: nothing cut
     assert not [record for record in caplog.records if record.levelno >= logging.WARNING]

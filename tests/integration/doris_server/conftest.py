@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from doris_raw import DB, EVENTS_DDL, RawDoris, start_server
 
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from kinesis_doris_devstack.doris_server import DorisServer
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from kinesis_doris_devstack.doris_server import DorisServer
 
 USER, PASSWORD = "loader", "s3cret-pw"
 DB = "demo"

@@ -27,7 +27,7 @@ class _Ports:
 
 def test_cli_serves_until_sigterm_and_keeps_data_in_the_data_dir(tmp_path: Path) -> None:
     env = {**os.environ, "DORIS_STANDIN_PASSWORD": PASSWORD}
-    command = [sys.executable, "-m", "airflow_provider_kinesis_doris.testing.doris_server",
+    command = [sys.executable, "-m", "kinesis_doris_devstack.doris_server",
                "--host", "127.0.0.1", "--fe-port", "0", "--be-port", "0", "--user", USER,
                "--data-dir", str(tmp_path),
                "--label-keep-seconds", "60"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from doris_raw import DB, RawDoris
 
-from airflow_provider_kinesis_doris.testing.doris_server import DorisServer
+from kinesis_doris_devstack.doris_server import DorisServer
 
 pytestmark = pytest.mark.integration
 

@@ -25,11 +25,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.checkpoints import wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
-from airflow_provider_kinesis_doris.core.store import BoundaryStore
+from airflow_provider_kinesis_doris.core.kinesis.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
+from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
 log = logging.getLogger(__name__)
 

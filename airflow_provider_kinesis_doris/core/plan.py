@@ -32,13 +32,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
-from airflow_provider_kinesis_doris.core.checkpoints import (
-    CheckpointStore,
-    Floor,
-    ShardCheckpoint,
-    wall_clock_ms,
-)
+from airflow_provider_kinesis_doris.core.kinesis.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, ConfigurationError
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
@@ -48,7 +44,7 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardRange,
     ShardState,
 )
-from airflow_provider_kinesis_doris.core.topology import (
+from airflow_provider_kinesis_doris.core.kinesis.topology import (
     ParentProgress,
     blocking_parents,
     list_shards,

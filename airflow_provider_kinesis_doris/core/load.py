@@ -27,13 +27,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, NoReturn
 
-from airflow_provider_kinesis_doris.core.checkpoints import (
-    CHUNK_INTENT,
-    CHUNK_NOT_LOADED,
-    CheckpointStore,
-    ChunkRecord,
-    DynamoCheckpointStore,
-)
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
 from airflow_provider_kinesis_doris.core.chunks import (
     Chunk,
     ChunkContent,
@@ -49,15 +45,15 @@ from airflow_provider_kinesis_doris.core.errors import (
     StreamLoadError,
     UnresolvableLoad,
 )
-from airflow_provider_kinesis_doris.core.job import Credentials, LoadJob, boundary_to_dict
-from airflow_provider_kinesis_doris.core.labels import chunk_label, dead_letter_label
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, boundary_to_dict
+from airflow_provider_kinesis_doris.core.doris.labels import chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
-from airflow_provider_kinesis_doris.core.reader import RangeReader
-from airflow_provider_kinesis_doris.core.rejections import find_refused_rows, refused_rows
-from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.stream_load_result import LabelState, StreamLoadResult
-from airflow_provider_kinesis_doris.core.transform import map_record
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
+from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
+from airflow_provider_kinesis_doris.core.mapping import map_record
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import DynamoCheckpointStore, ShardCheckpoint
-from airflow_provider_kinesis_doris.core.stream_load import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig
-from airflow_provider_kinesis_doris.testing.scenario import (
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig
+from kinesis_doris_devstack.scenario import (
     create_stream,
     event,
     events_table_ddl,
@@ -49,7 +50,7 @@ from airflow_provider_kinesis_doris.testing.scenario import (
     split,
     wait_past,
 )
-from airflow_provider_kinesis_doris.testing.stack import LocalStack, ServiceProcess, local_client, stop_pid
+from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, local_client, stop_pid
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STREAM = "demo-events"
@@ -350,7 +351,7 @@ class Demo:
         bounds = [(first + i * seconds) * 1000 for i in range(self.settings.intervals + 1)]
         producer = Producer(self.producer_kinesis, self.settings, bounds, self.progress)
         producer.start()
-        loader = LoaderRuns(*self._python("loader-dag-test", "-m", "airflow_provider_kinesis_doris.testing.demo", "--serve-loader-runs", talk=True))
+        loader = LoaderRuns(*self._python("loader-dag-test", "-m", "kinesis_doris_devstack.demo", "--serve-loader-runs", talk=True))
         try:
             for index in range(self.settings.intervals):
                 producer.wait_sealed(index)

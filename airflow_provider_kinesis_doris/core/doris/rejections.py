@@ -20,8 +20,8 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
-from airflow_provider_kinesis_doris.core.stream_load_options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.stream_load_result import StreamLoadResult
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.result import StreamLoadResult
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ def find_refused_rows(
 ) -> dict[int, str]:
     """The indices of ``lines`` Doris refuses, with its reason for each.
 
-    :param doris: a :class:`~airflow_provider_kinesis_doris.core.stream_load.DorisStreamLoadClient`.
+    :param doris: a :class:`~airflow_provider_kinesis_doris.core.doris.client.DorisStreamLoadClient`.
     :param options: the options the chunk was loaded with (probes add 2PC and a filter ratio of 1).
     :param lines: the chunk's JSON lines, without newlines.
     :return: refused line index → Doris's reason; empty if the probes find none.

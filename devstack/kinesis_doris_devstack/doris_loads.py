@@ -23,7 +23,7 @@ from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from airflow_provider_kinesis_doris.testing.doris_sql import (
+from kinesis_doris_devstack.doris_sql import (
     UNIQUE_KEYS,
     ColumnDef,
     ColumnType,

@@ -1,6 +1,6 @@
 """An in-memory checkpoint store with the same API, conditions and errors as the DynamoDB one.
 
-All logic is inherited from :class:`core.checkpoints.CheckpointStore`; only the four storage
+All logic is inherited from :class:`core.stores.checkpoint_store.CheckpointStore`; only the four storage
 primitives live here, each atomic under one lock. Several stores (pipelines, or concurrent
 "runs" of one pipeline) can share a :class:`MemoryTable`, like processes sharing a DynamoDB table.
 """
@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.checkpoints import ABSENT, CheckpointStore, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ABSENT, wall_clock_ms
 
 
 class MemoryTable:

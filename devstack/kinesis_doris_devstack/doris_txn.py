@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kinesis_doris.testing.doris_sql import (
+from kinesis_doris_devstack.doris_sql import (
     DorisSqlError,
     StagedRow,
     Storage,

@@ -8,21 +8,21 @@ plan, a command line or a log.
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
-from airflow_provider_kinesis_doris.core.stream_load_options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
-from airflow_provider_kinesis_doris.core.transform import RecordMapping
+from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.partitions import group_ranges
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 
 if TYPE_CHECKING:
-    from airflow_provider_kinesis_doris.core.planner import Plan
+    from airflow_provider_kinesis_doris.core.plan import Plan
 
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
 
@@ -75,11 +75,11 @@ class PipelineConfig:
         ``mapping.transform`` when the config is made (in the task, and again on each executor).
     :raises ConfigurationError: the transform cannot be imported, or 2PC load options.
     :param dead_letter_options: how rows go into ``dead_letter_table``.
-    :param initial_position: where a shard's first range starts (see ``core.planner``).
+    :param initial_position: where a shard's first range starts (see ``core.plan``).
     :param relaxed_order: children do not wait for their parents.
     :param parallelism: Spark partitions at most (default: one per shard range).
     :param max_bad_record_ratio: the share of a chunk's rows Doris may refuse; they become dead
-        letters. Above it (and from ``core.loader.FEW_REFUSED_ROWS`` rows) the load fails: the
+        letters. Above it (and from ``core.load.FEW_REFUSED_ROWS`` rows) the load fails: the
         table and the records probably do not match.
     """
 
@@ -119,12 +119,20 @@ class PipelineConfig:
                     "under its label)"
                 )
 
-    def job(self, plan: Plan, weights: Mapping[str, float] | None = None) -> LoadJob:
-        """The load job of ``plan``'s ranges."""
+    def job(
+        self, plan: Plan, weights: Mapping[str, float] | None = None, assignment: Mapping[str, int] | None = None
+    ) -> LoadJob:
+        """The load job of ``plan``'s ranges, grouped into Spark partitions.
+
+        :param weights: per shard id, what the rebalance step measured (1 if absent).
+        :param assignment: the rebalance step's stored shard → partition assignment. When there is
+            one, its partition count and placement win over ``parallelism``, which otherwise caps
+            the partitions (default: one per range).
+        """
         ranges = plan.ranges
         parents = {shard.shard_id: shard.parent_ids for shard in plan.shards}
-        groups = balance_groups(ranges, self.parallelism or max(len(ranges), 1), weights, parents)
-        return LoadJob(self, ranges, groups)
+        partitions = max(assignment.values()) + 1 if assignment else self.parallelism or max(len(ranges), 1)
+        return LoadJob(self, ranges, group_ranges(ranges, parents, partitions, weights, assignment))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe and without the password; ``mapping.transform`` travels as ``transform_path``."""
@@ -226,59 +234,6 @@ def import_transform(path: str) -> Any:
     if not callable(function):
         raise ConfigurationError(f"transform {path!r} is a {type(function).__name__}, not a function")
     return function
-
-
-def balance_groups(
-    ranges: Sequence[ShardRange],
-    parallelism: int,
-    weights: Mapping[str, float] | None = None,
-    parents: Mapping[str, Sequence[str]] | None = None,
-) -> tuple[tuple[int, ...], ...]:
-    """Spread ranges over at most ``parallelism`` Spark partitions.
-
-    Ranges of shards related by lineage in this job (a parent and its children) form one unit
-    that stays in one partition in the plan's order, so a child is loaded after its parents (I5);
-    units go heaviest first onto the lightest partition.
-
-    :param ranges: the plan's ranges, parents before children.
-    :param weights: per shard id (e.g. bytes carried recently); 1 for a shard not listed.
-    :param parents: shard id → its parent shard ids.
-    """
-    if parallelism < 1:
-        raise ConfigurationError(f"parallelism must be at least 1, got {parallelism}")
-    units = _lineage_units(ranges, parents or {})
-    weight = {i: float((weights or {}).get(r.shard_id, 1.0)) for i, r in enumerate(ranges)}
-    count = min(parallelism, len(units))
-    heap = [(0.0, slot) for slot in range(count)]
-    members: list[list[int]] = [[] for _ in range(count)]
-    for unit in sorted(units, key=lambda u: (-sum(weight[i] for i in u), u[0])):
-        load, slot = heapq.heappop(heap)
-        members[slot].extend(unit)
-        heapq.heappush(heap, (load + sum(weight[i] for i in unit), slot))
-    return tuple(tuple(sorted(group)) for group in members)
-
-
-def _lineage_units(ranges: Sequence[ShardRange], parents: Mapping[str, Sequence[str]]) -> list[list[int]]:
-    """Indices of ``ranges`` grouped by connected lineage (union-find over parent links)."""
-    root = list(range(len(ranges)))
-
-    def find(i: int) -> int:
-        while root[i] != i:
-            root[i] = root[root[i]]
-            i = root[i]
-        return i
-
-    index_of: dict[str, list[int]] = {}
-    for i, shard_range in enumerate(ranges):
-        index_of.setdefault(shard_range.shard_id, []).append(i)
-    for i, shard_range in enumerate(ranges):
-        for parent in parents.get(shard_range.shard_id, ()):
-            for j in index_of.get(parent, ()):
-                root[find(i)] = find(j)
-    units: dict[int, list[int]] = {}
-    for i in range(len(ranges)):
-        units.setdefault(find(i), []).append(i)
-    return list(units.values())
 
 
 # --- JSON forms of the value objects -----------------------------------------------------------

@@ -56,8 +56,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     StreamLoadError,
     UnrecognisedReply,
 )
-from airflow_provider_kinesis_doris.core.labels import is_valid_label
-from airflow_provider_kinesis_doris.core.stream_load_options import (
+from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
+from airflow_provider_kinesis_doris.core.doris.options import (
     Body,
     DorisConnectionConfig,
     PrecommittedPolicy,
@@ -66,7 +66,7 @@ from airflow_provider_kinesis_doris.core.stream_load_options import (
     StreamLoadOptions,
     join_host_port,
 )
-from airflow_provider_kinesis_doris.core.stream_load_result import (
+from airflow_provider_kinesis_doris.core.doris.result import (
     LabelState,
     LoadOutcome,
     StreamLoadResult,
@@ -262,7 +262,7 @@ class DorisStreamLoadClient:
 
         :param database: target database.
         :param table: target table.
-        :param label: the chunk's label (see :mod:`core.labels`).
+        :param label: the chunk's label (see :mod:`core.doris.labels`).
         :param body: the rows, as bytes or a :class:`StreamingBody`.
         :param options: format and other headers.
         :param precommitted_policy: what to do with a PRECOMMITTED label.

@@ -8,7 +8,7 @@ and is not emulated is listed in ``docs/doris-standin.md``. Use it in-process::
         doris.execute_sql("", "CREATE DATABASE demo")
         ...  # PUT http://127.0.0.1:<doris.fe_port>/api/demo/<table>/_stream_load
 
-or as a process: ``python -m airflow_provider_kinesis_doris.testing.doris_server --fe-port 0``
+or as a process: ``python -m kinesis_doris_devstack.doris_server --fe-port 0``
 prints one JSON line ``{"fe_port": ..., "be_port": ..., "pid": ...}`` once it listens.
 """
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from airflow_provider_kinesis_doris.testing.doris_loads import (
+from kinesis_doris_devstack.doris_loads import (
     LoadError,
     LoadOptions,
     LoadOutcome,
@@ -47,14 +47,14 @@ from airflow_provider_kinesis_doris.testing.doris_loads import (
     plan_load,
     run_load,
 )
-from airflow_provider_kinesis_doris.testing.doris_sql import (
+from kinesis_doris_devstack.doris_sql import (
     INFORMATION_SCHEMA,
     DorisSqlError,
     StatementResult,
     Storage,
     execute_statement,
 )
-from airflow_provider_kinesis_doris.testing.doris_txn import (
+from kinesis_doris_devstack.doris_txn import (
     TXN_BOOTSTRAP_DDL,
     LabelAlreadyExists,
     TxnError,

@@ -36,7 +36,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
     DataTrimmed,
 )
-from airflow_provider_kinesis_doris.core.kpl import deaggregate, may_be_aggregate
+from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -44,7 +44,7 @@ from airflow_provider_kinesis_doris.core.model import (
     Position,
     ShardRange,
 )
-from airflow_provider_kinesis_doris.core.store import BoundaryStore
+from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ file that tests and the demo read.
   ChildShards, iterator expiry). Slow (~1k puts/s): keep fixtures small.
 - ``kinesalite`` (npm): fast, for volume; no ListShards paging (a NextToken call kills it).
 - ``moto`` (server mode): DynamoDB only. Never use its Kinesis for resharding.
-- ``doris``: ``testing.doris_server``, the Stream Load compatible stand-in.
+- ``doris``: ``kinesis_doris_devstack.doris_server``, the Stream Load compatible stand-in.
 
 Command line::
 
-    python -m airflow_provider_kinesis_doris.testing.stack up [--state-dir D] [--services ...]
-    python -m airflow_provider_kinesis_doris.testing.stack down [--state-dir D]
+    python -m kinesis_doris_devstack.stack up [--state-dir D] [--services ...]
+    python -m kinesis_doris_devstack.stack down [--state-dir D]
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float =
     """The Doris stand-in (FE + BE ports) as a child process."""
     fe_port, be_port = free_port(), free_port()
     argv = [
-        sys.executable, "-m", "airflow_provider_kinesis_doris.testing.doris_server",
+        sys.executable, "-m", "kinesis_doris_devstack.doris_server",
         "--host", LOOPBACK, "--fe-port", str(fe_port), "--be-port", str(be_port), "--user", DORIS_USER,
     ]  # fmt: skip
     if data_dir is not None:
@@ -341,7 +341,7 @@ def stop_recorded(state_dir: Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m airflow_provider_kinesis_doris.testing.stack")
+    parser = argparse.ArgumentParser(prog="python -m kinesis_doris_devstack.stack")
     parser.add_argument("command", choices=["up", "down"])
     parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
     parser.add_argument("--services", nargs="+", default=list(ALL_SERVICES), choices=ALL_SERVICES)

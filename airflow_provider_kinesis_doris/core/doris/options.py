@@ -1,7 +1,7 @@
 """Settings of the Stream Load client: where Doris is, which headers a load sends, how to retry.
 
 Plain values (frozen dataclasses) with no I/O, validated on construction; the client lives in
-:mod:`airflow_provider_kinesis_doris.core.stream_load`.
+:mod:`airflow_provider_kinesis_doris.core.doris.client`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,229 @@
+"""Shards, their lifecycle and their high-water marks: the whole pipeline-state API."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import ShardNotDrained
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardInfo, ShardRange, ShardState
+from airflow_provider_kinesis_doris.core.stores.base import lease_conflict
+from airflow_provider_kinesis_doris.core.stores.chunks import ChunkStore
+from airflow_provider_kinesis_doris.core.stores.items import (
+    ABSENT,
+    RANGE_PREFIX,
+    SHARD_PREFIX,
+    boundary_attributes,
+    range_key,
+    shard_from_item,
+    shard_key,
+    ShardCheckpoint,
+)
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointStore(ChunkStore):
+    # shards ---------------------------------------------------------------------------------
+
+    def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
+        """The stored shard, or None if it was never registered."""
+        item = self._get(shard_key(shard_id))
+        return shard_from_item(item) if item else None
+
+    def list_shard_checkpoints(self) -> list[ShardCheckpoint]:
+        """Every shard registered for this pipeline, by shard id."""
+        return [shard_from_item(item) for item in self._query(SHARD_PREFIX)]
+
+    def register_shard(self, info: ShardInfo) -> ShardCheckpoint:
+        """Create the shard item (once) with its parents and hash range; OPEN or CLOSED as listed.
+
+        :param info: the shard as ListShards reports it.
+        :return: the stored shard (ours, or the one registered first).
+        """
+        item = {
+            "sk": shard_key(info.shard_id),
+            "kind": "shard",
+            "shard_id": info.shard_id,
+            "parent_ids": list(info.parent_ids),
+            "starting_hash_key": str(info.starting_hash_key),
+            "ending_hash_key": str(info.ending_hash_key),
+            "state": (ShardState.OPEN if info.is_open else ShardState.CLOSED).value,
+            "lease_counter": 0,
+            "updated_ms": self._clock(),
+        }
+        item["registered_ms"] = item["updated_ms"]
+        if self._put_new(item):
+            parents = list(info.parent_ids)
+            log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
+        return self._require_shard(info.shard_id)
+
+    def mark_closed(self, shard_id: str) -> ShardCheckpoint:
+        """OPEN → CLOSED (ListShards reports an EndingSequenceNumber). No-op if not OPEN.
+
+        :raises CheckpointConflict: the shard changed between our read and our write.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.state is not ShardState.OPEN:
+            return shard
+        self._fenced_update(shard, {"state": ShardState.CLOSED.value}, extra_expected={"state": "OPEN"})
+        log.info("shard %s is closed", shard_id)
+        return self._require_shard(shard_id)
+
+    def advance_high_water_mark(
+        self, shard_id: str, *, expected_counter: int, last_lag_ms: int | None = None
+    ) -> ShardCheckpoint:
+        """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
+
+        Only :meth:`rewind_high_water_mark` moves it back. The write is conditional on
+        ``expected_counter`` and on the stored mark, so of two concurrent runs only one advances
+        the shard.
+
+        :param shard_id: the shard.
+        :param expected_counter: the lease counter this run read (e.g. from its plan).
+        :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
+        :return: the shard after the update.
+        :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.lease_counter != expected_counter:
+            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
+        current = shard.high_water_mark
+        mark = self.loaded_through(shard_id, current)
+        changes: dict[str, Any] = {}
+        if mark is not None and mark != current:
+            changes.update(boundary_attributes(mark, "hwm_"))
+        if last_lag_ms is not None:
+            changes["last_lag_ms"] = last_lag_ms
+        if not changes:
+            return shard
+        hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
+        self._fenced_update(shard, changes, extra_expected=hwm_expected)
+        if mark is not None and "hwm_kind" in changes:
+            log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
+        return self._require_shard(shard_id)
+
+    def _range_past_an_empty_gap(self, cut: Boundary) -> ShardRange | None:
+        """The next stored range after ``cut``, if the intervals between hold no record of the
+        shard. They have no range when their runs listed the shards before this one existed (a
+        later run of an earlier interval gave it the range that ends at ``cut``). Empty for sure:
+        the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
+        shard's start, or the interval before the range was planned before the shard existed."""
+        items = self._query(
+            f"{RANGE_PREFIX}{cut.shard_id}#", low=range_key(cut.shard_id, cut.instant_ms + 1), limit=1
+        )
+        if not items:
+            return None
+        following = self._with_boundaries(items[0])
+        resolved = cut.kind is not BoundaryKind.PENDING
+        same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
+        nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
+        if resolved and (same_cut or nothing_between):
+            return following
+        return following if self._planned_before_it_existed(cut.shard_id, following.interval_start_ms) else None
+
+    def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
+        """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
+        this shard was registered. Every run registers each shard it lists before it plans any
+        range, so that run did not list this one: it was created later, after the interval's end
+        (runs plan sealed intervals only), and holds no record before ``until_ms``."""
+        shard = self.get_shard(shard_id)
+        if shard is None or shard.registered_ms is None:
+            return False
+        ancestors, seen = list(shard.parent_ids), set()
+        while ancestors:
+            ancestor = ancestors.pop()
+            if ancestor in seen:
+                continue
+            seen.add(ancestor)
+            items = self._query(f"{RANGE_PREFIX}{ancestor}#", high=range_key(ancestor, until_ms - 1), descending=True, limit=1)
+            if items and int(items[0]["interval_end_ms"]) == until_ms and "planned_ms" in items[0]:
+                if int(items[0]["planned_ms"]) < shard.registered_ms:
+                    return True
+            if (checkpoint := self.get_shard(ancestor)) is not None:
+                ancestors.extend(checkpoint.parent_ids)
+        return False
+
+    def rewind_high_water_mark(self, shard_id: str, before_ms: int) -> ShardCheckpoint:
+        """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
+        not loaded starts (a backfill before the shard's earliest range): the mark claims that
+        everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
+        CLOSED again until the commit that loads the range drains it.
+
+        :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
+        """
+        shard = self._require_shard(shard_id)
+        mark = shard.high_water_mark
+        if mark is None or mark.instant_ms <= before_ms:
+            return shard
+        changes: dict[str, Any] = boundary_attributes(None, "hwm_")
+        if shard.state is ShardState.DRAINED:
+            changes["state"] = ShardState.CLOSED.value
+        self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
+        log.warning(
+            "shard %s: a range starting at %d is not loaded yet and lies before the high-water mark "
+            "(%s at %d); the mark restarts from it", shard_id, before_ms, mark.kind.value, mark.instant_ms,
+        )  # fmt: skip
+        return self._require_shard(shard_id)
+
+    def loaded_through(self, shard_id: str, since: Boundary | None = None) -> Boundary | None:
+        """End of the contiguous run of LOADED ranges from the shard's earliest range.
+
+        Walks forward from ``since`` (the stored high-water mark, which lies on that run) one range
+        at a time, so a run reads the ranges loaded since the mark moved, not the shard's history.
+
+        :param since: a boundary the run is known to reach; None: start at the earliest range.
+        :return: the run's end, or None if the earliest range is not loaded.
+        """
+        # The stored mark is a copy of a boundary taken when it moved; a PENDING cut may have been
+        # resolved since (to SHARD_END when the shard closed without a record after it).
+        mark = self.get_boundary(shard_id, since.instant_ms) or since if since is not None else None
+        if mark is None:
+            first = self.earliest_range(shard_id)
+            if first is None or first.state is not RangeState.LOADED:
+                return None
+            mark = first.end
+        while mark.kind is not BoundaryKind.SHARD_END:
+            following = self.get_range(shard_id, mark.instant_ms) or self._range_past_an_empty_gap(mark)
+            if following is None:
+                break
+            # Across an empty gap, everything before the next range is loaded: its children may
+            # read the intervals the gap spans (the next range is read before them).
+            mark = following.start if following.interval_start_ms != mark.instant_ms else mark
+            if following.state is not RangeState.LOADED:
+                break
+            mark = following.end
+        if mark.kind is BoundaryKind.PENDING:
+            # A cut left PENDING (no reader met it) after a cut that is the shard's end is the end
+            # too; otherwise the run would stop there for good when no later range is needed.
+            earlier = self.boundary_at_or_before(shard_id, mark.instant_ms - 1)
+            if earlier is not None and earlier.kind is BoundaryKind.SHARD_END:
+                return Boundary(shard_id, mark.instant_ms, BoundaryKind.SHARD_END)
+        return mark
+
+    def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
+        """CLOSED → DRAINED, only once the high-water mark is SHARD_END (its last range is loaded).
+
+        Drops the stored lag: a drained shard has none.
+
+        :param expected_counter: fence on this counter; default: the counter read now.
+        :raises ShardNotDrained: the shard is open, or its loaded run does not reach SHARD_END.
+        :raises CheckpointConflict: another writer updated the shard concurrently.
+        """
+        shard = self._require_shard(shard_id)
+        if shard.state is ShardState.DRAINED:
+            return shard
+        if expected_counter is not None and shard.lease_counter != expected_counter:
+            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
+        mark = shard.high_water_mark
+        if shard.state is not ShardState.CLOSED or mark is None or mark.kind is not BoundaryKind.SHARD_END:
+            described = f"{mark.kind.value} at {mark.instant_ms}" if mark else "none"
+            raise ShardNotDrained(
+                f"Shard {shard_id} of pipeline {self.pipeline_id} cannot be marked drained: state "
+                f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"
+            )
+        changes = {"state": ShardState.DRAINED.value, "last_lag_ms": None}
+        self._fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
+        log.info("shard %s is drained", shard_id)
+        return self._require_shard(shard_id)
+

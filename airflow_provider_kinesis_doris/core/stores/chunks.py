@@ -1,0 +1,137 @@
+"""Chunk intents, outcomes and contents under their range (invariant I7)."""
+
+from __future__ import annotations
+
+
+from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
+from airflow_provider_kinesis_doris.core.model import Position
+from airflow_provider_kinesis_doris.core.stores.items import (
+    CHUNK_INTENT,
+    CHUNK_PREFIX,
+    chunk_from_item,
+    chunk_key,
+    ChunkRecord,
+    legacy_chunk_key,
+    range_chunks_prefix,
+    range_contents_prefix,
+    range_key,
+)
+from airflow_provider_kinesis_doris.core.stores.ranges import RangeStore
+
+
+class ChunkStore(RangeStore):
+    # chunks (I7) ----------------------------------------------------------------------------
+
+    def record_chunk_intent(
+        self, label: str, shard_id: str, first: Position, last: Position, range_key: int
+    ) -> ChunkRecord:
+        """Record, before loading, that chunk ``label`` holds ``first..last`` of a range.
+
+        :param range_key: the interval start of the range the chunk belongs to.
+        :return: the stored chunk: a new intent, or what an earlier attempt recorded.
+        """
+        self.put_chunk_intent(label, shard_id, first, last, range_key)
+        return self._require_chunk(label, shard_id, range_key)
+
+    def put_chunk_intent(self, label: str, shard_id: str, first: Position, last: Position, range_key: int) -> bool:
+        """:meth:`record_chunk_intent`, telling whether this call created the intent (False: another
+        attempt had recorded the chunk already, and may have sent it)."""
+        item = {
+            "sk": chunk_key(shard_id, range_key, label),
+            "kind": "chunk",
+            "label": label,
+            "shard_id": shard_id,
+            "interval_start_ms": range_key,
+            "first": first.encode(),
+            "last": last.encode(),
+            "state": CHUNK_INTENT,
+            "updated_ms": self._clock(),
+        }
+        return self._put_new(item)
+
+    def record_chunk_outcome(
+        self,
+        label: str,
+        state: str,
+        txn_id: str | None = None,
+        *,
+        shard_id: str,
+        interval_start_ms: int,
+        rows_loaded: int = 0,
+        rows_filtered: int = 0,
+        expected_state: str | None = None,
+    ) -> ChunkRecord:
+        """Record the outcome of chunk ``label`` of the range ``(shard_id, interval_start_ms)`` (a
+        Doris load state such as VISIBLE or ABORTED).
+
+        :param expected_state: write only if the stored state is this one (a lost race leaves the
+            stored chunk as it is, and it is returned).
+        :raises CheckpointNotFound: no intent was recorded for ``label``.
+        """
+        changes = {
+            "state": state,
+            "txn_id": txn_id,
+            "rows_loaded": rows_loaded,
+            "rows_filtered": rows_filtered,
+            "updated_ms": self._clock(),
+        }
+        keys = (chunk_key(shard_id, interval_start_ms, label), legacy_chunk_key(label))
+        expected = {"state": expected_state} if expected_state is not None else {}
+        any(self._update(sk, changes, expected) for sk in keys)
+        stored = self.get_chunk(label, shard_id, interval_start_ms)
+        if stored is None:
+            raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
+        return stored
+
+    def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
+        """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
+        item = self._get(chunk_key(shard_id, interval_start_ms, label)) or self._get(legacy_chunk_key(label))
+        return chunk_from_item(item) if item else None
+
+    def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
+        """The chunks recorded for one range, ordered by their first position (one Query of the
+        range's own chunk items; ranges planned before chunks were keyed by range also look at
+        the pipeline's chunk items of that older layout)."""
+        items = self._query(range_chunks_prefix(shard_id, interval_start_ms))
+        range_item = self._get(range_key(shard_id, interval_start_ms))
+        if range_item is not None and "planned_ms" not in range_item:
+            items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_key(item["label"])]
+        chunks = (chunk_from_item(item) for item in items)
+        selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
+        return sorted(selected, key=lambda c: c.first)
+
+    def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
+        """Fix a chunk's content (which of its records are dead letters, encoded by
+        ``core.chunks.ChunkContent``) before its first load: the first writer's is stored once and
+        returned to everyone.
+
+        :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
+        """
+        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()})
+        item = self._get(sk)
+        assert item is not None, "a put-once item existed a moment ago and items are never deleted"
+        return str(item["content"])
+
+    def amend_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, settled: str, amended: str) -> str:
+        """Replace a chunk's settled content, only if it is still ``settled``: for rows Doris refused
+        when the chunk was loaded as settled (its load failed whole, so nothing of it is visible).
+
+        :return: the content stored now (ours, or another run's amendment that came first).
+        """
+        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        self._update(sk, {"content": amended, "updated_ms": self._clock()}, {"content": settled})
+        item = self._get(sk)
+        assert item is not None, "settled contents are never deleted"
+        return str(item["content"])
+
+    def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
+        """The settled contents of the range's chunks (one Query of the range's own items)."""
+        return [str(item["content"]) for item in self._query(range_contents_prefix(shard_id, interval_start_ms))]
+
+    def _require_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord:
+        chunk = self.get_chunk(label, shard_id, interval_start_ms)
+        if chunk is None:
+            raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
+        return chunk
+

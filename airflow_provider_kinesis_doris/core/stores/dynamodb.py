@@ -1,0 +1,182 @@
+"""The pipeline state on a DynamoDB table."""
+
+from __future__ import annotations
+
+import logging
+
+from collections.abc import Callable, Mapping
+from decimal import Decimal
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+
+def _to_python(value: Any) -> Any:
+    """DynamoDB's Decimals back to ints (we store only integral numbers)."""
+    if isinstance(value, Decimal):
+        return int(value)
+    if isinstance(value, list):
+        return [_to_python(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _to_python(v) for k, v in value.items()}
+    return value
+
+
+def _is_condition_failure(error: ClientError) -> bool:
+    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+
+
+class DynamoCheckpointStore(CheckpointStore):
+    """:class:`CheckpointStore` on a DynamoDB table (``pk``/``sk`` strings).
+
+    :param client: a boto3 DynamoDB client.
+    :param table_name: the table; see :meth:`create_table_if_missing`.
+    :param pipeline_id: the partition key of every item this store touches.
+    :param page_size: Query ``Limit``; pages are always followed to the end.
+    :param clock: epoch milliseconds for ``updated_ms`` attributes.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        table_name: str,
+        pipeline_id: str,
+        *,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        super().__init__(pipeline_id, clock=clock)
+        if page_size < 1:
+            raise ValueError(f"page_size must be positive, got {page_size}")
+        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+        self._client = client
+        self.table_name = table_name
+        self._page_size = page_size
+        self._serializer = TypeSerializer()
+        self._deserializer = TypeDeserializer()
+
+    def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
+        """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
+        try:
+            self._client.describe_table(TableName=self.table_name)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+                raise
+            self._create_table()
+        waiter = self._client.get_waiter("table_exists")
+        waiter.wait(TableName=self.table_name, WaiterConfig={"Delay": 1, "MaxAttempts": wait_seconds})
+
+    def _create_table(self) -> None:
+        try:
+            self._client.create_table(
+                TableName=self.table_name,
+                AttributeDefinitions=[
+                    {"AttributeName": "pk", "AttributeType": "S"},
+                    {"AttributeName": "sk", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "pk", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                BillingMode="PAY_PER_REQUEST",
+            )
+            log.info("created checkpoint table %s", self.table_name)
+        except ClientError as error:
+            # Another process created it between our describe and create.
+            if error.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+
+    def _key(self, sk: str) -> dict[str, Any]:
+        return {"pk": {"S": self.pipeline_id}, "sk": {"S": sk}}
+
+    def _decode(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: _to_python(self._deserializer.deserialize(value)) for name, value in item.items()}
+
+    def _get(self, sk: str) -> dict[str, Any] | None:
+        response = self._client.get_item(TableName=self.table_name, Key=self._key(sk), ConsistentRead=True)
+        item = response.get("Item")
+        return self._decode(item) if item else None
+
+    def _query(
+        self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        values: dict[str, Any] = {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}}
+        condition = "pk = :pk AND begins_with(sk, :prefix)"
+        if low is not None or high is not None:
+            # Keys of one prefix sort below prefix + U+FFFF (they are ASCII).
+            condition = "pk = :pk AND sk BETWEEN :low AND :high"
+            values = {":pk": values[":pk"], ":low": {"S": low or prefix}, ":high": {"S": high or prefix + "\uffff"}}
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+            "ScanIndexForward": not descending,
+            "Limit": min(self._page_size, limit) if limit else self._page_size,
+        }
+        items: list[dict[str, Any]] = []
+        while True:
+            response = self._client.query(**request)
+            items.extend(self._decode(item) for item in response.get("Items", []))
+            if "LastEvaluatedKey" not in response or (limit and len(items) >= limit):
+                return items[:limit] if limit else items
+            request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
+        attributes["pk"] = {"S": self.pipeline_id}
+        try:
+            self._client.put_item(
+                TableName=self.table_name, Item=attributes, ConditionExpression="attribute_not_exists(sk)"
+            )
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets, removes, conditions = [], [], ["attribute_exists(sk)"]
+        for index, (attribute, value) in enumerate(changes.items()):
+            names[f"#c{index}"] = attribute
+            if value is None:
+                removes.append(f"#c{index}")
+            else:
+                values[f":c{index}"] = self._serializer.serialize(value)
+                sets.append(f"#c{index} = :c{index}")
+        for index, (attribute, value) in enumerate(expected.items()):
+            names[f"#e{index}"] = attribute
+            if value is ABSENT:
+                conditions.append(f"attribute_not_exists(#e{index})")
+            else:
+                values[f":e{index}"] = self._serializer.serialize(value)
+                conditions.append(f"#e{index} = :e{index}")
+        clauses = [f"SET {', '.join(sets)}"] if sets else []
+        if removes:
+            clauses.append(f"REMOVE {', '.join(removes)}")
+        expression = " ".join(clauses)
+        request: dict[str, Any] = {
+            "TableName": self.table_name,
+            "Key": self._key(sk),
+            "UpdateExpression": expression,
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            request["ExpressionAttributeValues"] = values
+        try:
+            self._client.update_item(**request)
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True

@@ -1,0 +1,212 @@
+"""Durable pipeline state in one DynamoDB table: shards, boundaries, ranges, chunks, topology.
+
+One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the item:
+
+- ``shard#<shard_id>``: lineage, state OPEN → CLOSED → DRAINED, high-water mark, lease counter;
+- ``boundary#<shard_id>#<instant_ms, 15 digits>``: a cut between records, written once;
+- ``range#<shard_id>#<interval_start_ms, 15 digits>``: references to its two boundaries;
+- ``chunk#<shard_id>#<interval_start_ms, 15 digits>#<label>``: intent and outcome of one Stream
+  Load (invariant I7), under its range so a run reads only its ranges' chunks;
+- ``content#<shard_id>#<interval_start_ms, 15 digits>#<first position>``: which records of a chunk
+  are dead letters, fixed once before its first load;
+- ``topology``: the last shard set seen and the shard → partition assignment;
+- ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once.
+
+Every write that can race is conditional and a lost race never overwrites: put-once items return
+the stored winner, fenced updates raise :class:`CheckpointConflict`. Every read is a consistent
+``GetItem`` or a paginated ``Query`` on the pipeline's partition (never a ``Scan``).
+
+The logic lives in :class:`CheckpointStore`, which needs four primitives (get, query by prefix,
+put-if-absent, conditional update). :class:`DynamoCheckpointStore` implements them on DynamoDB;
+``core.stores.memory`` implements them in memory, so both stores behave alike by construction.
+
+Sequence numbers (56 digits) and hash keys (39 digits) exceed DynamoDB's 38-digit numbers, so
+they are stored as strings.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
+
+log = logging.getLogger(__name__)
+
+SHARD_PREFIX = "shard#"
+BOUNDARY_PREFIX = "boundary#"
+RANGE_PREFIX = "range#"
+CHUNK_PREFIX = "chunk#"
+CONTENT_PREFIX = "content#"
+TOPOLOGY_KEY = "topology"
+FLOOR_KEY = "floor"
+CHUNK_INTENT = "INTENT"
+CHUNK_NOT_LOADED = "NOT_LOADED"
+"""A chunk's load provably did not reach Doris, or Doris failed it definitely: send it again."""
+_INSTANT_DIGITS = 15
+DEFAULT_PAGE_SIZE = 100
+
+
+class ABSENT:
+    """Marker for an expected attribute that must not exist (``attribute_not_exists``)."""
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def shard_key(shard_id: str) -> str:
+    return f"{SHARD_PREFIX}{shard_id}"
+
+
+def boundary_key(shard_id: str, instant_ms: int) -> str:
+    return f"{BOUNDARY_PREFIX}{shard_id}#{instant_ms:0{_INSTANT_DIGITS}d}"
+
+
+def range_key(shard_id: str, interval_start_ms: int) -> str:
+    return f"{RANGE_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}"
+
+
+def chunk_key(shard_id: str, interval_start_ms: int, label: str) -> str:
+    return f"{range_chunks_prefix(shard_id, interval_start_ms)}{label}"
+
+
+def range_chunks_prefix(shard_id: str, interval_start_ms: int) -> str:
+    return f"{CHUNK_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
+
+
+def range_contents_prefix(shard_id: str, interval_start_ms: int) -> str:
+    return f"{CONTENT_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
+
+
+def legacy_chunk_key(label: str) -> str:
+    """Where chunks were kept before they were keyed by range (read, never written)."""
+    return f"{CHUNK_PREFIX}{label}"
+
+
+# --- value objects -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ShardCheckpoint:
+    """The stored state of one shard.
+
+    ``high_water_mark`` is the end boundary of the longest contiguous run of LOADED ranges from
+    the shard's floor (its earliest range); ``lease_counter`` grows with every update and fences
+    concurrent writers."""
+
+    shard_id: str
+    parent_ids: tuple[str, ...]
+    starting_hash_key: int
+    ending_hash_key: int
+    state: ShardState
+    lease_counter: int
+    high_water_mark: Boundary | None
+    last_lag_ms: int | None
+    updated_ms: int
+    registered_ms: int | None = None
+    """When a run first listed the shard (None for shards registered before this was kept)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRecord:
+    """Intent (``state == "INTENT"``) or outcome (a Doris state such as ``VISIBLE``) of one chunk."""
+
+    label: str
+    shard_id: str
+    interval_start_ms: int
+    first: Position
+    last: Position
+    state: str
+    txn_id: str | None
+    rows_loaded: int
+    rows_filtered: int
+    updated_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The interval ``[start_ms, end_ms)`` whose ranges sweep a TRIM_HORIZON pipeline's shards from
+    their start: fixed by the first run that plans, so every later run agrees on it (I10)."""
+
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRecord:
+    """The shard set the sensor saw last and the current shard → Spark partition assignment."""
+
+    shard_ids: tuple[str, ...]
+    version: int
+    assignment: Mapping[str, int] = field(default_factory=dict)
+    updated_ms: int = 0
+
+
+# --- item <-> value object ---------------------------------------------------------------------
+
+
+def boundary_from_item(item: Mapping[str, Any]) -> Boundary:
+    position = item.get("position")
+    return Boundary(
+        shard_id=item["shard_id"],
+        instant_ms=int(item["instant_ms"]),
+        kind=BoundaryKind(item["boundary_kind"]),
+        position=Position.decode(position) if position else None,
+        # Items written before the attribute existed have none: their boundary carries no hint.
+        arrival_ms=item.get("arrival_ms"),
+    )
+
+
+def boundary_attributes(boundary: Boundary | None, prefix: str) -> dict[str, Any]:
+    """Boundary fields flattened under ``prefix`` (None values mean "remove")."""
+    if boundary is None:
+        return {f"{prefix}instant_ms": None, f"{prefix}kind": None, f"{prefix}position": None}
+    return {
+        f"{prefix}instant_ms": boundary.instant_ms,
+        f"{prefix}kind": boundary.kind.value,
+        f"{prefix}position": boundary.position.encode() if boundary.position else None,
+    }
+
+
+def shard_from_item(item: Mapping[str, Any]) -> ShardCheckpoint:
+    mark = None
+    if item.get("hwm_kind"):
+        mark = boundary_from_item(
+            {
+                "shard_id": item["shard_id"],
+                "instant_ms": item["hwm_instant_ms"],
+                "boundary_kind": item["hwm_kind"],
+                "position": item.get("hwm_position"),
+            }
+        )
+    return ShardCheckpoint(
+        shard_id=item["shard_id"],
+        parent_ids=tuple(item.get("parent_ids", ())),
+        starting_hash_key=int(item["starting_hash_key"]),
+        ending_hash_key=int(item["ending_hash_key"]),
+        state=ShardState(item["state"]),
+        lease_counter=int(item["lease_counter"]),
+        high_water_mark=mark,
+        last_lag_ms=int(item["last_lag_ms"]) if "last_lag_ms" in item else None,
+        updated_ms=int(item["updated_ms"]),
+        registered_ms=int(item["registered_ms"]) if "registered_ms" in item else None,
+    )
+
+
+def chunk_from_item(item: Mapping[str, Any]) -> ChunkRecord:
+    return ChunkRecord(
+        label=item["label"],
+        shard_id=item["shard_id"],
+        interval_start_ms=int(item["interval_start_ms"]),
+        first=Position.decode(item["first"]),
+        last=Position.decode(item["last"]),
+        state=item["state"],
+        txn_id=item.get("txn_id"),
+        rows_loaded=int(item.get("rows_loaded", 0)),
+        rows_filtered=int(item.get("rows_filtered", 0)),
+        updated_ms=int(item["updated_ms"]),
+    )
+
+

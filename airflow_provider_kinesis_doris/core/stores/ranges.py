@@ -1,0 +1,281 @@
+"""Boundaries, ranges, the floor and the topology: what a plan fixes."""
+
+from __future__ import annotations
+
+import logging
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
+from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
+from airflow_provider_kinesis_doris.core.stores.items import (
+    ABSENT,
+    BOUNDARY_PREFIX,
+    FLOOR_KEY,
+    RANGE_PREFIX,
+    TOPOLOGY_KEY,
+    boundary_from_item,
+    boundary_key,
+    Floor,
+    range_key,
+    TopologyRecord,
+)
+
+log = logging.getLogger(__name__)
+
+
+class RangeStore(StorePrimitives):
+    # boundaries (core.store.BoundaryStore) ------------------------------------------------------
+
+    def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved."""
+        item = self._get(boundary_key(shard_id, instant_ms))
+        return boundary_from_item(item) if item else None
+
+    def put_boundary(self, boundary: Boundary) -> Boundary:
+        """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
+        item = {
+            "sk": boundary_key(boundary.shard_id, boundary.instant_ms),
+            "kind": "boundary",
+            "shard_id": boundary.shard_id,
+            "instant_ms": boundary.instant_ms,
+            "boundary_kind": boundary.kind.value,
+            "resolved_ms": self._clock(),
+        }
+        if boundary.position is not None:
+            item["position"] = boundary.position.encode()
+        if boundary.arrival_ms is not None:
+            item["arrival_ms"] = boundary.arrival_ms
+        if self._put_new(item):
+            return boundary
+        stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def resolve_pending(self, proposed: Boundary) -> Boundary:
+        """Replace the stored PENDING boundary with the concrete ``proposed`` one, only if it is
+        still PENDING; return what is stored after the attempt (follow it, not the proposal).
+        If nothing is stored yet, ``proposed`` is put once.
+
+        :raises ValueError: ``proposed`` is itself PENDING.
+        """
+        if not proposed.is_concrete:
+            raise ValueError(
+                f"Cannot resolve boundary of shard {proposed.shard_id} at {proposed.instant_ms} to PENDING"
+            )
+        changes = {
+            "boundary_kind": proposed.kind.value,
+            "position": proposed.position.encode() if proposed.position else None,
+            "arrival_ms": proposed.arrival_ms,
+            "resolved_ms": self._clock(),
+        }
+        sk = boundary_key(proposed.shard_id, proposed.instant_ms)
+        if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
+            log.info("boundary of shard %s at %s: %s", proposed.shard_id, proposed.instant_ms, proposed)
+            return proposed
+        stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
+        return stored if stored is not None else self.put_boundary(proposed)
+
+    def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
+        """Every stored boundary of the shard, by instant."""
+        return [boundary_from_item(item) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
+
+    def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
+        item read)."""
+        items = self._query(
+            f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_key(shard_id, instant_ms), descending=True, limit=1
+        )
+        return boundary_from_item(items[0]) if items else None
+
+    # ranges ---------------------------------------------------------------------------------
+
+    def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        """The stored range of the interval starting at ``interval_start_ms``, or None."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        return self._with_boundaries(item) if item is not None else None
+
+    def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
+        """Every stored range of the shard, by interval start (two Queries over its history: for
+        operations and tests, not for the per-run path)."""
+        boundaries = {b.instant_ms: b for b in self.boundaries_for_shard(shard_id)}
+        return [self._range_from_item(item, boundaries) for item in self._query(f"{RANGE_PREFIX}{shard_id}#")]
+
+    def earliest_range(self, shard_id: str) -> ShardRange | None:
+        """The shard's range of the earliest interval, or None (one item read)."""
+        return self._neighbour_range(shard_id, None, descending=False)
+
+    def range_before(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        """The shard's range of the latest interval starting before ``interval_start_ms``."""
+        if interval_start_ms <= 0:
+            return None
+        return self._neighbour_range(shard_id, range_key(shard_id, interval_start_ms - 1), descending=True)
+
+    def _neighbour_range(self, shard_id: str, high: str | None, *, descending: bool) -> ShardRange | None:
+        items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=descending, limit=1)
+        return self._with_boundaries(items[0]) if items else None
+
+    def _with_boundaries(self, item: Mapping[str, Any]) -> ShardRange:
+        shard_id = item["shard_id"]
+        start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
+        end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
+        return self._range_from_item(item, {b.instant_ms: b for b in (start, end) if b is not None})
+
+    def create_range(self, shard_range: ShardRange) -> ShardRange:
+        """Store a PLANNED range once. Its two boundaries must already be stored.
+
+        :return: the stored range: ours, or the one a concurrent planner stored first.
+        """
+        item = {
+            "sk": range_key(shard_range.shard_id, shard_range.interval_start_ms),
+            "kind": "range",
+            "shard_id": shard_range.shard_id,
+            "stream_name": shard_range.stream_name,
+            "interval_start_ms": shard_range.interval_start_ms,
+            "interval_end_ms": shard_range.interval_end_ms,
+            "start_instant_ms": shard_range.start.instant_ms,
+            "end_instant_ms": shard_range.end.instant_ms,
+            "state": RangeState.PLANNED.value,
+            "counts": {},
+            "planned_ms": self._clock(),
+            "updated_ms": self._clock(),
+        }
+        self._put_new(item)
+        stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def mark_range_loaded(
+        self, shard_id: str, interval_start_ms: int, counts: Mapping[str, int] | None = None
+    ) -> ShardRange:
+        """PLANNED → LOADED with its counts (records read, rows loaded, ...). Idempotent.
+
+        :raises CheckpointNotFound: no such range.
+        """
+        sk = range_key(shard_id, interval_start_ms)
+        changes = {
+            "state": RangeState.LOADED.value,
+            "counts": dict(counts or {}),
+            "updated_ms": self._clock(),
+        }
+        self._update(sk, changes, {"state": RangeState.PLANNED.value})
+        stored = self.get_range(shard_id, interval_start_ms)
+        if stored is None:
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+        return stored
+
+    def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int) -> tuple[int, int]:
+        """The chunk limits of a range, fixed by the first run that loads it.
+
+        Labels follow chunk spans, so every run of a range must cut it alike: a later or
+        concurrent run with other limits would otherwise load the same records under other
+        labels (duplicates). The first caller stores its limits (conditional write); everyone
+        gets the stored ones.
+
+        :param max_rows: this run's rows per chunk.
+        :param max_bytes: this run's bytes per chunk.
+        :return: ``(max_rows, max_bytes)`` stored for the range.
+        :raises CheckpointNotFound: no such range.
+        """
+        sk = range_key(shard_id, interval_start_ms)
+        self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
+        item = self._get(sk)
+        if item is None:
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+        return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
+
+    def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
+        """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
+        (one Query of at most ``limit`` items)."""
+        items = self._query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
+        return {
+            int(item["interval_start_ms"]): {name: int(value) for name, value in item.get("counts", {}).items()}
+            for item in items
+            if item["state"] == RangeState.LOADED.value
+        }
+
+    def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
+        """When the range was first planned (None for ranges stored before this was kept)."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        return int(item["planned_ms"]) if item is not None and "planned_ms" in item else None
+
+    def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
+        """The counts stored when the range was marked loaded (empty before)."""
+        item = self._get(range_key(shard_id, interval_start_ms))
+        return {name: int(value) for name, value in (item or {}).get("counts", {}).items()}
+
+    def _range_from_item(self, item: Mapping[str, Any], boundaries: Mapping[int, Boundary]) -> ShardRange:
+        shard_id = item["shard_id"]
+        try:
+            start = boundaries[int(item["start_instant_ms"])]
+            end = boundaries[int(item["end_instant_ms"])]
+        except KeyError as missing:
+            raise CheckpointNotFound(
+                f"Range {item['sk']} of pipeline {self.pipeline_id} references boundary {missing}, "
+                "which is not stored"
+            ) from None
+        return ShardRange(
+            pipeline_id=self.pipeline_id,
+            stream_name=item["stream_name"],
+            shard_id=shard_id,
+            interval_start_ms=int(item["interval_start_ms"]),
+            interval_end_ms=int(item["interval_end_ms"]),
+            start=start,
+            end=end,
+            state=RangeState(item["state"]),
+        )
+
+    # floor ----------------------------------------------------------------------------------
+
+    def settle_floor(self, start_ms: int, end_ms: int) -> Floor:
+        """The pipeline's floor interval: ``[start_ms, end_ms)`` if none is stored yet (conditional
+        put), else the stored one. Two first runs racing agree on the winner's."""
+        self._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
+                       "updated_ms": self._clock()})  # fmt: skip
+        item = self._get(FLOOR_KEY)
+        assert item is not None, "a put-once item existed a moment ago and items are never deleted"
+        return Floor(int(item["start_ms"]), int(item["end_ms"]))
+
+    # topology -------------------------------------------------------------------------------
+
+    def get_topology(self) -> TopologyRecord | None:
+        item = self._get(TOPOLOGY_KEY)
+        if item is None:
+            return None
+        return TopologyRecord(
+            shard_ids=tuple(item.get("shard_ids", ())),
+            version=int(item["version"]),
+            assignment={shard: int(part) for shard, part in item.get("assignment", {}).items()},
+            updated_ms=int(item["updated_ms"]),
+        )
+
+    def save_topology(
+        self, shard_ids: Iterable[str], assignment: Mapping[str, int], *, expected_version: int | None
+    ) -> TopologyRecord:
+        """Store the shard set and assignment as version ``expected_version + 1`` (1 if new).
+
+        :param expected_version: the version read before (None: no topology stored yet).
+        :raises CheckpointConflict: another writer saved a topology since.
+        """
+        version = 1 if expected_version is None else expected_version + 1
+        values = {
+            "shard_ids": sorted(shard_ids),
+            "assignment": dict(assignment),
+            "version": version,
+            "updated_ms": self._clock(),
+        }
+        if expected_version is None:
+            stored = self._put_new({"sk": TOPOLOGY_KEY, "kind": "topology", **values})
+        else:
+            stored = self._update(TOPOLOGY_KEY, values, {"version": expected_version})
+        if not stored:
+            current = self.get_topology()
+            raise CheckpointConflict(
+                f"Topology of pipeline {self.pipeline_id}: expected version {expected_version}, "
+                f"stored version is {current.version if current else None}"
+            )
+        return self.get_topology()  # type: ignore[return-value]
+
+
