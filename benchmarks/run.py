@@ -47,7 +47,8 @@ from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL, arrival_ms
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, map_record
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, wait_past

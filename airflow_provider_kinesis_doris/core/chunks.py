@@ -19,7 +19,7 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
+from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge, ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, Row
 
@@ -30,15 +30,8 @@ RECORDED_DEAD_LETTER = "dead-lettered when its chunk was first loaded; it maps t
 _MAX_REASON_CHARS = 500
 
 
-class ChunkContentChanged(KinesisDorisError):
-    """A record of a chunk whose content is settled maps differently now, in a way the settled
-    content cannot absorb (it was a row, and a row cannot be rebuilt from a dead letter), or the
-    chunk no longer holds the records it held. Nothing of the chunk is sent; a retry follows the
-    settled content again (a transient failure of a user transform passes)."""
 
 
-class ChunkContentTooLarge(KinesisDorisError):
-    """A chunk's dead letters do not fit one checkpoint item: refused rather than guessed."""
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 
 log = logging.getLogger(__name__)
 
-_FENCE_ATTEMPTS = 5
 
 
 @dataclass
@@ -65,14 +65,10 @@ def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> Co
 
 
 def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None):  # type: ignore[no-untyped-def]
-    for attempt in range(1, _FENCE_ATTEMPTS + 1):
+    def advance_once():  # type: ignore[no-untyped-def]
         shard = store.get_shard(shard_id)
         if shard is None:
             raise CheckpointConflict(f"Shard {shard_id} disappeared from pipeline {store.pipeline_id} during commit")
-        try:
-            return store.advance_high_water_mark(shard_id, expected_counter=shard.lease_counter, last_lag_ms=lag_ms)
-        except CheckpointConflict:
-            if attempt == _FENCE_ATTEMPTS:
-                raise
-            log.info("shard %s changed concurrently; re-reading it (attempt %d)", shard_id, attempt)
-    raise AssertionError("unreachable")
+        return store.advance_high_water_mark(shard_id, expected_counter=shard.lease_counter, last_lag_ms=lag_ms)
+
+    return retry_on_conflict(advance_once, f"shard {shard_id}")

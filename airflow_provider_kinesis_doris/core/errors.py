@@ -103,3 +103,36 @@ class CheckpointNotFound(KinesisDorisError, LookupError):
 
 class ShardNotDrained(KinesisDorisError):
     """``mark_drained`` was asked for a shard whose last range is not loaded (or that is open)."""
+
+
+class LoadOutcomeUnknown(RetryableStreamLoadError):
+    """The body may have reached the BE, but no reply came back (reset, read timeout).
+
+    The load may or may not be applied: resolve the label with ``get_load_state`` before sending
+    it again. :meth:`DorisStreamLoadClient.load_idempotently` does this itself.
+    """
+
+
+class DorisSqlError(KinesisDorisError):
+    """A statement sent to the FE's HTTP SQL endpoint failed; the message carries Doris's text."""
+
+
+class ChunkContentChanged(KinesisDorisError):
+    """A record of a chunk whose content is settled maps differently now, in a way the settled
+    content cannot absorb (it was a row, and a row cannot be rebuilt from a dead letter), or the
+    chunk no longer holds the records it held. Nothing of the chunk is sent; a retry follows the
+    settled content again (a transient failure of a user transform passes)."""
+
+
+class ChunkContentTooLarge(KinesisDorisError):
+    """A chunk's dead letters do not fit one checkpoint item: refused rather than guessed."""
+
+
+class RowsRefused(KinesisDorisError):
+    """Doris refused rows of a chunk, now settled as dead letters: the range is read again."""
+
+
+def aws_error_code(error: BaseException) -> str:
+    """The error code of a botocore ``ClientError`` (e.g. ``ResourceNotFoundException``), "" if none."""
+    response = getattr(error, "response", None) or {}
+    return str(response.get("Error", {}).get("Code", ""))

@@ -30,18 +30,12 @@ from typing import Any, NoReturn
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
-from airflow_provider_kinesis_doris.core.chunks import (
-    Chunk,
-    ChunkContent,
-    ChunkContentChanged,
-    ChunkLimits,
-    cut_chunks,
-    follow_contents,
-)
+from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, ChunkLimits, cut_chunks, follow_contents
 from airflow_provider_kinesis_doris.core.errors import (
+    ChunkContentChanged,
     DataTrimmed,
-    KinesisDorisError,
     PermanentStreamLoadError,
+    RowsRefused,
     StreamLoadError,
     UnresolvableLoad,
 )
@@ -75,8 +69,6 @@ def reason_kind(reason: str) -> str:
     return _RECORD_SPECIFIC.split(reason, maxsplit=1)[0][:200]
 
 
-class RowsRefused(KinesisDorisError):
-    """Doris refused rows of a chunk, now settled as dead letters: the range is read again."""
 
 
 @dataclass

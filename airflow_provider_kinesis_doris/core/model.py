@@ -79,6 +79,12 @@ class Boundary:
     def is_concrete(self) -> bool:
         return self.kind is not BoundaryKind.PENDING
 
+    def describe(self) -> str:
+        """For logs and messages: ``AT(<position>)@<instant_ms>``, or ``<kind>@<instant_ms>``."""
+        if self.position is None:
+            return f"{self.kind.value}@{self.instant_ms}"
+        return f"{self.kind.value}({self.position.encode()})@{self.instant_ms}"
+
 
 class RangeState(str, enum.Enum):
     PLANNED = "PLANNED"

@@ -35,7 +35,8 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
-from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, ConfigurationError
+from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -55,7 +56,6 @@ log = logging.getLogger(__name__)
 
 SHARD_START_INSTANT_MS = 0
 """The instant of a TRIM_HORIZON sweep's start boundary: every record arrives after it."""
-_CLOSE_ATTEMPTS = 3
 
 
 class InitialPosition(str, enum.Enum):
@@ -228,13 +228,7 @@ def reconcile_shards(store: CheckpointStore, listed: Sequence[ShardInfo]) -> dic
 
 def _close(store: CheckpointStore, shard_id: str) -> ShardCheckpoint:
     """Mark CLOSED; a concurrent update of another attribute is retried on the fresh counter."""
-    for attempt in range(_CLOSE_ATTEMPTS):
-        try:
-            return store.mark_closed(shard_id)
-        except CheckpointConflict:
-            if attempt == _CLOSE_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
+    return retry_on_conflict(lambda: store.mark_closed(shard_id), f"shard {shard_id}")
 
 
 class _IntervalPlanner:

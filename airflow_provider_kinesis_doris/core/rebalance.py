@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
+from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardInfo, ShardState
 from airflow_provider_kinesis_doris.core.partitions import Assignment, ShardLoad, assign_partitions, shard_weights
@@ -33,7 +34,6 @@ CARRIED_COUNT_KEYS = ("bytes", "records")
 """Range counts that measure what a shard carried, in order of preference."""
 RECENT_INTERVALS = 6
 """How many of the latest loaded intervals measure recent traffic."""
-_SAVE_ATTEMPTS = 3
 
 
 # --- the sensor's check ---------------------------------------------------------------------------
@@ -216,18 +216,11 @@ def retired_parents(store: CheckpointStore, listed: Sequence[ShardInfo]) -> list
 def _save_assignment(
     store: CheckpointStore, listed_ids: Sequence[str], loads: Sequence[ShardLoad], partitions: int
 ) -> tuple[int, Assignment]:
-    for attempt in range(1, _SAVE_ATTEMPTS + 1):
+    def save_once() -> tuple[int, Assignment]:
         stored = store.get_topology()
         assignment = assign_partitions(loads, partitions, stored.assignment if stored else None)
-        try:
-            saved = store.save_topology(
-                listed_ids, assignment.partition_of, expected_version=stored.version if stored else None
-            )
-        except CheckpointConflict:
-            if attempt == _SAVE_ATTEMPTS:
-                raise
-            log.info("topology changed concurrently; recomputing the assignment (attempt %d)", attempt)
-            continue
+        saved = store.save_topology(listed_ids, assignment.partition_of, expected_version=stored.version if stored else None)
         log.info("topology version %d: %s", saved.version, assignment.partition_of)
         return saved.version, assignment
-    raise AssertionError("unreachable")
+
+    return retry_on_conflict(save_once, f"the topology of pipeline {store.pipeline_id}")

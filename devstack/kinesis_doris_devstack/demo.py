@@ -38,7 +38,7 @@ from typing import IO, Any
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from kinesis_doris_devstack.scenario import (
     create_stream,
     event,

@@ -94,7 +94,8 @@ def test_the_tally_keeps_bad_trials_and_totals() -> None:
 @pytest.mark.integration
 def test_the_stand_in_counts_rows_a_unique_table_hides_and_faults_still_pending() -> None:
     from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-    from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+    from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+    from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
     from kinesis_doris_devstack.doris_server import DorisServer
     from kinesis_doris_devstack.scenario import events_table_ddl
 

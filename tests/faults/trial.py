@@ -29,7 +29,8 @@ from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credential
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position, RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from kinesis_doris_devstack.doris_server import DorisServer
 from airflow_provider_kinesis_doris.testing.faults import (

@@ -10,7 +10,8 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, RetryPolicy, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import DORIS_PASSWORD, DORIS_USER

@@ -13,11 +13,8 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.doris.options import (
-    DorisConnectionConfig,
-    RetryPolicy,
-    StreamLoadOptions,
-)
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 

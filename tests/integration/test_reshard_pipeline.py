@@ -27,11 +27,8 @@ from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Pipelin
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from airflow_provider_kinesis_doris.core.rebalance import rebalance, weights_for_plan
-from airflow_provider_kinesis_doris.core.doris.options import (
-    DorisConnectionConfig,
-    RetryPolicy,
-    StreamLoadOptions,
-)
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with

@@ -29,17 +29,10 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.doris.client import (
-    DorisConnectionConfig,
-    DorisSqlError,
-    DorisStreamLoadClient,
-    LoadDisposition,
-    LoadOutcomeUnknown,
-    PrecommittedPolicy,
-    RetryPolicy,
-    StreamingBody,
-    StreamLoadOptions,
-)
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient, LoadDisposition
+from airflow_provider_kinesis_doris.core.doris.options import PrecommittedPolicy, StreamingBody, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
+from airflow_provider_kinesis_doris.core.errors import DorisSqlError, LoadOutcomeUnknown
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome
 from kinesis_doris_devstack.doris_server import DorisServer
 

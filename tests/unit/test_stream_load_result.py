@@ -14,11 +14,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     UnrecognisedReply,
 )
-from airflow_provider_kinesis_doris.core.doris.client import (
-    DorisConnectionConfig,
-    RetryPolicy,
-    StreamLoadOptions,
-)
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.doris.result import (
     LabelState,
     LoadOutcome,

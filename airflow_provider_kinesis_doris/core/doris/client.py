@@ -50,62 +50,28 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
-    KinesisDorisError,
+    DorisSqlError,
+    LoadOutcomeUnknown,
     PermanentStreamLoadError,
     RetryableStreamLoadError,
     StreamLoadError,
     UnrecognisedReply,
 )
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
-from airflow_provider_kinesis_doris.core.doris.options import (
-    Body,
-    DorisConnectionConfig,
-    PrecommittedPolicy,
-    RetryPolicy,
-    StreamingBody,
-    StreamLoadOptions,
-    join_host_port,
-)
+from airflow_provider_kinesis_doris.core.doris.options import Body, PrecommittedPolicy, StreamingBody, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy, join_host_port
 from airflow_provider_kinesis_doris.core.doris.result import (
     LabelState,
     LoadOutcome,
     StreamLoadResult,
 )
 
-__all__ = [
-    "Body",
-    "DorisConnectionConfig",
-    "DorisSqlError",
-    "DorisStreamLoadClient",
-    "IdempotentLoadResult",
-    "LoadDisposition",
-    "LoadOutcomeUnknown",
-    "PrecommittedPolicy",
-    "RetryPolicy",
-    "SqlResult",
-    "StreamingBody",
-    "StreamLoadOptions",
-    "TwoPhaseResult",
-]
-
 log = logging.getLogger(__name__)
 
 _REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
-# --- errors ------------------------------------------------------------------------------------
 
-
-class LoadOutcomeUnknown(RetryableStreamLoadError):
-    """The body may have reached the BE, but no reply came back (reset, read timeout).
-
-    The load may or may not be applied: resolve the label with ``get_load_state`` before sending
-    it again. :meth:`DorisStreamLoadClient.load_idempotently` does this itself.
-    """
-
-
-class DorisSqlError(KinesisDorisError):
-    """A statement sent to the FE's HTTP SQL endpoint failed; the message carries Doris's text."""
 
 
 # --- results of the client -------------------------------------------------------------------

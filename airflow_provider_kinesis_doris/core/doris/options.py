@@ -1,7 +1,8 @@
-"""Settings of the Stream Load client: where Doris is, which headers a load sends, how to retry.
+"""Settings of one Stream Load: which headers a load sends, and its body.
 
-Plain values (frozen dataclasses) with no I/O, validated on construction; the client lives in
-:mod:`airflow_provider_kinesis_doris.core.doris.client`.
+Plain values (frozen dataclasses) with no I/O, validated on construction; where Doris is and how
+to retry are in :mod:`~airflow_provider_kinesis_doris.core.doris.connection`, the client in
+:mod:`~airflow_provider_kinesis_doris.core.doris.client`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 
-DEFAULT_FE_HTTP_PORT = 8030
-DEFAULT_LABEL_KEEP_SECONDS = 43200
 _MERGE_TYPES = frozenset({"APPEND", "DELETE", "MERGE"})
 _FORMATS = frozenset({"csv", "csv_with_names", "csv_with_names_and_types", "json", "parquet", "orc", "arrow"})
 # Headers the client owns: set through typed options or arguments, never through extra_headers.
@@ -23,61 +22,6 @@ _RESERVED_HEADERS = frozenset(
     {"authorization", "label", "group_commit", "two_phase_commit", "expect", "content-length",
      "transfer-encoding", "compress_type", "txn_id", "txn_operation"}
 )
-
-
-@dataclass(frozen=True)
-class DorisConnectionConfig:
-    """Where the FE is and how to reach the BEs it redirects to.
-
-    The ``repr`` shows the user and the FE address only.
-
-    :param host: FE host name or address.
-    :param port: FE HTTP port (``http_port``, default 8030).
-    :param user: Doris user.
-    :param password: the user's password; never logged nor shown.
-    :param https: talk to the FE over HTTPS (BEs always speak plain HTTP).
-    :param be_hosts: ``host:port`` of BEs to load into directly, skipping the FE redirect.
-    :param allowed_redirect_hosts: hosts (or ``host:port``) besides the FE host that may receive
-        credentials after a redirect.
-    :param be_address_map: advertised BE ``host:port`` → reachable ``host:port`` (NAT, Docker, K8s).
-    :param label_keep_seconds: the FE's ``streaming_label_keep_max_second``: how long a label
-        deduplicates (at most; ``label_num_threshold`` can shorten it).
-    :param connect_timeout_seconds: TCP connect timeout of every request.
-    :param read_timeout_seconds: time to wait for a reply once the request is sent.
-    """
-
-    host: str
-    port: int = DEFAULT_FE_HTTP_PORT
-    user: str = "root"
-    password: str = field(default="", repr=False)
-    https: bool = False
-    be_hosts: tuple[str, ...] = ()
-    allowed_redirect_hosts: tuple[str, ...] = ()
-    be_address_map: Mapping[str, str] = field(default_factory=dict)
-    label_keep_seconds: int = DEFAULT_LABEL_KEEP_SECONDS
-    connect_timeout_seconds: float = 10.0
-    read_timeout_seconds: float = 600.0
-
-    def __post_init__(self) -> None:
-        if not self.host:
-            raise ConfigurationError("Doris FE host must not be empty")
-        if not 0 < self.port < 65536:
-            raise ConfigurationError(f"Doris FE port must be within 1..65535, got {self.port}")
-        for address in (*self.be_hosts, *self.be_address_map, *self.be_address_map.values()):
-            _split_host_port(address)
-        if self.label_keep_seconds <= 0:
-            raise ConfigurationError(f"label_keep_seconds must be positive, got {self.label_keep_seconds}")
-
-    def __repr__(self) -> str:
-        return f"DorisConnectionConfig(user={self.user!r}, fe={self.fe_address!r})"
-
-    @property
-    def fe_address(self) -> str:
-        return join_host_port(self.host, self.port)
-
-    @property
-    def fe_url(self) -> str:
-        return f"{'https' if self.https else 'http'}://{self.fe_address}"
 
 
 @dataclass(frozen=True)
@@ -229,44 +173,6 @@ class StreamingBody:
 Body = bytes | StreamingBody
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Exponential backoff with jitter for retries that keep the label.
-
-    :param max_attempts: loads sent at most (the first included).
-    :param initial_backoff_seconds: pause after the first failure.
-    :param max_backoff_seconds: cap of the pause (-235 needs compaction time: keep it ≥ 60 s in production).
-    :param multiplier: growth of the pause per failure.
-    :param jitter: share of the pause drawn at random, 0..1, so parallel writers spread out.
-    :param running_wait_seconds: how long to poll a label that is still ``PREPARE`` (a load in flight).
-    :param running_poll_seconds: pause between those polls.
-    """
-
-    max_attempts: int = 6
-    initial_backoff_seconds: float = 2.0
-    max_backoff_seconds: float = 90.0
-    multiplier: float = 2.0
-    jitter: float = 0.5
-    running_wait_seconds: float = 600.0
-    running_poll_seconds: float = 2.0
-
-    def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise ConfigurationError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        if not 0 <= self.jitter <= 1:
-            raise ConfigurationError(f"jitter must be within 0..1, got {self.jitter}")
-
-    def backoff_seconds(self, failures: int, unit_random: float) -> float:
-        """The pause after ``failures`` consecutive failures.
-
-        :param failures: failures so far, from 1.
-        :param unit_random: a random number in [0, 1).
-        """
-        grown = self.initial_backoff_seconds * self.multiplier ** (failures - 1)
-        ceiling = min(self.max_backoff_seconds, grown)
-        return ceiling * (1 - self.jitter) + ceiling * self.jitter * unit_random
-
-
 class PrecommittedPolicy(str, enum.Enum):
     """What :meth:`DorisStreamLoadClient.load_idempotently` does with a label that an earlier
     two-phase load left PRECOMMITTED (its data is invisible until committed)."""
@@ -279,20 +185,7 @@ class PrecommittedPolicy(str, enum.Enum):
     """Raise: someone else must decide. The default."""
 
 
-
-
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def _split_host_port(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise ConfigurationError(f"Expected host:port, got {address!r}")
-    return host.strip("[]"), int(port)
-
-
-def join_host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _bool_header(value: bool | None) -> str | None:

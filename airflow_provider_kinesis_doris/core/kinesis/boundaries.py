@@ -26,7 +26,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
 from airflow_provider_kinesis_doris.core.kinesis.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
@@ -71,7 +71,7 @@ def probe_boundary(
         try:
             return _probe_once(client, stream_name, shard_id, instant_ms, shard_is_open, max_pages, clock)
         except ClientError as error:
-            code = error.response.get("Error", {}).get("Code")
+            code = aws_error_code(error)
             # The probe is idempotent: it reopens its AT_TIMESTAMP iterator from scratch.
             if code not in (*THROTTLING_ERRORS, "ExpiredIteratorException") or attempt == _PROBE_ATTEMPTS - 1:
                 raise
@@ -132,7 +132,7 @@ def _future_boundary(shard_id: str, instant_ms: int, shard_is_open: bool) -> Bou
 
 
 def _is_future_timestamp_error(error: ClientError, instant_ms: int, now_ms: int) -> bool:
-    code = error.response.get("Error", {}).get("Code")
+    code = aws_error_code(error)
     return code == "InvalidArgumentException" and instant_ms >= now_ms - _CLOCK_SKEW_MS
 
 
@@ -184,8 +184,8 @@ def resolve_boundary(
             clock=clock,
         )
     winner = store.put_boundary(proposed)
-    lost = "" if winner == proposed else f" (stored by another writer; we probed {_describe(proposed)})"
-    log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, _describe(winner), lost)
+    lost = "" if winner == proposed else f" (stored by another writer; we probed {proposed.describe()})"
+    log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, winner.describe(), lost)
     return winner
 
 
@@ -205,9 +205,3 @@ def carried_forward(earlier: Boundary | None, instant_ms: int) -> Boundary | Non
     if not earlier.instant_ms < instant_ms <= earlier.arrival_ms:
         return None
     return Boundary(earlier.shard_id, instant_ms, BoundaryKind.AT, earlier.position, earlier.arrival_ms)
-
-
-def _describe(boundary: Boundary) -> str:
-    if boundary.position is None:
-        return boundary.kind.value
-    return f"{boundary.kind.value}({boundary.position.encode()})"

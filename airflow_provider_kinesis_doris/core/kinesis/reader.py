@@ -30,11 +30,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_provider_kinesis_doris.core.retry import backoff_seconds
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryConflict,
     BoundaryNotFound,
     ConfigurationError,
     DataTrimmed,
+    aws_error_code,
 )
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import (
@@ -138,8 +140,8 @@ def beyond_end(record: KinesisRecord, end: Boundary) -> bool:
 def backoff_delay(attempt: int) -> float:
     """Seconds to wait before retry number ``attempt`` (0-based) of a throttled call: exponential,
     capped at ``BACKOFF_CAP_S``, with jitter between half and all of the step."""
-    step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
-    return step / 2 + random.uniform(0, step / 2)  # noqa: S311 - jitter, not security
+    unit_random = random.random()  # noqa: S311 - jitter, not security
+    return backoff_seconds(attempt + 1, initial=BACKOFF_BASE_S, cap=BACKOFF_CAP_S, unit_random=unit_random)
 
 
 def arrival_ms(timestamp: datetime) -> int:
@@ -210,8 +212,8 @@ class RangeReader:
         self._outcome = state.outcome(self._shard.get_records_calls)
         log.info(
             "Read %d records of shard %s (%s): %s .. %s, drained=%s, %d GetRecords calls, %s ms behind",
-            state.records, self._range.shard_id, self._range.stream_name, _describe(state.start),
-            _describe(state.end), state.drained, self._shard.get_records_calls, state.millis_behind,
+            state.records, self._range.shard_id, self._range.stream_name, state.start.describe(),
+            state.end.describe(), state.drained, self._shard.get_records_calls, state.millis_behind,
         )  # fmt: skip
 
     def _read_records(self, state: _ReadState) -> Iterator[KinesisRecord]:
@@ -295,7 +297,7 @@ class RangeReader:
         if _cuts_before(settled, state.last_position):
             raise BoundaryConflict(
                 f"End boundary of shard {self._range.shard_id} at {settled.instant_ms} was stored as "
-                f"{_describe(settled)}, before record {_describe_position(state.last_position)} already read"
+                f"{settled.describe()}, before record {_describe_position(state.last_position)} already read"
             )
         return settled
 
@@ -303,12 +305,12 @@ class RangeReader:
         settled = self._store.resolve_pending(proposal)
         if not settled.is_concrete:
             raise BoundaryConflict(
-                f"Boundary store kept {_describe(settled)} pending after proposing {_describe(proposal)}"
+                f"Boundary store kept {settled.describe()} pending after proposing {proposal.describe()}"
             )
         if settled != proposal:
             log.info("Boundary of shard %s at %d: proposed %s, another writer stored %s; following it",
-                     proposal.shard_id, proposal.instant_ms, _describe(proposal),
-                     _describe(settled))  # fmt: skip
+                     proposal.shard_id, proposal.instant_ms, proposal.describe(),
+                     settled.describe())  # fmt: skip
         return settled
 
     def _stored(self, boundary: Boundary) -> Boundary:
@@ -323,7 +325,7 @@ class RangeReader:
             found = "no record" if first_sequence is None else f"record {first_sequence}"
             raise DataTrimmed(
                 f"Range of shard {self._range.shard_id} in stream {self._range.stream_name} starts at "
-                f"{_describe(start)}, but the shard holds {found} there: its records were trimmed by "
+                f"{start.describe()}, but the shard holds {found} there: its records were trimmed by "
                 "retention before they were loaded"
             )
 
@@ -331,7 +333,7 @@ class RangeReader:
         return BoundaryNotFound(
             f"Reached the {reached} of shard {self._range.shard_id} of stream {self._range.stream_name} "
             f"after {_describe_position(state.last_position)} without meeting end boundary "
-            f"{_describe(state.end)}"
+            f"{state.end.describe()}"
         )
 
     @staticmethod
@@ -410,11 +412,11 @@ class _ShardClient:
             try:
                 return call(**kwargs)
             except ClientError as error:
-                if _error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
+                if aws_error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
                     raise
                 delay = backoff_delay(attempt)
                 log.warning("Shard %s throttled (%s); retry %d in %.2fs",
-                            self.shard_id, _error_code(error), attempt + 1, delay)  # fmt: skip
+                            self.shard_id, aws_error_code(error), attempt + 1, delay)  # fmt: skip
                 self._sleep(delay)
                 attempt += 1
 
@@ -439,7 +441,7 @@ class _Pager:
         try:
             response = self._shard.records(self._iterator)
         except ClientError as error:
-            if _error_code(error) != "ExpiredIteratorException":
+            if aws_error_code(error) != "ExpiredIteratorException":
                 raise
             log.info("Iterator of shard %s expired; renewing after record %s",
                      self._shard.shard_id, self._last_sequence)  # fmt: skip
@@ -525,10 +527,6 @@ def _cuts_before(end: Boundary, last_position: Position | None) -> bool:
     return end.kind is BoundaryKind.SHARD_START
 
 
-def _error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
-
-
 def _is_missing_sequence(error: ClientError) -> bool:
     """GetShardIterator's answer to a sequence number the shard does not hold (any more).
 
@@ -537,7 +535,7 @@ def _is_missing_sequence(error: ClientError) -> bool:
     except "... It encodes shardId-..., while it was used in a call to ...": a number of another shard.
     """
     message = str(error.response.get("Error", {}).get("Message", "")).lower()
-    code = _error_code(error)
+    code = aws_error_code(error)
     if code == "ResourceNotFoundException":
         return "sequencenumber" in message
     if code == "InvalidArgumentException":
@@ -547,13 +545,6 @@ def _is_missing_sequence(error: ClientError) -> bool:
 
 def _sequence_request(iterator_type: str, sequence: int) -> dict[str, Any]:
     return {"ShardIteratorType": iterator_type, "StartingSequenceNumber": str(sequence)}
-
-
-def _describe(boundary: Boundary) -> str:
-    if boundary.position is None:
-        return f"{boundary.kind.value}@{boundary.instant_ms}"
-    return f"{boundary.kind.value}({boundary.position.encode()})@{boundary.instant_ms}"
-
 
 def _describe_position(position: Position | None) -> str:
     return "the start" if position is None else position.encode()

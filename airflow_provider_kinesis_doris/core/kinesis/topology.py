@@ -17,7 +17,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.errors import KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import ShardInfo, ShardState
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ def list_shards(
         try:
             return [shard_info(raw) for raw in _list_all_pages(client, stream_name, page_size)]
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != _EXPIRED_TOKEN:
+            if aws_error_code(error) != _EXPIRED_TOKEN:
                 raise
             log.warning("ListShards token of stream %s expired; listing again (%d)", stream_name, attempt + 1)
     raise KinesisDorisError(f"ListShards of stream {stream_name}: NextToken expired {max_restarts + 1} times")

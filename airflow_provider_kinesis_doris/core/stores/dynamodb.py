@@ -10,6 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from airflow_provider_kinesis_doris.core.errors import aws_error_code
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
 
@@ -28,7 +29,7 @@ def _to_python(value: Any) -> Any:
 
 
 def _is_condition_failure(error: ClientError) -> bool:
-    return error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException"
+    return aws_error_code(error) == "ConditionalCheckFailedException"
 
 
 class DynamoCheckpointStore(CheckpointStore):
@@ -66,7 +67,7 @@ class DynamoCheckpointStore(CheckpointStore):
         try:
             self._client.describe_table(TableName=self.table_name)
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ResourceNotFoundException":
+            if aws_error_code(error) != "ResourceNotFoundException":
                 raise
             self._create_table()
         waiter = self._client.get_waiter("table_exists")
@@ -89,7 +90,7 @@ class DynamoCheckpointStore(CheckpointStore):
             log.info("created checkpoint table %s", self.table_name)
         except ClientError as error:
             # Another process created it between our describe and create.
-            if error.response.get("Error", {}).get("Code") != "ResourceInUseException":
+            if aws_error_code(error) != "ResourceInUseException":
                 raise
 
     def _key(self, sk: str) -> dict[str, Any]:
