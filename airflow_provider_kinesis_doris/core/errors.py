@@ -5,6 +5,7 @@ Messages name the bad input (stream, shard, label, table) and never carry creden
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -136,3 +137,35 @@ def aws_error_code(error: BaseException) -> str:
     """The error code of a botocore ``ClientError`` (e.g. ``ResourceNotFoundException``), "" if none."""
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
+
+
+@dataclass(frozen=True)
+class RangeFailure:
+    """A typed error of one range as plain JSON, so it crosses from a Spark executor to the
+    driver and is raised there as the same class (Spark would otherwise wrap it in its own
+    exception, leaving only text).
+
+    :param type: the class name, one of this module's :class:`KinesisDorisError` classes.
+    :param shard: the shard whose range failed.
+    :param label: the Stream Load label concerned, when the error names one.
+    :param message: the error's message.
+    """
+
+    type: str
+    shard: str
+    message: str
+    label: str | None = None
+
+    @classmethod
+    def of(cls, error: KinesisDorisError, shard_id: str) -> RangeFailure:
+        label = getattr(error, "label", None) or getattr(getattr(error, "result", None), "label", None)
+        return cls(type(error).__name__, shard_id, str(error), label)
+
+    def to_error(self) -> KinesisDorisError:
+        """The error again, as its own class (``KinesisDorisError`` for a name this module lacks)."""
+        error_class = globals().get(self.type)
+        if not (isinstance(error_class, type) and issubclass(error_class, KinesisDorisError)):
+            error_class = KinesisDorisError
+        error = error_class.__new__(error_class)
+        Exception.__init__(error, f"{self.message} (shard {self.shard}, on a Spark executor)")
+        return error

@@ -21,7 +21,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -34,6 +34,8 @@ from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, Chun
 from airflow_provider_kinesis_doris.core.errors import (
     ChunkContentChanged,
     DataTrimmed,
+    KinesisDorisError,
+    RangeFailure,
     PermanentStreamLoadError,
     RowsRefused,
     StreamLoadError,
@@ -96,6 +98,8 @@ class RangeReport:
     millis_behind_latest: int | None = None
     get_records_calls: int = 0
     seconds: float = 0.0
+    failure: dict[str, Any] | None = None
+    """The range's typed error (:class:`RangeFailure` as a dict) when it could not be loaded."""
 
     @property
     def range_key(self) -> str:
@@ -162,6 +166,32 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
             yield load_range(executor, job.ranges[index])
     finally:
         executor.doris.close()
+
+
+def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
+    """:func:`load_range_group` for a Spark executor: a typed error ends the group with a report
+    carrying it (the ranges after it, a failed parent's children among them, are not loaded), so
+    the driver raises the same class with :func:`raise_first_failure`."""
+    reports: list[RangeReport] = []
+    try:
+        reports.extend(load_range_group(job, indices, credentials))
+    except KinesisDorisError as error:
+        failed = job.ranges[indices[len(reports)]]
+        failure = RangeFailure.of(error, failed.shard_id)
+        reports.append(RangeReport(failed.shard_id, failed.interval_start_ms, failure=asdict(failure)))
+    return reports
+
+
+def raise_first_failure(reports: Sequence[RangeReport]) -> None:
+    """Raise the typed error of the first failed range, after logging every failed range.
+
+    :raises KinesisDorisError: (the failed range's own class) if any range failed.
+    """
+    failures = [RangeFailure(**report.failure) for report in reports if report.failure]
+    for failure in failures:
+        log.error("range of shard %s failed: %s: %s", failure.shard, failure.type, failure.message)
+    if failures:
+        raise failures[0].to_error()
 
 
 def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.load import RangeReport, raise_first_failure
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +64,16 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
     """Write the job's files, run it as ``settings`` say, and return one report per range.
 
     Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver.
+
+    :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
     with private_folder() as folder:
         credentials_file = folder / "credentials.json"
         credentials.write(str(credentials_file))
         job = replace(job, credentials_file=str(credentials_file))
-        if settings.submit:
-            return _submit(job, settings, folder)
-        return _in_process(job, settings)
+        reports = _submit(job, settings, folder) if settings.submit else _in_process(job, settings)
+    raise_first_failure(reports)
+    return reports
 
 
 def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:

@@ -88,9 +88,9 @@ file ``partition-<pid>-<first range>.prof`` into that folder."""
 
 
 def _load(job: object, indices: list[int]) -> list[object]:
-    from airflow_provider_kinesis_doris.core.load import load_range_group
+    from airflow_provider_kinesis_doris.core.load import load_range_group_or_failure
 
-    return list(load_range_group(job, indices, _credentials(job)))  # type: ignore[arg-type]
+    return load_range_group_or_failure(job, indices, _credentials(job))  # type: ignore[arg-type,return-value]
 
 
 def _profiled(job: object, indices: list[int], folder: str) -> list[object]:
