@@ -102,7 +102,8 @@ class RangeReport:
     """The range's typed error (:class:`RangeFailure` as a dict) when it could not be loaded."""
 
     @property
-    def range_key(self) -> str:
+    def range_id(self) -> str:
+        """``<shard id>#<interval start>``: names the range in Spark rows and logs."""
         return f"{self.shard_id}#{self.interval_start_ms}"
 
     def to_json(self) -> str:
@@ -114,7 +115,7 @@ class RangeReport:
 
 
 @dataclass
-class Executor:
+class LoadClients:
     """The clients one task uses, built once per task from the job and the credentials."""
 
     job: LoadJob
@@ -124,7 +125,7 @@ class Executor:
     clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
 
     @classmethod
-    def from_job(cls, job: LoadJob, credentials: Credentials) -> Executor:
+    def from_job(cls, job: LoadJob, credentials: Credentials) -> LoadClients:
         import boto3
         import botocore.session
 
@@ -160,12 +161,12 @@ def _epoch_timestamp(value: object) -> datetime:
 
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:
     """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
-    executor = Executor.from_job(job, credentials or Credentials.load(job.credentials_file))
+    clients = LoadClients.from_job(job, credentials or Credentials.load(job.credentials_file))
     try:
         for index in indices:
-            yield load_range(executor, job.ranges[index])
+            yield load_range(clients, job.ranges[index])
     finally:
-        executor.doris.close()
+        clients.doris.close()
 
 
 def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
@@ -194,7 +195,7 @@ def raise_first_failure(reports: Sequence[RangeReport]) -> None:
         raise failures[0].to_error()
 
 
-def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
+def load_range(clients: LoadClients, shard_range: ShardRange) -> RangeReport:
     """Read ``shard_range`` and load it, chunk by chunk, exactly once.
 
     A chunk whose rows Doris refuses (data quality) gets those records settled as dead letters
@@ -206,7 +207,7 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     sent: set[Position] = set()
     while True:
         try:
-            outcome = _read_and_load(executor, shard_range, report, sent)
+            outcome = _read_and_load(clients, shard_range, report, sent)
             break
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
@@ -224,19 +225,19 @@ def load_range(executor: Executor, shard_range: ShardRange) -> RangeReport:
     return report
 
 
-def _read_and_load(executor: Executor, shard_range: ShardRange, report: RangeReport, sent: set[Position]) -> Any:
+def _read_and_load(clients: LoadClients, shard_range: ShardRange, report: RangeReport, sent: set[Position]) -> Any:
     """One pass over the range; chunks whose first position is in ``sent`` were loaded (and
     counted) by an earlier pass of this run. Returns the reader's outcome."""
-    pipeline, store = executor.job.pipeline, executor.store
+    pipeline, store = clients.job.pipeline, clients.store
     recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
-    reader = RangeReader(executor.kinesis, shard_range, store)
+    reader = RangeReader(clients.kinesis, shard_range, store)
     contents = _settled_contents(store, shard_range)
     by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
     spans = sorted({*by_span, *((content.first, content.last) for content in contents.values())})
     records = _past_a_trimmed_head(iter(reader), spans, _loaded_spans(recorded), shard_range)
     mapped = follow_contents((map_record(record, pipeline.mapping) for record in records), contents)
-    # Only the load thread touches ``report``, ``executor.doris`` and the chunk log until the last
+    # Only the load thread touches ``report``, ``clients.doris`` and the chunk log until the last
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"load-{shard_range.shard_id}") as loads:
         in_flight: Future[None] | None = None
@@ -246,7 +247,7 @@ def _read_and_load(executor: Executor, shard_range: ShardRange, report: RangeRep
             if chunk.first in sent:
                 continue
             recorded_chunk = by_span.get((chunk.first, chunk.last))
-            in_flight = loads.submit(_load_chunk, executor, shard_range, chunk, recorded_chunk, report, sent)
+            in_flight = loads.submit(_load_chunk, clients, shard_range, chunk, recorded_chunk, report, sent)
         if in_flight is not None:
             in_flight.result()
     return reader.outcome
@@ -305,22 +306,22 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
 
 
 def _load_chunk(
-    executor: Executor, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport,
+    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport,
     sent: set[Position],
 ) -> None:  # fmt: skip
-    pipeline = executor.job.pipeline
-    settled = _settle_content(executor.store, shard_range, chunk)
+    pipeline = clients.job.pipeline
+    settled = _settle_content(clients.store, shard_range, chunk)
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
     if chunk.row_count:
         label = chunk_label(*ids)
         try:
             loaded = _load_once(
-                executor, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
+                clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
             )
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
                 raise
-            _settle_refused_rows(executor, shard_range, chunk, settled, failed, error)
+            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error)
         report.labels.append(label)
         report.chunks_already_loaded += loaded is None
         if loaded is None:
@@ -333,7 +334,7 @@ def _load_chunk(
         body = b"".join(dead.as_row(pipeline.stream_name) + b"\n" for dead in chunk.dead_letters)
         label = dead_letter_label(*ids)
         loaded = _load_once(
-            executor, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
+            clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
         )
         if loaded is None:
             report.dead_letters_already_loaded += len(chunk.dead_letters)
@@ -348,13 +349,13 @@ def _load_chunk(
 
 
 def _settle_refused_rows(
-    executor: Executor, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
+    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
     error: PermanentStreamLoadError,
 ) -> NoReturn:  # fmt: skip
     """Settle the rows Doris refused in ``chunk`` as dead letters (its load failed whole, so
     nothing of it is visible yet), unless so many are refused that the table and the records
     cannot match; then raise :class:`RowsRefused` to load the chunk again without them."""
-    pipeline = executor.job.pipeline
+    pipeline = clients.job.pipeline
     where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {shard_range.interval_start_ms})"
     share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
     if failed.number_filtered_rows >= FEW_REFUSED_ROWS and share > pipeline.max_bad_record_ratio:
@@ -366,13 +367,13 @@ def _settle_refused_rows(
             error_url=failed.error_url, result=failed,
         ) from error
     lines = chunk.body.split(b"\n")[:-1]
-    refused = find_refused_rows(executor.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    refused = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
     if not refused:
         raise error
     dead = set(chunk.dead_ordinals)
     row_ordinals = [ordinal for ordinal in range(chunk.record_count) if ordinal not in dead]
     amended = ChunkContent.decode(settled).with_refused({row_ordinals[index]: reason for index, reason in refused.items()})
-    executor.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
+    clients.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
     raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
 
 
@@ -398,7 +399,7 @@ def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chun
 
 
 def _load_once(
-    executor: Executor,
+    clients: LoadClients,
     shard_range: ShardRange,
     chunk: Chunk,
     label: str,
@@ -411,7 +412,7 @@ def _load_once(
 
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
-    store, doris, database = executor.store, executor.doris, executor.job.pipeline.doris_database
+    store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
     shard_id, interval_start_ms = shard_range.shard_id, shard_range.interval_start_ms
     known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label, shard_id, interval_start_ms)
     if known is not None and known.state in _LOADED_STATES:
@@ -423,11 +424,11 @@ def _load_once(
         if state.is_loaded:
             store.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
             return None
-        if state is LabelState.UNKNOWN and _past_label_window(executor, known):
+        if state is LabelState.UNKNOWN and _past_label_window(clients, known):
             raise UnresolvableLoad(
                 f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
                 f"interval {interval_start_ms}) was "
-                f"sent more than {executor.job.pipeline.doris.label_keep_seconds} s ago and Doris no longer "
+                f"sent more than {clients.job.pipeline.doris.label_keep_seconds} s ago and Doris no longer "
                 "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
                 "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
             )
@@ -467,5 +468,5 @@ def _load_once(
     return loaded
 
 
-def _past_label_window(executor: Executor, chunk: ChunkRecord) -> bool:
-    return executor.clock_ms() - chunk.updated_ms >= executor.job.pipeline.doris.label_keep_seconds * 1000
+def _past_label_window(clients: LoadClients, chunk: ChunkRecord) -> bool:
+    return clients.clock_ms() - chunk.updated_ms >= clients.job.pipeline.doris.label_keep_seconds * 1000

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 SOURCE_NAME = "kinesis_to_doris"
-REPORT_SCHEMA = "range_key STRING, report STRING"
+REPORT_SCHEMA = "range_id STRING, report STRING"
 
 
 def _credentials(job: object) -> object:
@@ -79,7 +79,7 @@ class _RangeLoadReader(DataSourceReader):
         profile_dir = os.environ.get(PROFILE_DIR_ENV)
         reports = _profiled(job, partition.value, profile_dir) if profile_dir else _load(job, partition.value)
         for report in reports:
-            yield report.range_key, report.to_json()
+            yield report.range_id, report.to_json()
 
 
 PROFILE_DIR_ENV = "KINESIS_DORIS_PROFILE_DIR"

@@ -3,7 +3,7 @@ Nth call (KCL's ``ExceptionThrowingLeaseRefresher`` idea), and count what a run 
 
 Nothing here mocks the pipeline: the wrappers sit around the real boto3 clients and the real
 checkpoint store, and :func:`runner_with` runs the real loader in this process, like
-``core.pipeline.run_here``, with the executor's clients passed through a wrapping function.
+``core.pipeline.run_here``, with the load's clients passed through a wrapping function.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
 
 
 class InjectedCrash(Exception):
@@ -100,34 +100,34 @@ class FailOnNthCall:
         return call
 
 
-ExecutorWrap = Callable[[Executor], Executor]
+ClientsWrap = Callable[[LoadClients], LoadClients]
 
 
-def runner_with(wrap: ExecutorWrap) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
-    """``run_here`` with the executor's clients passed through ``wrap`` (one executor per group).
+def runner_with(wrap: ClientsWrap) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
+    """``run_here`` with the load's clients passed through ``wrap`` (fresh clients per range group).
 
-    :param wrap: returns the executor to use, e.g. with a :class:`FailOnNthCall` store.
+    :param wrap: returns the clients to use, e.g. with a :class:`FailOnNthCall` store.
     """
 
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         reports: list[RangeReport] = []
         for group in job.partition_groups():
-            executor = wrap(Executor.from_job(job, credentials))
+            clients = wrap(LoadClients.from_job(job, credentials))
             try:
-                reports.extend(load_range(executor, job.ranges[index]) for index in group)
+                reports.extend(load_range(clients, job.ranges[index]) for index in group)
             finally:
-                executor.doris.close()
+                clients.doris.close()
         return reports
 
     return run
 
 
-def with_clients(kinesis: Any = None, store: Any = None) -> ExecutorWrap:
-    """An :data:`ExecutorWrap` that swaps in the given Kinesis client and/or store."""
+def with_clients(kinesis: Any = None, store: Any = None) -> ClientsWrap:
+    """An :data:`ClientsWrap` that swaps in the given Kinesis client and/or store."""
 
-    def wrap(executor: Executor) -> Executor:
+    def wrap(clients: LoadClients) -> LoadClients:
         changes = {name: value for name, value in (("kinesis", kinesis), ("store", store)) if value is not None}
-        return dataclasses.replace(executor, **changes)
+        return dataclasses.replace(clients, **changes)
 
     return wrap
 

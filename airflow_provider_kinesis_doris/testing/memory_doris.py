@@ -15,7 +15,7 @@ from collections import Counter
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError
-from airflow_provider_kinesis_doris.core.doris.client import IdempotentLoadResult, LoadDisposition
+from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, LoadDisposition
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome, StreamLoadResult
 

@@ -41,10 +41,10 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
 )
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
-from airflow_provider_kinesis_doris.core.doris.client import IdempotentLoadResult
+from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -284,8 +284,8 @@ class RunOrders(RuleBasedStateMachine):
 
     def _run_interval(self, k: int, kinesis: Any) -> None:
         def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-            executor = Executor(job=job, kinesis=kinesis, store=self.store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
-            return [load_range(executor, job.ranges[i]) for group in job.partition_groups() for i in group]
+            clients = LoadClients(job=job, kinesis=kinesis, store=self.store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
+            return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
 
         run_interval(
             self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,

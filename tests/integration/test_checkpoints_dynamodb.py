@@ -246,10 +246,11 @@ def test_a_shard_is_drained_only_after_its_last_range_is_loaded(store: DynamoChe
 
 
 def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpointStore) -> None:
-    store.record_chunk_intent("kd:p:s:bbb", SHARD, Position(SEQ + 5), Position(SEQ + 9), range_key=1000)
-    store.record_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), range_key=1000)
-    store.record_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), range_key=2000)
-    replayed_intent = store.record_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), range_key=1000)
+    store.put_chunk_intent("kd:p:s:bbb", SHARD, Position(SEQ + 5), Position(SEQ + 9), interval_start_ms=1000)
+    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000)
+    store.put_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), interval_start_ms=2000)
+    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000)
+    replayed_intent = store.get_chunk("kd:p:s:aaa", SHARD, 1000)
 
     outcome = store.record_chunk_outcome(
         "kd:p:s:aaa", "VISIBLE", "txn-17", shard_id=SHARD, interval_start_ms=1000, rows_loaded=5, rows_filtered=0
@@ -257,7 +258,7 @@ def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpoin
 
     chunks = store.chunks_for_range(SHARD, 1000)
     assert [c.label for c in chunks] == ["kd:p:s:aaa", "kd:p:s:bbb"]
-    assert replayed_intent.state == CHUNK_INTENT
+    assert replayed_intent is not None and replayed_intent.state == CHUNK_INTENT
     assert (outcome.state, outcome.txn_id, outcome.rows_loaded) == ("VISIBLE", "txn-17", 5)
     assert chunks[1].state == CHUNK_INTENT and chunks[1].last == Position(SEQ + 9)
     with pytest.raises(CheckpointNotFound, match="kd:p:s:zzz"):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
-from airflow_provider_kinesis_doris.core.load import Executor
+from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
 from kinesis_doris_devstack.scenario import event, now_ms, put_records, wait_past
 
@@ -103,9 +103,9 @@ def test_a_chunk_loads_while_the_next_one_is_read_in_chunk_order(world, kinesis_
     start, end = _one_shard_interval(kinesis_client, world["stream"])
     witness = OverlapWitness()
 
-    def wrap(executor: Executor) -> Executor:
-        kinesis, doris = SmallPages(executor.kinesis, witness), WitnessedLoads(executor.doris, witness)
-        return dataclasses.replace(executor, kinesis=kinesis, doris=doris)
+    def wrap(clients: LoadClients) -> LoadClients:
+        kinesis, doris = SmallPages(clients.kinesis, witness), WitnessedLoads(clients.doris, witness)
+        return dataclasses.replace(clients, kinesis=kinesis, doris=doris)
 
     result = world["run"](start, end, runner=runner_with(wrap))
 
@@ -128,9 +128,9 @@ def test_a_failed_load_stops_the_range_before_any_later_chunk(world, kinesis_cli
     witness = OverlapWitness()
     failing: list[FailOnNthCall] = []
 
-    def wrap(executor: Executor) -> Executor:
-        failing.append(FailOnNthCall(executor.doris, "load_idempotently", 2))
-        return dataclasses.replace(executor, kinesis=SmallPages(executor.kinesis, witness), doris=failing[-1])
+    def wrap(clients: LoadClients) -> LoadClients:
+        failing.append(FailOnNthCall(clients.doris, "load_idempotently", 2))
+        return dataclasses.replace(clients, kinesis=SmallPages(clients.kinesis, witness), doris=failing[-1])
 
     with pytest.raises(InjectedCrash):
         world["run"](start, end, runner=runner_with(wrap))

@@ -29,7 +29,8 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient, LoadDisposition
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.result import LoadDisposition
 from airflow_provider_kinesis_doris.core.doris.options import PrecommittedPolicy, StreamingBody, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.errors import DorisSqlError, LoadOutcomeUnknown

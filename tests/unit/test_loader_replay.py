@@ -26,7 +26,7 @@ from airflow_provider_kinesis_doris.core.chunks import (
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import Executor, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -69,8 +69,8 @@ def _config(**changes: Any) -> PipelineConfig:
 
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        executor = Executor(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return [load_range(executor, job.ranges[i]) for group in job.partition_groups() for i in group]
+        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
+        return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
 
     return run_interval(
         config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(), runner=runner,

@@ -31,14 +31,13 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardRange,
 )
 from airflow_provider_kinesis_doris.core.kinesis.reader import (
-    BACKOFF_BASE_S,
     IDLE_PAUSE_S,
     RangeReader,
     ReadOutcome,
     arrival_ms,
-    backoff_delay,
     iterator_request,
 )
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import BACKOFF_BASE_S, BACKOFF_CAP_S, backoff_delay
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
@@ -180,7 +179,7 @@ def test_iterator_request_matches_the_start_boundary() -> None:
 
 def test_backoff_grows_exponentially_with_jitter_and_is_capped() -> None:
     for attempt in range(12):
-        step = min(reader_module.BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
+        step = min(BACKOFF_CAP_S, BACKOFF_BASE_S * 2**attempt)
         delays = [backoff_delay(attempt) for _ in range(50)]
         assert all(step / 2 <= delay <= step for delay in delays)
         assert len(set(delays)) > 1  # jittered

@@ -32,94 +32,51 @@ the data is visible, and its texts differ between versions.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import gzip
-import itertools
 import json
 import logging
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
 from urllib.parse import quote, urlencode, urlsplit
 
 import requests
-from requests.auth import HTTPBasicAuth
-from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
-    DorisSqlError,
     LoadOutcomeUnknown,
     PermanentStreamLoadError,
     RetryableStreamLoadError,
     StreamLoadError,
     UnrecognisedReply,
 )
+from airflow_provider_kinesis_doris.core.doris.http import (
+    REDIRECT_STATUSES,
+    DorisHttp,
+    address_of,
+    default_port,
+    describe_error,
+    never_connected,
+)
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
 from airflow_provider_kinesis_doris.core.doris.options import Body, PrecommittedPolicy, StreamingBody, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy, join_host_port
 from airflow_provider_kinesis_doris.core.doris.result import (
+    IdempotentLoadResult,
     LabelState,
+    LoadDisposition,
     LoadOutcome,
+    SqlResult,
     StreamLoadResult,
+    TwoPhaseResult,
+    parse_sql_reply,
 )
 
 log = logging.getLogger(__name__)
 
-_REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 
 
 
-
-
-# --- results of the client -------------------------------------------------------------------
-
-
-class LoadDisposition(str, enum.Enum):
-    LOADED = "LOADED"
-    """This call's load went through."""
-    ALREADY_LOADED = "ALREADY_LOADED"
-    """Doris already held the label's data (an earlier attempt, or an ambiguous one that succeeded)."""
-
-
-@dataclass(frozen=True)
-class IdempotentLoadResult:
-    """The definite outcome of :meth:`DorisStreamLoadClient.load_idempotently`.
-
-    ``state`` is VISIBLE or COMMITTED (becomes visible), or PRECOMMITTED for a two-phase load;
-    ``result`` is the reply of the load that went through, ``None`` when nothing was loaded now.
-    """
-
-    label: str
-    disposition: LoadDisposition
-    state: LabelState
-    result: StreamLoadResult | None
-    attempts: int
-
-
-@dataclass(frozen=True)
-class TwoPhaseResult:
-    """The definite outcome of :meth:`DorisStreamLoadClient.commit_transaction` or
-    :meth:`DorisStreamLoadClient.abort_transaction`.
-
-    ``reply`` is Doris's answer (``None`` when it was lost or unreadable). ``state`` is ``None`` when Doris
-    answered ``Success``; otherwise the label's state that settled the operation (VISIBLE or
-    COMMITTED after a commit, ABORTED or UNKNOWN after an abort).
-    """
-
-    operation: str
-    reply: StreamLoadResult | None
-    state: LabelState | None
-
-
-@dataclass(frozen=True)
-class SqlResult:
-    """Rows of a query (empty for a statement) from the HTTP SQL endpoint."""
-
-    columns: tuple[str, ...]
-    rows: tuple[tuple[Any, ...], ...]
 
 
 # --- client ------------------------------------------------------------------------------------
@@ -154,8 +111,7 @@ class DorisStreamLoadClient:
         self._sleep = sleep
         self._clock = clock
         self._unit_random = unit_random
-        self._auth = HTTPBasicAuth(config.user, config.password)
-        self._be_cursor = itertools.count()
+        self._http = DorisHttp(config, self._session)
 
     def __repr__(self) -> str:
         return f"DorisStreamLoadClient(user={self._config.user!r}, fe={self._config.fe_address!r})"
@@ -203,10 +159,10 @@ class DorisStreamLoadClient:
         payload = _encode_body(body, options)
         headers = self._load_headers(label, options)
         path = f"/api/{_segment(database)}/{_segment(table)}/_stream_load"
-        target = self._load_target(path, headers)
+        target = self._http.load_target(path, headers)
         if isinstance(target, StreamLoadResult):
             return target
-        return self._send_load(target, headers, payload, label)
+        return self._http.send_load(target, headers, payload, label)
 
     def load_idempotently(
         self,
@@ -298,7 +254,7 @@ class DorisStreamLoadClient:
         :raises PermanentStreamLoadError: the FE refused (unknown database, authentication).
         """
         path = f"/api/{_segment(database)}/get_load_state?{urlencode({'label': label})}"
-        response = self._call_fe("GET", path, headers={})
+        response = self._http.call_fe("GET", path, headers={})
         result = StreamLoadResult.from_http(response.status_code, response.text)
         if result.outcome is not LoadOutcome.SUCCESS:
             raise _state_error(f"get_load_state of label {label} in {database}", result)
@@ -360,13 +316,13 @@ class DorisStreamLoadClient:
         :raises RetryableStreamLoadError: the BE could not be reached or did not answer 200.
         """
         target = urlsplit(error_url)
-        advertised = join_host_port(target.hostname or "", target.port or _default_port(target.scheme))
+        advertised = join_host_port(target.hostname or "", target.port or default_port(target.scheme))
         # The BE advertises its address inside the cluster; map it as for load redirects.
         url = target._replace(netloc=self._config.be_address_map.get(advertised, advertised)).geturl()
         try:
-            response = self._session.get(url, timeout=self._timeouts())
+            response = self._http.get_without_credentials(url)
         except requests.RequestException as exc:
-            raise RetryableStreamLoadError(f"Reading the error log {error_url} failed: {_describe(exc)}") from exc
+            raise RetryableStreamLoadError(f"Reading the error log {error_url} failed: {describe_error(exc)}") from exc
         if response.status_code != requests.codes.ok:
             raise RetryableStreamLoadError(f"Reading the error log {error_url} answered HTTP {response.status_code}")
         return response.text
@@ -383,13 +339,13 @@ class DorisStreamLoadClient:
         :raises RetryableStreamLoadError: the FE could not be reached.
         """
         path = f"/api/query/default_cluster/{_segment(database)}"
-        response = self._call_fe(
+        response = self._http.call_fe(
             "POST",
             path,
             headers={"Content-Type": "application/json", "X-Doris-Stream": "false"},
             body=json.dumps({"stmt": statement}).encode("utf-8"),
         )
-        return _parse_sql_reply(database, response)
+        return parse_sql_reply(database, response.status_code, response.text)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -400,54 +356,6 @@ class DorisStreamLoadClient:
             # Group commit would replace our label by a server one; pin the classic path.
             headers["group_commit"] = "off_mode"
         return headers
-
-    def _load_target(self, path: str, headers: Mapping[str, str]) -> str | StreamLoadResult:
-        """The BE URL to send the body to, or the FE's own (failure) reply."""
-        if self._config.be_hosts:
-            return self._next_be_url(path)
-        # The probe must not carry what a BE would act on: see the module docstring.
-        probe_headers = {k: v for k, v in headers.items() if k not in ("label", "two_phase_commit")}
-        response = self._call("PUT", self._config.fe_url + path, probe_headers, b"", target="FE")
-        if response.status_code in _REDIRECT_STATUSES:
-            return self._redirect_url(response)
-        result = StreamLoadResult.from_http(response.status_code, response.text)
-        if "TxnId" in result.raw:
-            raise PermanentStreamLoadError(
-                f"{self._config.fe_address} ran the load itself instead of redirecting: it is a BE, "
-                "not an FE; "
-                "point the connection at the FE or list the BE in be_hosts"
-            )
-        if result.outcome is LoadOutcome.SUCCESS:
-            # The probe carried no body and no label: a success can only be a proxy or another
-            # server answering, never the load's result (fail closed).
-            raise PermanentStreamLoadError(
-                f"{self._config.fe_address} answered the Stream Load probe with a success instead of a "
-                f"redirect to a BE ({result.describe()}): it is not a Doris FE; check the connection's host and port"
-            )
-        return result
-
-    def _send_load(
-        self, url: str, headers: Mapping[str, str], payload: Body, label: str | None
-    ) -> StreamLoadResult:
-        target = _address_of(url)
-        try:
-            response = self._session.put(
-                url, headers=dict(headers), data=_request_data(payload), auth=self._auth,
-                allow_redirects=False, timeout=self._timeouts(),
-            )
-        except requests.RequestException as exc:
-            if _never_connected(exc):
-                unreachable = RetryableStreamLoadError(f"BE {target} unreachable for label {label}: {_describe(exc)}")
-                unreachable.definitely_not_loaded = True
-                raise unreachable from exc
-            raise LoadOutcomeUnknown(
-                f"Stream Load of label {label} to BE {target}: no reply after sending ({_describe(exc)})"
-            ) from exc
-        if response.status_code in _REDIRECT_STATUSES:
-            raise PermanentStreamLoadError(f"BE {target} answered the load with a redirect, not a result")
-        result = StreamLoadResult.from_http(response.status_code, response.text)
-        log.info("Stream Load of label %s via %s: %s", label, target, result.describe())
-        return result
 
     def _two_phase(
         self, database: str, operation: str, txn_id: int | None, label: str | None
@@ -490,23 +398,20 @@ class DorisStreamLoadClient:
         """The reply to a 2PC request, or ``None`` when the request reached a BE but its reply was
         lost (the operation may have taken effect)."""
         if self._config.be_hosts:
-            url = self._next_be_url(path)
+            url = self._http.next_be_url(path)
         else:
             # The FE only redirects; a failure here changed nothing.
-            response = self._call("PUT", self._config.fe_url + path, headers, b"", target="FE")
-            if response.status_code not in _REDIRECT_STATUSES:
+            response = self._http.call("PUT", self._config.fe_url + path, headers, b"", target="FE")
+            if response.status_code not in REDIRECT_STATUSES:
                 return StreamLoadResult.from_http(response.status_code, response.text)
-            url = self._redirect_url(response)
+            url = self._http.redirect_url(response)
         try:
-            response = self._session.request(
-                "PUT", url, headers=dict(headers), data=b"", auth=self._auth,
-                allow_redirects=False, timeout=self._timeouts(),
-            )
+            response = self._http.put(url, headers, b"")
         except requests.RequestException as exc:
-            if _never_connected(exc):
-                unreachable = f"BE {_address_of(url)} unreachable: {_describe(exc)}"
+            if never_connected(exc):
+                unreachable = f"BE {address_of(url)} unreachable: {describe_error(exc)}"
                 raise RetryableStreamLoadError(unreachable) from exc
-            log.warning("%s: no reply from BE %s (%s)", what, _address_of(url), _describe(exc))
+            log.warning("%s: no reply from BE %s (%s)", what, address_of(url), describe_error(exc))
             return None
         return StreamLoadResult.from_http(response.status_code, response.text)
 
@@ -553,85 +458,8 @@ class DorisStreamLoadClient:
             "or pass precommitted_policy=COMMIT / ABORT_AND_RELOAD"
         )
 
-    def _call_fe(
-        self, method: str, path_and_query: str, *, headers: Mapping[str, str], body: bytes | None = None
-    ) -> requests.Response:
-        """A request to the FE, following one redirect (to the master FE or a BE) by hand."""
-        response = self._call(method, self._config.fe_url + path_and_query, headers, body, target="FE")
-        if response.status_code in _REDIRECT_STATUSES:
-            target_url = self._redirect_url(response)
-            response = self._call(method, target_url, headers, body, target="redirect target")
-        return response
-
-    def _call(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes | None, *, target: str
-    ) -> requests.Response:
-        """A request whose failure cannot have changed anything (no load body involved)."""
-        try:
-            return self._session.request(
-                method, url, headers=dict(headers), data=body, auth=self._auth,
-                allow_redirects=False, timeout=self._timeouts(),
-            )
-        except requests.RequestException as exc:
-            unreachable = RetryableStreamLoadError(f"{target} {_address_of(url)} unreachable: {_describe(exc)}")
-            # These requests carry no load body: whatever broke, no row reached Doris through them.
-            unreachable.definitely_not_loaded = True
-            raise unreachable from exc
-
-    def _redirect_url(self, response: requests.Response) -> str:
-        """The redirect target without userinfo, mapped and checked against the allowed hosts."""
-        location = urlsplit(response.headers.get("Location", ""))
-        # Never put `location` or its netloc into a message: the userinfo holds the password.
-        if not location.hostname:
-            raise PermanentStreamLoadError(
-                f"{_address_of(response.url)} sent a redirect without a usable Location"
-            )
-        advertised = join_host_port(location.hostname, location.port or _default_port(location.scheme))
-        mapped = self._config.be_address_map.get(advertised)
-        if mapped is None and not self._may_receive_credentials(location.hostname, advertised):
-            raise PermanentStreamLoadError(
-                f"{_address_of(response.url)} redirected to {advertised}, which is not allowed to receive "
-                "credentials; "
-                "add its host to allowed_redirect_hosts or map it with be_address_map"
-            )
-        query = f"?{location.query}" if location.query else ""
-        return f"{location.scheme or 'http'}://{mapped or advertised}{location.path}{query}"
-
-    def _may_receive_credentials(self, host: str, address: str) -> bool:
-        allowed = {entry.lower() for entry in (self._config.host, *self._config.allowed_redirect_hosts)}
-        return host.lower() in allowed or address.lower() in allowed
-
-    def _next_be_url(self, path: str) -> str:
-        hosts = self._config.be_hosts
-        return f"http://{hosts[next(self._be_cursor) % len(hosts)]}{path}"
-
-    def _timeouts(self) -> tuple[float, float]:
-        return (self._config.connect_timeout_seconds, self._config.read_timeout_seconds)
-
-
 # --- helpers -----------------------------------------------------------------------------------
 
-
-class _SizedChunks:
-    """An iterable with ``__len__``: ``requests`` then sends ``Content-Length`` instead of chunking."""
-
-    def __init__(self, body: StreamingBody) -> None:
-        self._body = body
-
-    def __len__(self) -> int:
-        return self._body.length
-
-    def __iter__(self) -> Iterator[bytes]:
-        sent = 0
-        for piece in self._body.chunks():
-            sent += len(piece)
-            if sent > self._body.length:
-                raise ConfigurationError(
-                    f"StreamingBody yielded more than its declared {self._body.length} bytes"
-                )
-            yield piece
-        if sent != self._body.length:
-            raise ConfigurationError(f"StreamingBody yielded {sent} bytes, declared {self._body.length}")
 
 
 def _encode_body(body: Body, options: StreamLoadOptions) -> Body:
@@ -640,10 +468,6 @@ def _encode_body(body: Body, options: StreamLoadOptions) -> Body:
     if isinstance(body, StreamingBody):
         raise ConfigurationError("gzip needs a bytes body (a streamed body's compressed length is unknown)")
     return gzip.compress(body, compresslevel=6)
-
-
-def _request_data(payload: Body) -> bytes | _SizedChunks:
-    return _SizedChunks(payload) if isinstance(payload, StreamingBody) else payload
 
 
 def _loaded(label: str, result: StreamLoadResult, attempts: int) -> IdempotentLoadResult:
@@ -672,51 +496,9 @@ def _state_error(what: str, result: StreamLoadResult) -> StreamLoadError:
     return PermanentStreamLoadError(f"{what} failed: {result.describe()}")
 
 
-def _parse_sql_reply(database: str, response: requests.Response) -> SqlResult:
-    try:
-        envelope = response.json()
-    except ValueError:
-        envelope = None
-    if not isinstance(envelope, dict) or "code" not in envelope:
-        snippet = " ".join(response.text.split())[:200] or "(empty body)"
-        raise DorisSqlError(
-            f"SQL endpoint of {database} replied without an envelope: HTTP {response.status_code}: {snippet}"
-        )
-    if envelope.get("code") != 0:
-        raise DorisSqlError(f"SQL in {database} failed: {envelope.get('msg')!r}: {envelope.get('data')!r}")
-    data = envelope.get("data") or {}
-    if not isinstance(data, dict) or data.get("type") != "result_set":
-        return SqlResult(columns=(), rows=())
-    columns = tuple(str(column.get("name", "")) for column in data.get("meta") or ())
-    rows = tuple(tuple(row) for row in data.get("data") or ())
-    return SqlResult(columns=columns, rows=rows)
-
-
 def _is_definite_fail(result: StreamLoadResult) -> bool:
     """Doris answered the load itself with ``Fail``: its transaction is aborted, the label free."""
     return result.status == "Fail" and "TxnId" in result.raw
-
-
-def _never_connected(exc: requests.RequestException) -> bool:
-    """Whether the request failed before a connection existed (so no byte of the body left)."""
-    if isinstance(exc, requests.ConnectTimeout):
-        return True
-    reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return isinstance(reason, (NewConnectionError, ConnectTimeoutError))
-
-
-def _describe(exc: BaseException) -> str:
-    # URLs in requests' messages are ours and carry no userinfo; still, keep it short.
-    return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _address_of(url: str) -> str:
-    parts = urlsplit(url)
-    return join_host_port(parts.hostname or "?", parts.port or _default_port(parts.scheme))
-
-
-def _default_port(scheme: str) -> int:
-    return 443 if scheme == "https" else 80
 
 
 def _segment(name: str) -> str:

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.errors import UnrecognisedReply
+from airflow_provider_kinesis_doris.core.errors import DorisSqlError, UnrecognisedReply
 
 
 class LoadOutcome(str, enum.Enum):
@@ -298,3 +298,74 @@ def _int(value: Any, default: int = 0) -> int:
         return int(value)
     except (TypeError, ValueError):
         return default
+
+
+# --- results of the client ---------------------------------------------------------------------
+
+
+class LoadDisposition(str, enum.Enum):
+    LOADED = "LOADED"
+    """This call's load went through."""
+    ALREADY_LOADED = "ALREADY_LOADED"
+    """Doris already held the label's data (an earlier attempt, or an ambiguous one that succeeded)."""
+
+
+@dataclass(frozen=True)
+class IdempotentLoadResult:
+    """The definite outcome of :meth:`DorisStreamLoadClient.load_idempotently`.
+
+    ``state`` is VISIBLE or COMMITTED (becomes visible), or PRECOMMITTED for a two-phase load;
+    ``result`` is the reply of the load that went through, ``None`` when nothing was loaded now.
+    """
+
+    label: str
+    disposition: LoadDisposition
+    state: LabelState
+    result: StreamLoadResult | None
+    attempts: int
+
+
+@dataclass(frozen=True)
+class TwoPhaseResult:
+    """The definite outcome of :meth:`DorisStreamLoadClient.commit_transaction` or
+    :meth:`DorisStreamLoadClient.abort_transaction`.
+
+    ``reply`` is Doris's answer (``None`` when it was lost or unreadable). ``state`` is ``None`` when Doris
+    answered ``Success``; otherwise the label's state that settled the operation (VISIBLE or
+    COMMITTED after a commit, ABORTED or UNKNOWN after an abort).
+    """
+
+    operation: str
+    reply: StreamLoadResult | None
+    state: LabelState | None
+
+
+@dataclass(frozen=True)
+class SqlResult:
+    """Rows of a query (empty for a statement) from the HTTP SQL endpoint."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+
+
+
+def parse_sql_reply(database: str, http_status: int, body: str) -> SqlResult:
+    """The rows of the FE's HTTP SQL endpoint's reply.
+
+    :raises DorisSqlError: the reply has no envelope, or the statement failed.
+    """
+    try:
+        envelope = json.loads(body)
+    except ValueError:
+        envelope = None
+    if not isinstance(envelope, dict) or "code" not in envelope:
+        snippet = " ".join(body.split())[:200] or "(empty body)"
+        raise DorisSqlError(f"SQL endpoint of {database} replied without an envelope: HTTP {http_status}: {snippet}")
+    if envelope.get("code") != 0:
+        raise DorisSqlError(f"SQL in {database} failed: {envelope.get('msg')!r}: {envelope.get('data')!r}")
+    data = envelope.get("data") or {}
+    if not isinstance(data, dict) or data.get("type") != "result_set":
+        return SqlResult(columns=(), rows=())
+    columns = tuple(str(column.get("name", "")) for column in data.get("meta") or ())
+    rows = tuple(tuple(row) for row in data.get("data") or ())
+    return SqlResult(columns=columns, rows=rows)

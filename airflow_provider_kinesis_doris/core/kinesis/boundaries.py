@@ -28,7 +28,8 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.kinesis.reader import THROTTLING_ERRORS, arrival_ms, backoff_delay
+from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import THROTTLING_ERRORS, backoff_delay
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
 log = logging.getLogger(__name__)

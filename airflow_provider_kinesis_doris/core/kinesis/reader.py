@@ -21,23 +21,19 @@ another writer can store is at a record arriving at/after the instant, or after 
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from airflow_provider_kinesis_doris.core.retry import backoff_seconds
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryConflict,
     BoundaryNotFound,
     ConfigurationError,
     DataTrimmed,
-    aws_error_code,
 )
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import Pager, ShardClient, sequence_request
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
@@ -51,12 +47,9 @@ from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 log = logging.getLogger(__name__)
 
 MAX_RECORDS_PER_CALL = 10_000
-THROTTLING_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
 # Kinesis allows 5 GetRecords calls per second per shard: pause this long after an empty page
 # that is not the end, and never between pages that carry records.
 IDLE_PAUSE_S = 0.2
-BACKOFF_BASE_S = 0.25
-BACKOFF_CAP_S = 8.0
 PROGRESS_EVERY_RECORDS = 100_000
 PROGRESS_EVERY_S = 10.0
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -102,7 +95,7 @@ def iterator_request(start: Boundary) -> dict[str, Any]:
         return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": _EPOCH + start.instant_ms * _ONE_MS}
     if start.kind in (BoundaryKind.AT, BoundaryKind.AFTER):
         assert start.position is not None
-        return _sequence_request("AT_SEQUENCE_NUMBER", start.position.sequence)
+        return sequence_request("AT_SEQUENCE_NUMBER", start.position.sequence)
     raise ValueError(f"No record follows the {start.kind.value} boundary of shard {start.shard_id}")
 
 
@@ -135,13 +128,6 @@ def beyond_end(record: KinesisRecord, end: Boundary) -> bool:
     if end.kind is BoundaryKind.PENDING:
         return record.arrival_ms >= end.instant_ms
     return end.kind is BoundaryKind.SHARD_START
-
-
-def backoff_delay(attempt: int) -> float:
-    """Seconds to wait before retry number ``attempt`` (0-based) of a throttled call: exponential,
-    capped at ``BACKOFF_CAP_S``, with jitter between half and all of the step."""
-    unit_random = random.random()  # noqa: S311 - jitter, not security
-    return backoff_seconds(attempt + 1, initial=BACKOFF_BASE_S, cap=BACKOFF_CAP_S, unit_random=unit_random)
 
 
 def arrival_ms(timestamp: datetime) -> int:
@@ -184,7 +170,7 @@ class RangeReader:
         self._store = boundaries
         self._sleep = sleep
         self._clock = clock
-        self._shard = _ShardClient(
+        self._shard = ShardClient(
             kinesis_client, shard_range.stream_name, shard_range.shard_id, limit, max_throttle_retries, sleep
         )
         self._outcome: ReadOutcome | None = None
@@ -218,7 +204,7 @@ class RangeReader:
 
     def _read_records(self, state: _ReadState) -> Iterator[KinesisRecord]:
         """Page through the shard from the concrete start until the end is met and settled."""
-        pager = _Pager(self._shard, iterator_request(state.start))
+        pager = Pager(self._shard, iterator_request(state.start))
         progress = _ProgressLog(self._range.shard_id, self._clock)
         # AT/AFTER starts open at their own record: the first record returned must be that one.
         expected = state.start.position.sequence if state.start.position is not None else None
@@ -258,7 +244,7 @@ class RangeReader:
     def _locate_pending_start(self, start: Boundary) -> Boundary:
         """Make a PENDING start concrete: AT the first record at or after its instant, or
         SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
-        pager = _Pager(self._shard, iterator_request(start))
+        pager = Pager(self._shard, iterator_request(start))
         while True:
             page = pager.next_page()
             if page.records:
@@ -357,108 +343,6 @@ class _ReadState:
                            get_records_calls, self.millis_behind)  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class _Page:
-    records: list[dict[str, Any]]
-    next_iterator: str | None
-    millis_behind: int | None
-
-    @property
-    def at_tip(self) -> bool:
-        """Caught up: nothing more to read right now (an empty page alone does not mean that)."""
-        return not self.records and self.millis_behind == 0
-
-
-class _ShardClient:
-    """GetShardIterator and GetRecords on one shard, with back-off on throttling and a count of
-    GetRecords calls."""
-
-    def __init__(self, client: Any, stream: str, shard_id: str, limit: int, max_retries: int,
-                 sleep: Callable[[float], None]) -> None:  # fmt: skip
-        self._client = client
-        self.stream = stream
-        self.shard_id = shard_id
-        self._limit = limit
-        self._max_retries = max_retries
-        self._sleep = sleep
-        self.get_records_calls = 0
-
-    def iterator(self, request: dict[str, Any]) -> str:
-        """A shard iterator for ``request``; a sequence number the shard no longer holds raises
-        ``DataTrimmed``."""
-        try:
-            response = self._with_backoff(
-                self._client.get_shard_iterator, StreamName=self.stream, ShardId=self.shard_id, **request
-            )
-        except ClientError as error:
-            if "StartingSequenceNumber" in request and _is_missing_sequence(error):
-                raise DataTrimmed(
-                    f"Record {request['StartingSequenceNumber']} is not in shard {self.shard_id} of stream "
-                    f"{self.stream}: trimmed by retention before it was loaded (or not from this shard)"
-                ) from error
-            raise
-        return str(response["ShardIterator"])
-
-    def records(self, iterator: str) -> dict[str, Any]:
-        return self._with_backoff(self._get_records, ShardIterator=iterator, Limit=self._limit)
-
-    def _get_records(self, **kwargs: Any) -> dict[str, Any]:
-        self.get_records_calls += 1
-        return self._client.get_records(**kwargs)
-
-    def _with_backoff(self, call: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
-        attempt = 0
-        while True:
-            try:
-                return call(**kwargs)
-            except ClientError as error:
-                if aws_error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
-                    raise
-                delay = backoff_delay(attempt)
-                log.warning("Shard %s throttled (%s); retry %d in %.2fs",
-                            self.shard_id, aws_error_code(error), attempt + 1, delay)  # fmt: skip
-                self._sleep(delay)
-                attempt += 1
-
-
-class _Pager:
-    """Pages of one shard from an opening request onward, following NextShardIterator.
-
-    An expired iterator is renewed AFTER the last record returned (never from the opening point
-    once records were returned). Callers consume each page whole before asking for the next, so
-    that record is always fully handled, aggregates included.
-    """
-
-    def __init__(self, shard: _ShardClient, opening: dict[str, Any]) -> None:
-        self._shard = shard
-        self._opening = opening
-        self._iterator: str | None = None
-        self._last_sequence: int | None = None
-
-    def next_page(self) -> _Page:
-        if self._iterator is None:
-            self._iterator = self._shard.iterator(self._opening)
-        try:
-            response = self._shard.records(self._iterator)
-        except ClientError as error:
-            if aws_error_code(error) != "ExpiredIteratorException":
-                raise
-            log.info("Iterator of shard %s expired; renewing after record %s",
-                     self._shard.shard_id, self._last_sequence)  # fmt: skip
-            self._iterator = self._shard.iterator(self._resume_request())
-            response = self._shard.records(self._iterator)
-        records = response.get("Records", [])
-        if records:
-            self._last_sequence = int(records[-1]["SequenceNumber"])
-        self._iterator = response.get("NextShardIterator")
-        return _Page(records, self._iterator, response.get("MillisBehindLatest"))
-
-    def _resume_request(self) -> dict[str, Any]:
-        if self._last_sequence is None:
-            return self._opening
-        return _sequence_request("AFTER_SEQUENCE_NUMBER", self._last_sequence)
-
-
 @dataclass(slots=True)
 class _ProgressLog:
     """INFO every ``PROGRESS_EVERY_RECORDS`` records or ``PROGRESS_EVERY_S`` seconds, DEBUG per page."""
@@ -526,25 +410,6 @@ def _cuts_before(end: Boundary, last_position: Position | None) -> bool:
         return end.position < last_position  # type: ignore[operator]
     return end.kind is BoundaryKind.SHARD_START
 
-
-def _is_missing_sequence(error: ClientError) -> bool:
-    """GetShardIterator's answer to a sequence number the shard does not hold (any more).
-
-    kinesis-mock: ResourceNotFoundException "Unable to find record with provided SequenceNumber".
-    AWS: InvalidArgumentException naming the StartingSequenceNumber (harlow/kinesis-consumer#175),
-    except "... It encodes shardId-..., while it was used in a call to ...": a number of another shard.
-    """
-    message = str(error.response.get("Error", {}).get("Message", "")).lower()
-    code = aws_error_code(error)
-    if code == "ResourceNotFoundException":
-        return "sequencenumber" in message
-    if code == "InvalidArgumentException":
-        return "startingsequencenumber" in message and "encodes" not in message
-    return False
-
-
-def _sequence_request(iterator_type: str, sequence: int) -> dict[str, Any]:
-    return {"ShardIteratorType": iterator_type, "StartingSequenceNumber": str(sequence)}
 
 def _describe_position(position: Position | None) -> str:
     return "the start" if position is None else position.encode()

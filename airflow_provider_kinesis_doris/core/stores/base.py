@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Boundary
-from airflow_provider_kinesis_doris.core.stores.items import shard_key, ShardCheckpoint, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.items import shard_sk, ShardCheckpoint, wall_clock_ms
 
 
 class StorePrimitives:
@@ -66,7 +66,7 @@ class StorePrimitives:
         """Apply ``changes`` and bump the counter, if the counter is still the one read."""
         all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._clock()}
         expected = {"lease_counter": shard.lease_counter, **extra_expected}
-        if not self._update(shard_key(shard.shard_id), all_changes, expected):
+        if not self._update(shard_sk(shard.shard_id), all_changes, expected):
             stored = self.get_shard(shard.shard_id)
             raise lease_conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)
 

@@ -14,9 +14,9 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     RANGE_PREFIX,
     SHARD_PREFIX,
     boundary_attributes,
-    range_key,
+    range_sk,
     shard_from_item,
-    shard_key,
+    shard_sk,
     ShardCheckpoint,
 )
 
@@ -28,7 +28,7 @@ class CheckpointStore(ChunkStore):
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
         """The stored shard, or None if it was never registered."""
-        item = self._get(shard_key(shard_id))
+        item = self._get(shard_sk(shard_id))
         return shard_from_item(item) if item else None
 
     def list_shard_checkpoints(self) -> list[ShardCheckpoint]:
@@ -42,7 +42,7 @@ class CheckpointStore(ChunkStore):
         :return: the stored shard (ours, or the one registered first).
         """
         item = {
-            "sk": shard_key(info.shard_id),
+            "sk": shard_sk(info.shard_id),
             "kind": "shard",
             "shard_id": info.shard_id,
             "parent_ids": list(info.parent_ids),
@@ -110,7 +110,7 @@ class CheckpointStore(ChunkStore):
         the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
         shard's start, or the interval before the range was planned before the shard existed."""
         items = self._query(
-            f"{RANGE_PREFIX}{cut.shard_id}#", low=range_key(cut.shard_id, cut.instant_ms + 1), limit=1
+            f"{RANGE_PREFIX}{cut.shard_id}#", low=range_sk(cut.shard_id, cut.instant_ms + 1), limit=1
         )
         if not items:
             return None
@@ -136,7 +136,7 @@ class CheckpointStore(ChunkStore):
             if ancestor in seen:
                 continue
             seen.add(ancestor)
-            items = self._query(f"{RANGE_PREFIX}{ancestor}#", high=range_key(ancestor, until_ms - 1), descending=True, limit=1)
+            items = self._query(f"{RANGE_PREFIX}{ancestor}#", high=range_sk(ancestor, until_ms - 1), descending=True, limit=1)
             if items and int(items[0]["interval_end_ms"]) == until_ms and "planned_ms" in items[0]:
                 if int(items[0]["planned_ms"]) < shard.registered_ms:
                     return True

@@ -9,12 +9,12 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     CHUNK_INTENT,
     CHUNK_PREFIX,
     chunk_from_item,
-    chunk_key,
+    chunk_sk,
     ChunkRecord,
-    legacy_chunk_key,
+    legacy_chunk_sk,
     range_chunks_prefix,
     range_contents_prefix,
-    range_key,
+    range_sk,
 )
 from airflow_provider_kinesis_doris.core.stores.ranges import RangeStore
 
@@ -22,26 +22,21 @@ from airflow_provider_kinesis_doris.core.stores.ranges import RangeStore
 class ChunkStore(RangeStore):
     # chunks (I7) ----------------------------------------------------------------------------
 
-    def record_chunk_intent(
-        self, label: str, shard_id: str, first: Position, last: Position, range_key: int
-    ) -> ChunkRecord:
-        """Record, before loading, that chunk ``label`` holds ``first..last`` of a range.
+    def put_chunk_intent(
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+    ) -> bool:
+        """Record, before loading, that chunk ``label`` holds ``first..last`` of the range of
+        ``shard_id`` starting at ``interval_start_ms``.
 
-        :param range_key: the interval start of the range the chunk belongs to.
-        :return: the stored chunk: a new intent, or what an earlier attempt recorded.
+        :return: whether this call created the intent (False: another attempt had recorded the
+            chunk already, and may have sent it).
         """
-        self.put_chunk_intent(label, shard_id, first, last, range_key)
-        return self._require_chunk(label, shard_id, range_key)
-
-    def put_chunk_intent(self, label: str, shard_id: str, first: Position, last: Position, range_key: int) -> bool:
-        """:meth:`record_chunk_intent`, telling whether this call created the intent (False: another
-        attempt had recorded the chunk already, and may have sent it)."""
         item = {
-            "sk": chunk_key(shard_id, range_key, label),
+            "sk": chunk_sk(shard_id, interval_start_ms, label),
             "kind": "chunk",
             "label": label,
             "shard_id": shard_id,
-            "interval_start_ms": range_key,
+            "interval_start_ms": interval_start_ms,
             "first": first.encode(),
             "last": last.encode(),
             "state": CHUNK_INTENT,
@@ -75,7 +70,7 @@ class ChunkStore(RangeStore):
             "rows_filtered": rows_filtered,
             "updated_ms": self._clock(),
         }
-        keys = (chunk_key(shard_id, interval_start_ms, label), legacy_chunk_key(label))
+        keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
         expected = {"state": expected_state} if expected_state is not None else {}
         any(self._update(sk, changes, expected) for sk in keys)
         stored = self.get_chunk(label, shard_id, interval_start_ms)
@@ -85,7 +80,7 @@ class ChunkStore(RangeStore):
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
         """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
-        item = self._get(chunk_key(shard_id, interval_start_ms, label)) or self._get(legacy_chunk_key(label))
+        item = self._get(chunk_sk(shard_id, interval_start_ms, label)) or self._get(legacy_chunk_sk(label))
         return chunk_from_item(item) if item else None
 
     def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
@@ -93,9 +88,9 @@ class ChunkStore(RangeStore):
         range's own chunk items; ranges planned before chunks were keyed by range also look at
         the pipeline's chunk items of that older layout)."""
         items = self._query(range_chunks_prefix(shard_id, interval_start_ms))
-        range_item = self._get(range_key(shard_id, interval_start_ms))
+        range_item = self._get(range_sk(shard_id, interval_start_ms))
         if range_item is not None and "planned_ms" not in range_item:
-            items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_key(item["label"])]
+            items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
         chunks = (chunk_from_item(item) for item in items)
         selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
         return sorted(selected, key=lambda c: c.first)

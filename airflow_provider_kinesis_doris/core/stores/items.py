@@ -56,19 +56,19 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def shard_key(shard_id: str) -> str:
+def shard_sk(shard_id: str) -> str:
     return f"{SHARD_PREFIX}{shard_id}"
 
 
-def boundary_key(shard_id: str, instant_ms: int) -> str:
+def boundary_sk(shard_id: str, instant_ms: int) -> str:
     return f"{BOUNDARY_PREFIX}{shard_id}#{instant_ms:0{_INSTANT_DIGITS}d}"
 
 
-def range_key(shard_id: str, interval_start_ms: int) -> str:
+def range_sk(shard_id: str, interval_start_ms: int) -> str:
     return f"{RANGE_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}"
 
 
-def chunk_key(shard_id: str, interval_start_ms: int, label: str) -> str:
+def chunk_sk(shard_id: str, interval_start_ms: int, label: str) -> str:
     return f"{range_chunks_prefix(shard_id, interval_start_ms)}{label}"
 
 
@@ -80,7 +80,7 @@ def range_contents_prefix(shard_id: str, interval_start_ms: int) -> str:
     return f"{CONTENT_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
 
 
-def legacy_chunk_key(label: str) -> str:
+def legacy_chunk_sk(label: str) -> str:
     """Where chunks were kept before they were keyed by range (read, never written)."""
     return f"{CHUNK_PREFIX}{label}"
 

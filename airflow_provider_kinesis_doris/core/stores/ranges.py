@@ -17,9 +17,9 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     RANGE_PREFIX,
     TOPOLOGY_KEY,
     boundary_from_item,
-    boundary_key,
+    boundary_sk,
     Floor,
-    range_key,
+    range_sk,
     TopologyRecord,
 )
 
@@ -31,13 +31,13 @@ class RangeStore(StorePrimitives):
 
     def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
         """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved."""
-        item = self._get(boundary_key(shard_id, instant_ms))
+        item = self._get(boundary_sk(shard_id, instant_ms))
         return boundary_from_item(item) if item else None
 
     def put_boundary(self, boundary: Boundary) -> Boundary:
         """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
         item = {
-            "sk": boundary_key(boundary.shard_id, boundary.instant_ms),
+            "sk": boundary_sk(boundary.shard_id, boundary.instant_ms),
             "kind": "boundary",
             "shard_id": boundary.shard_id,
             "instant_ms": boundary.instant_ms,
@@ -71,7 +71,7 @@ class RangeStore(StorePrimitives):
             "arrival_ms": proposed.arrival_ms,
             "resolved_ms": self._clock(),
         }
-        sk = boundary_key(proposed.shard_id, proposed.instant_ms)
+        sk = boundary_sk(proposed.shard_id, proposed.instant_ms)
         if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
             log.info("boundary of shard %s at %s: %s", proposed.shard_id, proposed.instant_ms, proposed)
             return proposed
@@ -86,7 +86,7 @@ class RangeStore(StorePrimitives):
         """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
         item read)."""
         items = self._query(
-            f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_key(shard_id, instant_ms), descending=True, limit=1
+            f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, instant_ms), descending=True, limit=1
         )
         return boundary_from_item(items[0]) if items else None
 
@@ -94,7 +94,7 @@ class RangeStore(StorePrimitives):
 
     def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
         """The stored range of the interval starting at ``interval_start_ms``, or None."""
-        item = self._get(range_key(shard_id, interval_start_ms))
+        item = self._get(range_sk(shard_id, interval_start_ms))
         return self._with_boundaries(item) if item is not None else None
 
     def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
@@ -111,7 +111,7 @@ class RangeStore(StorePrimitives):
         """The shard's range of the latest interval starting before ``interval_start_ms``."""
         if interval_start_ms <= 0:
             return None
-        return self._neighbour_range(shard_id, range_key(shard_id, interval_start_ms - 1), descending=True)
+        return self._neighbour_range(shard_id, range_sk(shard_id, interval_start_ms - 1), descending=True)
 
     def _neighbour_range(self, shard_id: str, high: str | None, *, descending: bool) -> ShardRange | None:
         items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=descending, limit=1)
@@ -129,7 +129,7 @@ class RangeStore(StorePrimitives):
         :return: the stored range: ours, or the one a concurrent planner stored first.
         """
         item = {
-            "sk": range_key(shard_range.shard_id, shard_range.interval_start_ms),
+            "sk": range_sk(shard_range.shard_id, shard_range.interval_start_ms),
             "kind": "range",
             "shard_id": shard_range.shard_id,
             "stream_name": shard_range.stream_name,
@@ -154,7 +154,7 @@ class RangeStore(StorePrimitives):
 
         :raises CheckpointNotFound: no such range.
         """
-        sk = range_key(shard_id, interval_start_ms)
+        sk = range_sk(shard_id, interval_start_ms)
         changes = {
             "state": RangeState.LOADED.value,
             "counts": dict(counts or {}),
@@ -179,7 +179,7 @@ class RangeStore(StorePrimitives):
         :return: ``(max_rows, max_bytes)`` stored for the range.
         :raises CheckpointNotFound: no such range.
         """
-        sk = range_key(shard_id, interval_start_ms)
+        sk = range_sk(shard_id, interval_start_ms)
         self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
         item = self._get(sk)
         if item is None:
@@ -198,12 +198,12 @@ class RangeStore(StorePrimitives):
 
     def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
         """When the range was first planned (None for ranges stored before this was kept)."""
-        item = self._get(range_key(shard_id, interval_start_ms))
+        item = self._get(range_sk(shard_id, interval_start_ms))
         return int(item["planned_ms"]) if item is not None and "planned_ms" in item else None
 
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""
-        item = self._get(range_key(shard_id, interval_start_ms))
+        item = self._get(range_sk(shard_id, interval_start_ms))
         return {name: int(value) for name, value in (item or {}).get("counts", {}).items()}
 
     def _range_from_item(self, item: Mapping[str, Any], boundaries: Mapping[int, Boundary]) -> ShardRange:

@@ -1,0 +1,153 @@
+"""Pages of one Kinesis shard: GetShardIterator and GetRecords with back-off on throttling, and
+an expired iterator renewed after the last record returned. The range reader
+(:mod:`~airflow_provider_kinesis_doris.core.kinesis.reader`) reads through them.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, aws_error_code
+from airflow_provider_kinesis_doris.core.retry import backoff_seconds
+
+log = logging.getLogger(__name__)
+
+THROTTLING_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
+BACKOFF_BASE_S = 0.25
+BACKOFF_CAP_S = 8.0
+
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+    millis_behind: int | None
+
+    @property
+    def at_tip(self) -> bool:
+        """Caught up: nothing more to read right now (an empty page alone does not mean that)."""
+        return not self.records and self.millis_behind == 0
+
+
+class ShardClient:
+    """GetShardIterator and GetRecords on one shard, with back-off on throttling and a count of
+    GetRecords calls."""
+
+    def __init__(self, client: Any, stream: str, shard_id: str, limit: int, max_retries: int,
+                 sleep: Callable[[float], None]) -> None:  # fmt: skip
+        self._client = client
+        self.stream = stream
+        self.shard_id = shard_id
+        self._limit = limit
+        self._max_retries = max_retries
+        self._sleep = sleep
+        self.get_records_calls = 0
+
+    def iterator(self, request: dict[str, Any]) -> str:
+        """A shard iterator for ``request``; a sequence number the shard no longer holds raises
+        ``DataTrimmed``."""
+        try:
+            response = self._with_backoff(
+                self._client.get_shard_iterator, StreamName=self.stream, ShardId=self.shard_id, **request
+            )
+        except ClientError as error:
+            if "StartingSequenceNumber" in request and _is_missing_sequence(error):
+                raise DataTrimmed(
+                    f"Record {request['StartingSequenceNumber']} is not in shard {self.shard_id} of stream "
+                    f"{self.stream}: trimmed by retention before it was loaded (or not from this shard)"
+                ) from error
+            raise
+        return str(response["ShardIterator"])
+
+    def records(self, iterator: str) -> dict[str, Any]:
+        return self._with_backoff(self._get_records, ShardIterator=iterator, Limit=self._limit)
+
+    def _get_records(self, **kwargs: Any) -> dict[str, Any]:
+        self.get_records_calls += 1
+        return self._client.get_records(**kwargs)
+
+    def _with_backoff(self, call: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            try:
+                return call(**kwargs)
+            except ClientError as error:
+                if aws_error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
+                    raise
+                delay = backoff_delay(attempt)
+                log.warning("Shard %s throttled (%s); retry %d in %.2fs",
+                            self.shard_id, aws_error_code(error), attempt + 1, delay)  # fmt: skip
+                self._sleep(delay)
+                attempt += 1
+
+
+class Pager:
+    """Pages of one shard from an opening request onward, following NextShardIterator.
+
+    An expired iterator is renewed AFTER the last record returned (never from the opening point
+    once records were returned). Callers consume each page whole before asking for the next, so
+    that record is always fully handled, aggregates included.
+    """
+
+    def __init__(self, shard: ShardClient, opening: dict[str, Any]) -> None:
+        self._shard = shard
+        self._opening = opening
+        self._iterator: str | None = None
+        self._last_sequence: int | None = None
+
+    def next_page(self) -> Page:
+        if self._iterator is None:
+            self._iterator = self._shard.iterator(self._opening)
+        try:
+            response = self._shard.records(self._iterator)
+        except ClientError as error:
+            if aws_error_code(error) != "ExpiredIteratorException":
+                raise
+            log.info("Iterator of shard %s expired; renewing after record %s",
+                     self._shard.shard_id, self._last_sequence)  # fmt: skip
+            self._iterator = self._shard.iterator(self._resume_request())
+            response = self._shard.records(self._iterator)
+        records = response.get("Records", [])
+        if records:
+            self._last_sequence = int(records[-1]["SequenceNumber"])
+        self._iterator = response.get("NextShardIterator")
+        return Page(records, self._iterator, response.get("MillisBehindLatest"))
+
+    def _resume_request(self) -> dict[str, Any]:
+        if self._last_sequence is None:
+            return self._opening
+        return sequence_request("AFTER_SEQUENCE_NUMBER", self._last_sequence)
+
+
+def backoff_delay(attempt: int) -> float:
+    """Seconds to wait before retry number ``attempt`` (0-based) of a throttled call: exponential,
+    capped at ``BACKOFF_CAP_S``, with jitter between half and all of the step."""
+    unit_random = random.random()  # noqa: S311 - jitter, not security
+    return backoff_seconds(attempt + 1, initial=BACKOFF_BASE_S, cap=BACKOFF_CAP_S, unit_random=unit_random)
+
+
+def _is_missing_sequence(error: ClientError) -> bool:
+    """GetShardIterator's answer to a sequence number the shard does not hold (any more).
+
+    kinesis-mock: ResourceNotFoundException "Unable to find record with provided SequenceNumber".
+    AWS: InvalidArgumentException naming the StartingSequenceNumber (harlow/kinesis-consumer#175),
+    except "... It encodes shardId-..., while it was used in a call to ...": a number of another shard.
+    """
+    message = str(error.response.get("Error", {}).get("Message", "")).lower()
+    code = aws_error_code(error)
+    if code == "ResourceNotFoundException":
+        return "sequencenumber" in message
+    if code == "InvalidArgumentException":
+        return "startingsequencenumber" in message and "encodes" not in message
+    return False
+
+
+def sequence_request(iterator_type: str, sequence: int) -> dict[str, Any]:
+    return {"ShardIteratorType": iterator_type, "StartingSequenceNumber": str(sequence)}
