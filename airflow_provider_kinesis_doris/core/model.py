@@ -37,7 +37,7 @@ class Position:
 
 
 class BoundaryKind(str, enum.Enum):
-    """Where a boundary cuts a shard. See DESIGN.md section 4."""
+    """Where a boundary cuts a shard (``docs/design.md``, "The model")."""
 
     SHARD_START = "SHARD_START"
     """Before every record of the shard (the shard was created after the instant)."""

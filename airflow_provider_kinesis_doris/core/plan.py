@@ -1,6 +1,6 @@
 """Planning one interval: per shard, find or create the range ``[boundary(start), boundary(end))``.
 
-Steps (DESIGN.md §4, §4b): list shards; reconcile them with the store (register new shards with
+Steps (``docs/design.md``, "The model"): list shards; reconcile them with the store (register new shards with
 their parents, mark closed ones CLOSED); then, parents before children, decide for each listed
 shard. The decision depends only on the interval and on facts that never change once stored
 (boundaries, the pipeline's floor), never on which runs happened to come first (I10):

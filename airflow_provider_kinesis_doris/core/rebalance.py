@@ -2,7 +2,7 @@
 partitions.
 
 Nothing here is needed for correctness: the planner reconciles the topology itself on every run
-(DESIGN.md §6, invariant I5). Rebalancing makes a reshard prompt (children registered, drained
+(``docs/design.md``, invariant I5). Rebalancing makes a reshard prompt (children registered, drained
 parents retired before the next load) and even (the shard → partition assignment follows where the
 data goes).
 

@@ -1,6 +1,6 @@
 """Row path of the Doris stand-in's Stream Load: header options, the load plan (``columns``,
 ``where``, ``jsonpaths``, sequence and delete columns), CSV/JSON readers, type conversion with
-strict mode, and the filtered / unselected accounting of reference §5.
+strict mode, and the filtered / unselected accounting of docs/doris-standin.md ("Load semantics").
 
 The phases mirror Doris: :func:`parse_load_options` is what BE checks in the header phase
 (before the transaction begins), :func:`parse_put_options` what it checks after, while building
@@ -1070,7 +1070,7 @@ MAX_ERROR_LINES = 50
 
 @dataclass
 class LoadOutcome:
-    """Counts of reference §5 plus the rows to store and the error-log lines."""
+    """Counts of docs/doris-standin.md ("Load semantics") plus the rows to store and the error-log lines."""
 
     rows: list[StagedRow] = field(default_factory=list)
     total: int = 0

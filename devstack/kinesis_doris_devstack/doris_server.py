@@ -1,7 +1,7 @@
 """A Stream Load compatible local Doris stand-in: an FE port that authenticates and answers
 ``307`` to a BE port, and a BE port that runs the load, both backed by SQLite.
 
-Behaviour follows ``reference/doris-stream-load.md`` (section numbers below refer to it); what is
+Behaviour follows Doris's Stream Load wire behaviour as ``docs/doris.md`` describes it; what is
 and is not emulated is listed in ``docs/doris-standin.md``. Use it in-process::
 
     with DorisServer(password="secret") as doris:
@@ -144,18 +144,18 @@ class FaultInjector:
 
 
 def fe_envelope(msg: str, code: int, data: Any) -> dict[str, Any]:
-    """FE ``ResponseBody`` (§3.1 shape 3)."""
+    """FE ``ResponseBody``."""
     return {"msg": msg, "code": code, "data": data, "count": 0}
 
 
 def fe_failed(msg: str) -> dict[str, Any]:
-    """FE legacy ``RestBaseResult`` (§3.1 shape 2)."""
+    """FE legacy ``RestBaseResult``."""
     return {"status": "FAILED", "msg": msg}
 
 
 @dataclass
 class LoadReply:
-    """The BE load result (§3.2), filled in as the load progresses."""
+    """The BE load result, filled in as the load progresses."""
 
     label: str
     comment: str = ""
@@ -220,7 +220,7 @@ def _elapsed_ms(since: float) -> int:
 
 
 def _pretty(body: Mapping[str, Any]) -> bytes:
-    """BE bodies: pretty-printed with 4 spaces and a trailing newline (§3.1)."""
+    """BE bodies: pretty-printed with 4 spaces and a trailing newline."""
     return (json.dumps(body, indent=4) + "\n").encode("utf-8")
 
 
@@ -470,7 +470,7 @@ class _FrontendHandler(_Handler):
         self.send_early(404, _compact(body), "application/json")
 
     def _authenticated(self) -> bool:
-        """Check Basic auth; on failure answer the 401 envelope of §3.4 and return False."""
+        """Check Basic auth; on failure answer the 401 envelope and return False."""
         credentials = self.basic_auth()
         if credentials is None:
             data = "Need auth information."
@@ -514,7 +514,7 @@ class _FrontendHandler(_Handler):
             self._redirect_to_backend(dead=False)
 
     def _redirect_to_backend(self, dead: bool) -> None:
-        """307 to BE with the caller's credentials as URL userinfo, path and query kept (§1.1)."""
+        """307 to BE with the caller's credentials as URL userinfo, path and query kept."""
         user, password = self.basic_auth() or ("", "")
         port = _closed_port(self.cluster.be_host) if dead else self.cluster.be_port
         userinfo = f"{quote(user, safe='')}:{quote(password, safe='')}"

@@ -3,7 +3,7 @@
 Per database, transactions live in the SQLite table ``__doris_txns`` next to the data, so a
 commit applies the rows and marks the transaction VISIBLE in one SQLite transaction, and a
 ``--data-dir`` server keeps its labels across restarts. States and timers follow reference
-§1.3, §1.4 and §4: PREPARE aborts after the load's ``timeout``, PRECOMMITTED after the
+PREPARE aborts after the load's ``timeout``, PRECOMMITTED after the
 pre-commit timeout, finished transactions are forgotten after the label-keep window.
 Timers are evaluated lazily: :meth:`TxnManager.sweep` runs before every operation.
 """

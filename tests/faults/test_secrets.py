@@ -2,7 +2,7 @@
 every logger), no summary (the XCom), no exception text and no repr; spark-submit gets neither.
 
 Redirects to a host that is not allowed never receive ``Authorization``:
-``tests/integration/test_stream_load_client.py::test_redirect_to_a_host_not_allowed_never_receives_credentials``.
+``tests/integration/doris/test_stream_load_client.py::test_redirect_to_a_host_not_allowed_never_receives_credentials``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Runs on Spark executors, so it imports neither Airflow nor PySpark.
 
-Redirect strategy (``reference/doris-stream-load.md`` §1.1, §11; ``spark-python-datasource.md`` B5).
+Redirect strategy (``docs/doris.md``, "Redirects and credentials").
 The FE answers a Stream Load with ``307`` to a BE, putting ``user:password`` into the
 ``Location`` userinfo. ``requests`` neither waits for ``100 Continue`` nor keeps ``Authorization``
 across a host or port change, so this client:
@@ -18,7 +18,7 @@ across a host or port change, so this client:
 With ``be_hosts`` configured, loads skip the FE and go round-robin straight to those BEs.
 
 Idempotency. Every load carries a caller-chosen label and ``group_commit: off_mode``: group
-commit replaces user labels with server ones (§8), which would silently lose deduplication.
+commit replaces user labels with server ones, which would silently lose deduplication.
 :meth:`DorisStreamLoadClient.load_idempotently` retries with the *same* label and turns
 "Label Already Exists" and ambiguous failures (reset or timeout after the body left) into a
 definite answer through ``get_load_state`` before anything is sent again.

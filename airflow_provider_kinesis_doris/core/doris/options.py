@@ -28,7 +28,7 @@ _RESERVED_HEADERS = frozenset(
 class StreamLoadOptions:
     """Stream Load headers of one table; the label is per chunk and passed separately.
 
-    ``None`` leaves a header out (the server default applies). See ``reference/doris-stream-load.md`` §2.
+    ``None`` leaves a header out (the server default applies). See ``docs/doris.md``.
 
     :param format: ``json`` (default), ``csv``, ``csv_with_names``, ...
     :param read_json_by_line: one JSON object per line; sent explicitly because the server default
@@ -153,7 +153,7 @@ class StreamLoadOptions:
 @dataclass(frozen=True)
 class StreamingBody:
     """A body streamed in pieces, of known length (sent as ``Content-Length``, never chunked:
-    chunked requests can lose their label on newer BEs, §8).
+    chunked requests can lose their label on newer BEs).
 
     ``chunks`` is called once per attempt, so a retry re-reads the data instead of replaying a
     spent iterator.

@@ -1,7 +1,7 @@
 """What a Stream Load reply means, decided from its JSON keys (never from the HTTP status).
 
 Doris answers HTTP 200 for almost every failure. Four body shapes reach a client (see
-``reference/doris-stream-load.md`` §3.1 and §1.3):
+``docs/doris.md``, "Outcomes and retries"):
 
 1. the BE load result, capitalised keys: ``{"TxnId": .., "Label": .., "Status": .., "Message": ..}``;
 2. the FE legacy ``RestBaseResult``: ``{"status": "FAILED", "msg": ..}``;
@@ -77,7 +77,7 @@ _PERMANENT_FRAGMENTS = (
     "unknown database",
     "table not found",
 )
-# Fragments of Doris messages (§3.5, §7) whose cause passes: the failed transaction was aborted,
+# Fragments of Doris messages whose cause passes: the failed transaction was aborted,
 # so the same label may be sent again. Matched case-insensitively.
 _RETRYABLE_FRAGMENTS = (
     "-235",

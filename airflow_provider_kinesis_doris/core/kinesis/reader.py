@@ -1,4 +1,4 @@
-"""Read one shard range ``[start, end)`` exactly as its persisted boundaries cut it (DESIGN.md 4).
+"""Read one shard range ``[start, end)`` exactly as its persisted boundaries cut it (``docs/design.md``).
 
 A ``RangeReader`` yields the range's user records (KPL aggregates unpacked) lazily, page by page,
 and afterwards reports how the read ended in ``outcome``. How each boundary is met:

@@ -3,7 +3,7 @@
 ListShards pages are followed with ``NextToken`` alone (the service rejects it together with
 ``StreamName``); an expired token restarts the listing. A shard is open while its
 ``EndingSequenceNumber`` is null. A child may be read once every parent is drained up to the
-interval (reference/kinesis-semantics.md A2, A3); parents that left ListShards (expired) never
+interval (``docs/resharding.md``); parents that left ListShards (expired) never
 block.
 """
 

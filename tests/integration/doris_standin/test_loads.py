@@ -1,5 +1,5 @@
 """Row semantics of a stream load: CSV/JSON readers, gzip, ``columns`` mapping and derived
-expressions, ``where``, the filter ratio of §5, strict mode and type conversion."""
+expressions, ``where``, the filter ratio, strict mode and type conversion."""
 
 from __future__ import annotations
 

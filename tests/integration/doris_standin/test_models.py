@@ -1,4 +1,4 @@
-"""Table models (reference §6): DUPLICATE appends, UNIQUE upserts with sequence-column ordering,
+"""Table models: DUPLICATE appends, UNIQUE upserts with sequence-column ordering,
 AGGREGATE combines, and merge_type DELETE/MERGE on UNIQUE tables."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reply parsing and classification, load options and retry policy: no server involved.
 
-The reply bodies are shaped as Doris sends them (``reference/doris-stream-load.md`` §3).
+The reply bodies are shaped as Doris sends them (``docs/doris.md``, "Outcomes and retries").
 """
 
 from __future__ import annotations

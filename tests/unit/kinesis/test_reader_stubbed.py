@@ -451,7 +451,7 @@ def test_start_record_absent_from_an_empty_shard_means_data_was_trimmed(kinesis,
 @pytest.mark.parametrize(
     ("code", "message"),
     [
-        # kinesis-mock 0.6.2, measured (tests/integration/test_reader_kinesis.py checks it live)
+        # kinesis-mock 0.6.2, measured (tests/integration/kinesis/test_reader_kinesis.py checks it live)
         (
             "ResourceNotFoundException",
             f"Unable to find record with provided SequenceNumber SequenceNumber({seq(1)}) in stream Some(x)",

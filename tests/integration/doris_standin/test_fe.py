@@ -1,5 +1,5 @@
 """FE port: auth envelope, Expect, group_commit, 307 Location, 2PC redirect, get_load_state,
-the SQL endpoint and the test-only fault endpoint (reference §1.1, §1.3, §1.4, §3.4, addendum)."""
+the SQL endpoint and the test-only fault endpoint."""
 
 from __future__ import annotations
 

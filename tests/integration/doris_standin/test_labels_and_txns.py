@@ -1,4 +1,4 @@
-"""Labels and transactions (reference §1.3, §1.4, §4): uniqueness per database, Label Already
+"""Labels and transactions: uniqueness per database, Label Already
 Exists with ExistingJobStatus, reuse after ABORTED, expiry, 2PC and its timers, restarts."""
 
 from __future__ import annotations

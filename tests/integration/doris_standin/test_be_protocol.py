@@ -1,5 +1,5 @@
 """BE port wire behaviour: header phase before body, 100-continue, framing, auth, header
-validation, result JSON format and the error log (reference §1.1, §1.2, §3.2–§3.5, §10)."""
+validation, result JSON format and the error log."""
 
 from __future__ import annotations
 
