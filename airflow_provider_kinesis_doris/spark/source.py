@@ -4,7 +4,7 @@ Kinesis and Stream Loads them into Doris; the rows it returns are one report per
 Why a fused reader instead of reader → writer: moving rows from a Python reader to a Python
 writer through the JVM costs 2–4 µs per row and cancels the second core on a small machine,
 while all the work in one Python worker matched a plain loop (measured in
-``spark-python-datasource.md`` B4). Exactly-once comes from labels and the DynamoDB intent log,
+``docs/benchmarks.md``). Exactly-once comes from labels and the DynamoDB intent log,
 not from Spark's commit protocol, so a writer's ``commit()`` would add nothing.
 
 Runs on executors: imports ``core`` only, never Airflow.
