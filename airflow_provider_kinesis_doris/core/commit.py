@@ -52,7 +52,7 @@ def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> Co
         lag = shard_reports[-1].millis_behind_latest
         shard = _advance(store, shard_id, lag)
         mark = shard.high_water_mark
-        result.high_water_marks[shard_id] = f"{mark.kind.value}@{mark.instant_ms}" if mark else "none"
+        result.high_water_marks[shard_id] = mark.describe(position=False) if mark else "none"
         # Drained follows from the stored ranges (the mark reached the shard's end), whichever
         # commit gets there: the range read to the end may have been committed by an earlier run.
         if mark is not None and mark.kind is BoundaryKind.SHARD_END and shard.state is ShardState.CLOSED:

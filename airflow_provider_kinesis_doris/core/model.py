@@ -79,9 +79,10 @@ class Boundary:
     def is_concrete(self) -> bool:
         return self.kind is not BoundaryKind.PENDING
 
-    def describe(self) -> str:
-        """For logs and messages: ``AT(<position>)@<instant_ms>``, or ``<kind>@<instant_ms>``."""
-        if self.position is None:
+    def describe(self, *, position: bool = True) -> str:
+        """For logs, messages and summaries: ``AT(<position>)@<instant_ms>``, or ``<kind>@<instant_ms>``
+        (also for a positioned kind when ``position`` is False)."""
+        if self.position is None or not position:
             return f"{self.kind.value}@{self.instant_ms}"
         return f"{self.kind.value}({self.position.encode()})@{self.instant_ms}"
 

@@ -178,7 +178,7 @@ def _loaded_through(store: CheckpointStore, shard_id: str) -> str:
     mark = store.loaded_through(shard_id, shard.high_water_mark if shard else None)
     if mark is None:
         return "nothing loaded"
-    return f"loaded through {mark.kind.value}@{mark.instant_ms}"
+    return f"loaded through {mark.describe(position=False)}"
 
 
 def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRange) -> RangeReport | None:

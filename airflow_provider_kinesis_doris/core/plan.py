@@ -424,7 +424,6 @@ def _describe(shard_range: ShardRange | None, waiting_for: tuple[str, ...]) -> s
     if shard_range is None:
         return ""
     described = (
-        f" [{shard_range.start.kind.value}@{shard_range.start.instant_ms}, "
-        f"{shard_range.end.kind.value}@{shard_range.end.instant_ms})"
+        f" [{shard_range.start.describe(position=False)}, {shard_range.end.describe(position=False)})"
     )
     return f"{described} on parents {list(waiting_for)}" if waiting_for else described
