@@ -56,7 +56,12 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["aws", "software"],
             }
         ],
-        "hooks": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.hooks.doris"]}],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [f"{_PACKAGE}.hooks.doris", f"{_PACKAGE}.hooks.kinesis_pipeline"],
+            }
+        ],
         "operators": [
             {
                 "integration-name": _INTEGRATION,
@@ -65,7 +70,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],
         "triggers": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kinesis_reshard"]}],
-        "extra-links": [f"{_PACKAGE}.operators.kinesis_to_doris.DorisTableLink"],
+        "extra-links": [f"{_PACKAGE}.links.doris.DorisTableLink"],
         "connection-types": [
             {
                 "connection-type": "doris",

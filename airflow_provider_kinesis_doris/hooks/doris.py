@@ -15,18 +15,14 @@ from typing import Any
 from airflow.providers.common.compat.sdk import BaseHook
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
-from airflow_provider_kinesis_doris.core.doris.client import (
-    DorisStreamLoadClient,
-    IdempotentLoadResult,
-    PrecommittedPolicy,
-    SqlResult,
-)
-from airflow_provider_kinesis_doris.core.doris.options import (
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, SqlResult
+from airflow_provider_kinesis_doris.core.doris.options import PrecommittedPolicy
+from airflow_provider_kinesis_doris.core.doris.options import Body, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import (
     DEFAULT_FE_HTTP_PORT,
     DEFAULT_LABEL_KEEP_SECONDS,
-    Body,
     DorisConnectionConfig,
-    StreamLoadOptions,
 )
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info

@@ -12,9 +12,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
-from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, BaseOperatorLink, XCom, conf
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
@@ -26,12 +24,15 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
     UnresolvableLoad,
 )
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import DorisConnectionConfig, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
-from airflow_provider_kinesis_doris.triggers.kinesis_reshard import loader_pipeline_id
+from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.links.doris import DorisTableLink
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import (
     AIRFLOW_V_3_0_PLUS,
     AirflowRescheduleException,
@@ -42,21 +43,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class DorisTableLink(BaseOperatorLink):
-    """The loaded table's schema on the Doris FE (``GET /api/{db}/{table}/_schema``)."""
-
-    name = "Doris table"
-    key = "doris_table_link"
-
-    def get_link(self, operator: BaseOperator, *, ti_key: Any) -> str:
-        return XCom.get_value(key=self.key, ti_key=ti_key) or ""
-
-    @classmethod
-    def persist(cls, context: Context, fe_url: str, database: str, table: str) -> None:
-        context["ti"].xcom_push(key=cls.key, value=f"{fe_url}/api/{database}/{table}/_schema")
-
-
-class KinesisToDorisOperator(BaseOperator):
+class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     """Load the records that arrived in ``[data_interval_start, data_interval_end)`` on a Kinesis
     stream into a Doris table, exactly once across retries, reruns, backfills and reshards.
 
@@ -120,10 +107,7 @@ class KinesisToDorisOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = (
-        "stream_name",
-        "doris_table",
-        "checkpoint_table",
-        "pipeline_id",
+        *PipelineArgumentsMixin.template_fields,
         "dead_letter_table",
         "load_options",
         "load_headers",
@@ -170,12 +154,10 @@ class KinesisToDorisOperator(BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        self.stream_name = stream_name
-        self.doris_table = doris_table
-        self.checkpoint_table = checkpoint_table
-        self.pipeline_id = pipeline_id
-        self.aws_conn_id = aws_conn_id
+        super().__init__(
+            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+        )  # fmt: skip
         self.doris_conn_id = doris_conn_id
         self.initial_position = initial_position
         self.seal_grace = seal_grace
@@ -225,17 +207,16 @@ class KinesisToDorisOperator(BaseOperator):
         from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 
         database, table = _split_table(self.doris_table)
-        kinesis_hook = KinesisHook(aws_conn_id=self.aws_conn_id)
-        dynamodb_hook = AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="dynamodb")
+        aws_hook = self.aws_hook
         doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
         try:
-            config = self._pipeline_config(kinesis_hook, dynamodb_hook, doris_config, database, table)
+            config = self._pipeline_config(aws_hook, doris_config, database, table)
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         steps = _Steps()
-        store = _StepTrackingStore(dynamodb_hook.conn, self.checkpoint_table, config.pipeline_id, steps=steps)
+        store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
         if self.create_checkpoint_table:
             store.create_table_if_missing()
         self._check_tables(doris_hook, database, table, config.dead_letter_table)
@@ -250,7 +231,7 @@ class KinesisToDorisOperator(BaseOperator):
         try:
             result = run_interval(
                 config, _ms(start), _ms(end),
-                kinesis=kinesis_hook.conn, store=store, credentials=_credentials(dynamodb_hook, doris_config.password),
+                kinesis=aws_hook.kinesis, store=store, credentials=_credentials(aws_hook, doris_config.password),
                 runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
             )  # fmt: skip
         except ShardsWaiting as exc:
@@ -267,23 +248,18 @@ class KinesisToDorisOperator(BaseOperator):
         return summary
 
     def _pipeline_config(
-        self, kinesis_hook: KinesisHook, dynamodb_hook: AwsBaseHook, doris_config: DorisConnectionConfig,
-        database: str, table: str,
-    ) -> PipelineConfig:  # fmt: skip
+        self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str
+    ) -> PipelineConfig:
         """The pipeline's settings, with the transform imported (before anything is planned)."""
         return PipelineConfig(
-            pipeline_id=loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table),
+            pipeline_id=self.resolved_pipeline_id,
             stream_name=self.stream_name,
             checkpoint_table=self.checkpoint_table,
             doris_database=database,
             doris_table=table,
             dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
             doris=replace(doris_config, password=""),
-            aws=AwsSettings(
-                region_name=kinesis_hook.conn.meta.region_name,
-                kinesis_endpoint_url=kinesis_hook.conn.meta.endpoint_url,
-                dynamodb_endpoint_url=dynamodb_hook.conn.meta.endpoint_url,
-            ),
+            aws=aws_hook.aws_settings(),
             load_options=self._load_options(),
             max_bad_record_ratio=self.max_bad_record_ratio,
             mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
@@ -381,7 +357,7 @@ def _split_table(name: str) -> tuple[str, str]:
     return database, table
 
 
-def _credentials(hook: AwsBaseHook, doris_password: str) -> Credentials:
+def _credentials(hook: KinesisPipelineHook, doris_password: str) -> Credentials:
     aws = hook.get_credentials()
     return Credentials(
         doris_password=doris_password,
@@ -435,7 +411,9 @@ class _StepTrackingStore(DynamoCheckpointStore):
 
 
 def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
-    """What failed and what to do, for the task log (Spark wraps executor errors in its own).
+    """What failed and what to do, for the task log. Errors of this package keep their class
+    across Spark (the job returns them typed, ``core.errors.RangeFailure``); any other error is
+    described by the step that failed.
 
     :param failed: the step that failed, for errors of no known type (``_Steps.current``).
     """
@@ -452,8 +430,8 @@ def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
         (ShardsWaiting, "Everything else of the interval is loaded. Airflow's retries load these shards once the "
                         "runs of their parents' earlier intervals succeed: give the task retries that outlast them."),
     ):
-        if isinstance(exc, error_type) or error_type.__name__ in text:
-            return f"{error_type.__name__}: {_last_line_with(text, error_type.__name__)} — {advice}"
+        if isinstance(exc, error_type):
+            return f"{error_type.__name__}: {' '.join(text.split())[:2000]} — {advice}"
     line = _last_line_with(text, "Error")
     return f"{failed}: {line if type(exc).__name__ in line else f'{type(exc).__name__}: {line}'}"
 

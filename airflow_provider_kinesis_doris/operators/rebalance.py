@@ -8,17 +8,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
-from airflow_provider_kinesis_doris.triggers.kinesis_reshard import (
-    checkpoint_store,
-    kinesis_client,
-    loader_pipeline_id,
-)
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class KinesisShardRebalanceOperator(BaseOperator):
+class KinesisShardRebalanceOperator(PipelineArgumentsMixin, BaseOperator):
     """Register new shards with their parents, close and retire parents, and store a new
     shard → Spark partition assignment (``core.rebalance.rebalance``).
 
@@ -34,7 +30,7 @@ class KinesisShardRebalanceOperator(BaseOperator):
     :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
     """
 
-    template_fields = ("stream_name", "checkpoint_table", "pipeline_id", "doris_table")
+    template_fields = PipelineArgumentsMixin.template_fields
     ui_color = "#f5e6c8"
 
     def __init__(
@@ -48,20 +44,18 @@ class KinesisShardRebalanceOperator(BaseOperator):
         aws_conn_id: str | None = "aws_default",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(
+            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+        )  # fmt: skip
         if partitions < 1:
             raise ValueError(f"partitions must be at least 1, got {partitions}")
-        self.stream_name = stream_name
-        self.checkpoint_table = checkpoint_table
         self.partitions = partitions
-        self.pipeline_id = pipeline_id
-        self.doris_table = doris_table
-        self.aws_conn_id = aws_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        pipeline_id = loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table)
-        store = checkpoint_store(self.aws_conn_id, self.checkpoint_table, pipeline_id)
-        result = rebalance(kinesis_client(self.aws_conn_id), store, self.stream_name, self.partitions)
+        pipeline_id = self.resolved_pipeline_id
+        store = self.aws_hook.checkpoint_store(self.checkpoint_table, pipeline_id)
+        result = rebalance(self.aws_hook.kinesis, store, self.stream_name, self.partitions)
         summary = result.summary()
         self.log.info("Pipeline %s topology version %d: %s", pipeline_id, result.version, summary)
         return summary

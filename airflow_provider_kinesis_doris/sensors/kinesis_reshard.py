@@ -7,17 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 
-from airflow_provider_kinesis_doris.triggers.kinesis_reshard import (
-    KinesisReshardTrigger,
-    check_topology,
-    loader_pipeline_id,
-)
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+from airflow_provider_kinesis_doris.triggers.kinesis_reshard import KinesisReshardTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class KinesisReshardSensor(BaseSensorOperator):
+class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
     """Wait until the shards of ``stream_name`` were split or merged, and push what changed.
 
     The live shard set (ListShards, every page) is compared with the topology the pipeline keeps
@@ -40,7 +37,7 @@ class KinesisReshardSensor(BaseSensorOperator):
     :param deferrable: wait in the triggerer instead of a worker slot.
     """
 
-    template_fields = ("stream_name", "checkpoint_table", "pipeline_id", "doris_table")
+    template_fields = PipelineArgumentsMixin.template_fields
     ui_color = "#f5e6c8"
 
     def __init__(
@@ -55,21 +52,15 @@ class KinesisReshardSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
-        super().__init__(**kwargs)
-        self.stream_name = stream_name
-        self.checkpoint_table = checkpoint_table
-        self.pipeline_id = pipeline_id
-        self.doris_table = doris_table
-        self.aws_conn_id = aws_conn_id
+        super().__init__(
+            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+        )  # fmt: skip
         self.deferrable = deferrable
-
-    @property
-    def resolved_pipeline_id(self) -> str:
-        return loader_pipeline_id(self.stream_name, self.pipeline_id, self.doris_table)
 
     def poke(self, context: Context) -> PokeReturnValue:
         pipeline_id = self.resolved_pipeline_id
-        change = check_topology(self.aws_conn_id, self.stream_name, self.checkpoint_table, pipeline_id)
+        change = self.aws_hook.check_topology(self.stream_name, self.checkpoint_table, pipeline_id)
         if change is None:
             self.log.info("First look at stream %s: stored the topology of %s", self.stream_name, pipeline_id)
             return PokeReturnValue(is_done=False)

@@ -15,7 +15,8 @@ import pytest
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.doris.client import LoadDisposition, StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.result import LoadDisposition
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 from kinesis_doris_devstack.doris_server import DorisServer

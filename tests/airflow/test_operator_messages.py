@@ -253,7 +253,7 @@ def test_a_failed_spark_job_names_spark_and_its_master(
 def test_a_failed_commit_says_the_rows_are_in_doris(
     dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
 ) -> None:
-    from airflow_provider_kinesis_doris.core.stores.base import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("DynamoDB is unavailable")

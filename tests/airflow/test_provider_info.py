@@ -55,16 +55,51 @@ def test_connection_form_metadata_validates_against_provider_yaml_schema() -> No
         jsonschema.validate(connection_type, item_schema)
 
 
+def _kind_base(kind: str) -> type:
+    from airflow.providers.common.compat.sdk import BaseHook, BaseOperator, BaseSensorOperator
+    from airflow.triggers.base import BaseTrigger
+
+    return {"hooks": BaseHook, "operators": BaseOperator, "sensors": BaseSensorOperator, "triggers": BaseTrigger}[kind]
+
+
+def _defines_a(module_name: str, base: type) -> bool:
+    """Whether the module defines (not just imports) a subclass of ``base``."""
+    module = importlib.import_module(module_name)
+    return any(
+        isinstance(value, type) and issubclass(value, base) and value.__module__ == module_name
+        for value in vars(module).values()
+    )
+
+
 @pytest.mark.parametrize("kind", LISTED_KINDS)
 def test_every_listed_module_imports_and_every_module_is_listed(kind: str) -> None:
+    """Every module of ``kind``/ that defines a hook (operator, ...) is listed, and only those:
+    helpers such as ``operators/pipeline_arguments.py`` are not operators."""
     listed = {module for entry in get_provider_info()[kind] for module in entry["python-modules"]}
-    for module in listed:
-        importlib.import_module(module)
     on_disk = {
         f"airflow_provider_kinesis_doris.{kind}.{path.stem}"
         for path in (PACKAGE_DIR / kind).glob("*.py")
         if path.stem != "__init__"
     }
+    assert listed <= on_disk
+    assert listed == {module for module in on_disk if _defines_a(module, _kind_base(kind))}
+
+
+def test_every_extra_link_imports_and_every_link_is_listed() -> None:
+    from airflow.providers.common.compat.sdk import BaseOperatorLink
+
+    listed = set(get_provider_info()["extra-links"])
+    for class_path in listed:
+        module_name, _, class_name = class_path.rpartition(".")
+        assert issubclass(getattr(importlib.import_module(module_name), class_name), BaseOperatorLink)
+    on_disk = set()
+    for path in (PACKAGE_DIR / "links").glob("*.py"):
+        module = importlib.import_module(f"airflow_provider_kinesis_doris.links.{path.stem}")
+        on_disk |= {
+            f"{module.__name__}.{name}"
+            for name, value in vars(module).items()
+            if isinstance(value, type) and issubclass(value, BaseOperatorLink) and value.__module__ == module.__name__
+        }
     assert listed == on_disk
 
 

@@ -1,0 +1,103 @@
+"""Airflow hook for the AWS side of a pipeline: its Kinesis stream and its DynamoDB checkpoint
+table, both through one Airflow AWS connection.
+
+The hook is the amazon provider's ``KinesisHook`` (``conn`` is the Kinesis client) with a
+DynamoDB ``AwsBaseHook`` of the same settings beside it, so the connection's credentials, region,
+role and ``service_config`` (e.g. a DynamoDB ``endpoint_url``) apply as everywhere else in Airflow.
+Operators, the sensor and the trigger use this hook; it imports none of them.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings
+from airflow_provider_kinesis_doris.core.rebalance import observe_topology
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+if TYPE_CHECKING:
+    from botocore.config import Config
+
+    from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange
+
+
+class KinesisPipelineHook(KinesisHook):
+    """Kinesis and the DynamoDB checkpoint table of a Kinesis → Doris pipeline.
+
+    The hook knows only the connection and client settings; the stream, the table and the
+    pipeline id are arguments of its methods.
+
+    .. seealso:: :class:`~airflow.providers.amazon.aws.hooks.kinesis.KinesisHook`
+
+    :param aws_conn_id: the Airflow AWS connection (credentials, region, ``endpoint_url``, and
+        ``service_config.dynamodb.endpoint_url`` for the checkpoint table).
+    :param region_name: AWS region; the connection's by default.
+    :param verify: whether to verify TLS certificates, or a CA bundle path; as on every AWS hook.
+    :param config: botocore client configuration (a ``botocore.config.Config`` or its arguments).
+    """
+
+    def __init__(
+        self,
+        aws_conn_id: str | None = KinesisHook.default_conn_name,
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        config: Config | dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(aws_conn_id=aws_conn_id, region_name=region_name, verify=verify, config=config)
+        self._client_settings = {"region_name": region_name, "verify": verify, "config": config}
+
+    @cached_property
+    def dynamodb_hook(self) -> AwsBaseHook:
+        """A DynamoDB client hook on the same connection and settings. Not ``DynamoDBHook``: its
+        ``client`` belongs to a boto3 resource, which re-serializes the typed attribute values
+        (``{"S": ...}``) the checkpoint store sends."""
+        return AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="dynamodb", **self._client_settings)
+
+    @property
+    def kinesis(self) -> Any:
+        """The boto3 Kinesis client (``conn``)."""
+        return self.conn
+
+    @property
+    def dynamodb(self) -> Any:
+        """The boto3 DynamoDB client (of the checkpoint table's endpoint)."""
+        return self.dynamodb_hook.conn
+
+    def aws_settings(self) -> AwsSettings:
+        """Region and endpoints the load job's executors use (no credentials)."""
+        return AwsSettings(
+            region_name=self.kinesis.meta.region_name,
+            kinesis_endpoint_url=self.kinesis.meta.endpoint_url,
+            dynamodb_endpoint_url=self.dynamodb.meta.endpoint_url,
+        )
+
+    def checkpoint_store(self, table: str, pipeline_id: str) -> DynamoCheckpointStore:
+        """The checkpoint store of ``pipeline_id`` on the DynamoDB table ``table``."""
+        return DynamoCheckpointStore(self.dynamodb, table, pipeline_id)
+
+    def check_topology(self, stream_name: str, checkpoint_table: str, pipeline_id: str) -> TopologyChange | None:
+        """One look at the stream (blocking): the change since the pipeline's stored topology, or
+        None on the first look (which stores the topology).
+
+        :raises ConfigurationError: the stream or the checkpoint table does not exist.
+        """
+        store = self.checkpoint_store(checkpoint_table, pipeline_id)
+        try:
+            return observe_topology(self.kinesis, store, stream_name)
+        except ClientError as error:
+            if aws_error_code(error) != "ResourceNotFoundException":
+                raise
+            if error.operation_name == "ListShards":
+                missing = f"Kinesis stream {stream_name!r} does not exist"
+            else:
+                missing = (
+                    f"DynamoDB checkpoint table {checkpoint_table!r} does not exist: the loader creates it on its "
+                    "first run (create_checkpoint_table=True); run the loader once before the watch, or create it"
+                )
+            raise ConfigurationError(f"{missing} (AWS connection {self.aws_conn_id!r})") from error
