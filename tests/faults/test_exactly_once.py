@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kinesis_doris.testing.faults import ProofTally
+from tests.faults.tally import ProofTally
 from tests.faults.trial import FAULT_KINDS, LABEL_EXPIRED, TrialSpec, record, run_trial
 
 pytestmark = pytest.mark.integration

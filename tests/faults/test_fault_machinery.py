@@ -8,7 +8,8 @@ import threading
 import pytest
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.testing.faults import Delivery, FailOnNthCall, InjectedCrash, ProofTally, client_error
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, client_error
+from tests.faults.tally import Delivery, ProofTally
 
 
 class Counter:

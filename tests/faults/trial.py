@@ -33,14 +33,8 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from kinesis_doris_devstack.doris_server import DorisServer
-from airflow_provider_kinesis_doris.testing.faults import (
-    Delivery,
-    FailOnNthCall,
-    ProofTally,
-    client_error,
-    runner_with,
-    with_clients,
-)
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, client_error, runner_with, with_clients
+from tests.faults.tally import Delivery, ProofTally
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, wait_past
 
 DB = "proof"
