@@ -21,7 +21,8 @@ Ranges live in "instant space": a range references the boundary items at two ins
 ranges tile a shard when one ends at the instant where the other starts (I1). A range is created
 with a conditional put under the key of its interval start: two planners of the same span agree
 on the first one stored, and a stored range that overlaps the interval otherwise is refused
-loudly (the pipeline's intervals changed). Planning never moves a high-water mark.
+loudly (the pipeline's intervals changed). Planning never moves a high-water mark forward; a
+backfill before a shard's earliest range pulls it back (``rewind_high_water_mark``).
 """
 
 from __future__ import annotations
