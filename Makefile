@@ -13,7 +13,7 @@ AIRFLOW3_VERSION := 3.3.2
 AIRFLOW2_VERSION := 2.11.2
 PYTEST_ARGS ?=
 
-.PHONY: install test test-af3 test-af2 demo lock bench proof clean
+.PHONY: install test test-af3 test-af2 demo lock bench bench-shards proof clean
 
 install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed \
 	$(VENV)/.compose-installed
@@ -72,6 +72,10 @@ demo: $(VENV)/.installed node_modules/.installed
 
 bench: install
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+
+# Per-interval control-plane cost by shard count (kinesis-mock, moto, the stand-in; no Spark).
+bench-shards: install
+	$(VENV)/bin/python -m benchmarks.shards $(BENCH_ARGS)
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
 # runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs 300).

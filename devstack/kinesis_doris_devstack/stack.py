@@ -280,15 +280,20 @@ class LocalStack:
 
     :param state_dir: where logs and ``endpoints.json`` go.
     :param services: names from ``ALL_SERVICES``.
+    :param kinesis_shard_limit: kinesis-mock's account-wide shard limit (the scaling benchmark
+        raises it).
     """
 
-    def __init__(self, state_dir: Path = DEFAULT_STATE_DIR, services: Sequence[str] = ALL_SERVICES) -> None:
+    def __init__(
+        self, state_dir: Path = DEFAULT_STATE_DIR, services: Sequence[str] = ALL_SERVICES, *, kinesis_shard_limit: int = 500
+    ) -> None:
         unknown = sorted(set(services) - set(ALL_SERVICES))
         if unknown:
             raise ValueError(f"Unknown services {unknown}; choose from {list(ALL_SERVICES)}")
         self.state_dir = Path(state_dir)
         self.services = tuple(services)
         self.running: dict[str, ServiceProcess] = {}
+        self._options: dict[str, dict[str, Any]] = {"kinesis_mock": {"shard_limit": kinesis_shard_limit}}
 
     @property
     def endpoints_file(self) -> Path:
@@ -298,7 +303,7 @@ class LocalStack:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         try:
             for name in self.services:
-                self.running[name] = _STARTERS[name](self.state_dir)
+                self.running[name] = _STARTERS[name](self.state_dir, **self._options.get(name, {}))
                 log.info("started %s on %s (pid %s)", name, self.running[name].endpoint, self.running[name].pid)
         except BaseException:
             self.stop()

@@ -52,3 +52,33 @@ def test_the_figures_are_sane(figures: dict) -> None:
     assert len(calls) == SHARDS and calls.keys() == minimum.keys()
     assert all(1 <= calls[shard] <= minimum[shard] for shard in calls)
     assert figures["get_records_ratio"] == pytest.approx(max(calls[s] / minimum[s] for s in calls), abs=1e-3)
+
+
+SHARDS_SCRIPT_ARGS = ["--shards", "2,3", "--records-per-shard", "2", "--interval-s", "3"]
+
+
+@pytest.mark.timeout(300)
+def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -> None:
+    """``make bench-shards`` at two tiny shard counts: one sane line per count, then the targets."""
+    out = tmp_path / "shards.jsonl"
+    completed = subprocess.run(  # noqa: S603 - our own module, fixed arguments
+        [sys.executable, "-m", "benchmarks.shards", *SHARDS_SCRIPT_ARGS, "--state-dir", str(tmp_path / "stack"),
+         "--json-out", str(out)],
+        capture_output=True, text=True, timeout=280, check=False, cwd=SCRIPT.parents[1],
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    *lines, final = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [line["shards"] for line in lines] == [2, 3]
+    for line in lines:
+        assert line["records"] == 2 * line["shards"]
+        assert line["loaded_s"] > 0 and line["quiet_s"] > 0
+        loaded, quiet = line["calls_per_shard_loaded"], line["calls_per_shard_quiet"]
+        # Every shard's records were read, and the planner listed the stream once per interval.
+        assert loaded["GetRecords (with records)"] >= 1
+        assert round(loaded["ListShards"] * line["shards"]) >= 1 and round(quiet["ListShards"] * line["shards"]) >= 1
+        assert line["control_calls_per_shard_loaded"] == pytest.approx(
+            sum(v for k, v in loaded.items() if k != "GetRecords (with records)"), abs=0.05
+        )
+        assert line["dynamodb_items_written"] > 0 and line["checkpoint_items_per_shard"] > 0
+    assert set(final) == {"targets", "figures", "met"}
+    assert final["met"]["quiet_s_max"] is None  # 256 shards were not run

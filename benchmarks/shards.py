@@ -1,0 +1,278 @@
+"""Scaling benchmark: what one interval costs the control plane as the shard count grows.
+
+For each shard count it creates a fresh stream on kinesis-mock, puts ``--records-per-shard``
+records into every shard within one interval, then runs ``run_interval`` in the task's process
+(no Spark) for that loaded interval and for the quiet interval after it, counting every AWS call
+the process makes by operation (botocore's ``_make_api_call``, in every client and thread).
+
+One JSON line per shard count: seconds of the loaded and the quiet interval, AWS calls per shard
+by operation (GetRecords calls that returned records are counted apart: they are the data path,
+not the control plane), DynamoDB items written, checkpoint items per shard, and the driver's peak
+RSS. A last JSON line holds the targets and whether each is met.
+
+Usage (from the repository root; ``make bench-shards`` runs the default)::
+
+    .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10] [--json-out F]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import tempfile
+import threading
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import botocore.client
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from benchmarks.run import CHECKPOINT_TABLE, DATABASE, REGION, Stack, create_tables, pipeline_config
+from kinesis_doris_devstack.scenario import create_stream, wait_past
+from kinesis_doris_devstack.stack import LocalStack, local_client
+
+log = logging.getLogger("benchmark.shards")
+
+WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
+DATA_PAGES = "GetRecords (with records)"
+TARGET_SHARDS = 256
+TARGETS = {
+    "calls_per_shard_loaded_max": 6,
+    "calls_per_shard_quiet_max": 3,
+    "quiet_s_max": 10.0,
+    "loaded_s_max": 20.0,
+    "growth_16_to_256_max": 4.0,
+}
+
+
+class CallCounter:
+    """Counts the AWS operations this process calls while :meth:`counting` is open, and, with
+    ``by_caller``, which function of the pipeline asked for each (the innermost frame of
+    ``airflow_provider_kinesis_doris`` outside the store and the shard-page client, which only
+    carry the call)."""
+
+    def __init__(self, *, by_caller: bool = False) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] | None = None
+        self._original = botocore.client.BaseClient._make_api_call
+        self._by_caller = by_caller
+
+    def install(self) -> None:
+        counter, original = self, self._original
+
+        def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            response = original(client, operation, params)
+            name = DATA_PAGES if operation == "GetRecords" and response.get("Records") else operation
+            counter._count(f"{name} <- {_caller()}" if counter._by_caller else name)
+            return response
+
+        botocore.client.BaseClient._make_api_call = counted  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        botocore.client.BaseClient._make_api_call = self._original  # type: ignore[method-assign]
+
+    @property
+    def by_caller(self) -> bool:
+        return self._by_caller
+
+    def _count(self, operation: str) -> None:
+        with self._lock:
+            if self._counts is not None:
+                self._counts[operation] += 1
+
+    @contextmanager
+    def counting(self) -> Iterator[Counter[str]]:
+        counts: Counter[str] = Counter()
+        with self._lock:
+            self._counts = counts
+        try:
+            yield counts
+        finally:
+            with self._lock:
+                self._counts = None
+
+
+def _caller() -> str:
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        path = frame.filename.replace("\\", "/")
+        if "airflow_provider_kinesis_doris/" in path and not any(skip in path for skip in _CARRIERS):
+            module = path.rsplit("airflow_provider_kinesis_doris/", 1)[1].removesuffix(".py").replace("/", ".")
+            return f"{module}.{frame.name}"
+    return "?"
+
+
+_CARRIERS = ("/core/stores/", "/core/kinesis/shard_pages.py", "/core/retry.py")
+
+
+def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
+    """``records_per_shard`` records into every shard (each aimed at its shard's first hash key)."""
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    entries = [
+        {"Data": json.dumps({"event_id": n * len(shards) + i}).encode(), "PartitionKey": f"k{i}",
+         "ExplicitHashKey": shard["HashKeyRange"]["StartingHashKey"]}
+        for i, shard in enumerate(shards) for n in range(records_per_shard)
+    ]  # fmt: skip
+    for first in range(0, len(entries), 500):
+        reply = kinesis.put_records(StreamName=stream, Records=entries[first : first + 500])
+        if reply.get("FailedRecordCount"):
+            raise RuntimeError(f"{reply['FailedRecordCount']} records of {stream} were not put")
+    return len(entries)
+
+
+def measure(stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int) -> dict[str, Any]:
+    stream, table = f"scale-{shards}-{int(time.time())}", f"scale_{shards}_{int(time.time())}"
+    create_stream(stack.kinesis, stream, shards)
+    create_tables(stack, table)
+    config = pipeline_config(stack, stream, table, ChunkLimits())
+    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
+    start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+    wait_past(start)
+    produced = put_per_shard(stack.kinesis, stream, records_per_shard)
+    loaded = _interval(config, store, stack, counter, start, start + interval_ms)
+    if loaded["records"] != produced:
+        raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
+    quiet = _interval(config, store, stack, counter, start + interval_ms, start + 2 * interval_ms)
+    loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
+    items = sum(1 for _ in _items(stack.dynamodb, config.pipeline_id))
+    stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
+    return {
+        "shards": shards,
+        "records": produced,
+        "loaded_s": loaded["seconds"],
+        "quiet_s": quiet["seconds"],
+        "calls_per_shard_loaded": _per_shard(loaded_calls, shards),
+        "calls_per_shard_quiet": _per_shard(quiet_calls, shards),
+        "control_calls_per_shard_loaded": round(_control(loaded_calls) / shards, 2),
+        "control_calls_per_shard_quiet": round(_control(quiet_calls) / shards, 2),
+        "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
+        "checkpoint_items_per_shard": round(items / shards, 2),
+        "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        **({"calls_per_shard_by_caller_loaded": _per_shard(loaded["calls"], shards),
+            "calls_per_shard_by_caller_quiet": _per_shard(quiet["calls"], shards)} if counter.by_caller else {}),
+    }
+
+
+def _interval(
+    config: PipelineConfig, store: DynamoCheckpointStore, stack: Stack, counter: CallCounter, start: int, end: int
+) -> dict[str, Any]:
+    wait_past(end + 1_000)
+    credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
+    with counter.counting() as calls:
+        started = time.perf_counter()
+        result = run_interval(config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here)
+        seconds = round(time.perf_counter() - started, 2)
+    return {"seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"]}
+
+
+def _by_operation(calls: Counter[str]) -> Counter[str]:
+    totals: Counter[str] = Counter()
+    for key, count in calls.items():
+        totals[key.split(" <- ")[0]] += count
+    return totals
+
+
+def _control(calls: Counter[str]) -> int:
+    return sum(count for operation, count in calls.items() if operation != DATA_PAGES)
+
+
+def _per_shard(calls: Counter[str], shards: int) -> dict[str, float]:
+    return {operation: round(count / shards, 2) for operation, count in sorted(calls.items())}
+
+
+def _items(dynamodb: Any, pipeline_id: str) -> Iterator[dict[str, Any]]:
+    pages = dynamodb.get_paginator("query").paginate(
+        TableName=CHECKPOINT_TABLE, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pipeline_id}}, ProjectionExpression="sk",
+    )  # fmt: skip
+    for page in pages:
+        yield from page["Items"]
+
+
+def targets(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The targets at ``TARGET_SHARDS`` shards (None where that count or 16 was not run)."""
+    by_count = {line["shards"]: line for line in lines}
+    at = by_count.get(TARGET_SHARDS)
+    small = by_count.get(16)
+    growth = None
+    if at and small:
+        growth = round((at["loaded_s"] + at["quiet_s"]) / (small["loaded_s"] + small["quiet_s"]), 2)
+    figures = {
+        "calls_per_shard_loaded_max": at and at["control_calls_per_shard_loaded"],
+        "calls_per_shard_quiet_max": at and at["control_calls_per_shard_quiet"],
+        "quiet_s_max": at and at["quiet_s"],
+        "loaded_s_max": at and at["loaded_s"],
+        "growth_16_to_256_max": growth,
+    }
+    return {
+        "targets": TARGETS,
+        "figures": figures,
+        "met": {name: None if value is None else value <= TARGETS[name] for name, value in figures.items()},
+    }
+
+
+def _connect(local: LocalStack) -> Stack:
+    kinesis_endpoint = local.running["kinesis_mock"].endpoint
+    dynamodb_endpoint = local.running["dynamodb"].endpoint
+    doris = local.running["doris"]
+    client = DorisStreamLoadClient(
+        DorisConnectionConfig(
+            host="127.0.0.1", port=int(doris.extra["fe_port"]), user=str(doris.extra["user"]),
+            password=str(doris.extra["password"]),
+        )
+    )  # fmt: skip
+    client.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
+    dynamodb = local_client("dynamodb", dynamodb_endpoint)
+    DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, "bench").create_table_if_missing()
+    return Stack(
+        kinesis=local_client("kinesis", kinesis_endpoint), dynamodb=dynamodb, doris=client, doris_service=doris,
+        aws=AwsSettings(REGION, kinesis_endpoint, dynamodb_endpoint),
+    )  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shards", default="4,16,64,256", help="comma-separated shard counts")
+    parser.add_argument("--records-per-shard", type=int, default=5, help="records put into each shard")
+    parser.add_argument("--interval-s", type=int, default=10, help="interval length in seconds")
+    parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
+    parser.add_argument("--json-out", type=Path, default=None, help="also write every JSON line here")
+    parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    counts = [int(count) for count in args.shards.split(",")]
+    state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-shards-"))
+    counter = CallCounter(by_caller=args.by_caller)
+    lines: list[dict[str, Any]] = []
+    with LocalStack(state_dir, ["kinesis_mock", "dynamodb", "doris"], kinesis_shard_limit=max(500, max(counts) + 10)) as local:
+        stack = _connect(local)
+        counter.install()
+        try:
+            for shards in counts:
+                log.info("%d shards ...", shards)
+                lines.append(measure(stack, counter, shards, args.records_per_shard, args.interval_s * 1000))
+                print(json.dumps(lines[-1], sort_keys=True), flush=True)
+        finally:
+            counter.uninstall()
+            stack.doris.close()
+    final = targets(lines)
+    print(json.dumps(final, sort_keys=True), flush=True)
+    if args.json_out:
+        args.json_out.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in [*lines, final]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
