@@ -36,6 +36,7 @@ import botocore.client
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
@@ -118,10 +119,10 @@ _CARRIERS = ("/core/stores/", "/core/kinesis/shard_pages.py", "/core/retry.py")
 
 def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
     """``records_per_shard`` records into every shard (each aimed at its shard's first hash key)."""
-    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    shards = list_shards(kinesis, stream)  # every page: ListShards returns at most 100 shards a call
     entries = [
         {"Data": json.dumps({"event_id": n * len(shards) + i}).encode(), "PartitionKey": f"k{i}",
-         "ExplicitHashKey": shard["HashKeyRange"]["StartingHashKey"]}
+         "ExplicitHashKey": str(shard.starting_hash_key)}
         for i, shard in enumerate(shards) for n in range(records_per_shard)
     ]  # fmt: skip
     for first in range(0, len(entries), 500):
@@ -140,6 +141,8 @@ def measure(stack: Stack, counter: CallCounter, shards: int, records_per_shard: 
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
+    if produced != shards * records_per_shard:
+        raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
     loaded = _interval(config, store, stack, counter, start, start + interval_ms)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
