@@ -628,7 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_average = [round(os.getloadavg()[0], 2)]
     limits = ChunkLimits(max_rows=args.chunk_rows)
     with LocalStack(state_dir, services=["kinesalite", "dynamodb", "doris"]) as local:
-        stack = _connect(local)
+        stack = connect(local)
         services = {name: service.pid for name, service in local.running.items()}
         with RssSampler(services) as sampler:
             big = run_size(stack, args.records, args.record_bytes, limits, "n", ("local[2]", "local[1]"), sampler)
@@ -648,8 +648,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _connect(local: LocalStack) -> Stack:
-    kinesis_endpoint = local.running["kinesalite"].endpoint
+def connect(local: LocalStack, kinesis_service: str = "kinesalite") -> Stack:
+    """Clients of the running ``local`` stack, with the bench database and checkpoint table made."""
+    kinesis_endpoint = local.running[kinesis_service].endpoint
     dynamodb_endpoint = local.running["dynamodb"].endpoint
     doris = local.running["doris"]
     client = DorisStreamLoadClient(

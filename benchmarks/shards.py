@@ -34,15 +34,13 @@ from typing import Any
 import botocore.client
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from benchmarks.run import CHECKPOINT_TABLE, DATABASE, REGION, Stack, create_tables, pipeline_config
+from benchmarks.run import CHECKPOINT_TABLE, Stack, connect, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
-from kinesis_doris_devstack.stack import LocalStack, local_client
+from kinesis_doris_devstack.stack import LocalStack
 
 log = logging.getLogger("benchmark.shards")
 
@@ -225,25 +223,6 @@ def targets(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _connect(local: LocalStack) -> Stack:
-    kinesis_endpoint = local.running["kinesis_mock"].endpoint
-    dynamodb_endpoint = local.running["dynamodb"].endpoint
-    doris = local.running["doris"]
-    client = DorisStreamLoadClient(
-        DorisConnectionConfig(
-            host="127.0.0.1", port=int(doris.extra["fe_port"]), user=str(doris.extra["user"]),
-            password=str(doris.extra["password"]),
-        )
-    )  # fmt: skip
-    client.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-    dynamodb = local_client("dynamodb", dynamodb_endpoint)
-    DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, "bench").create_table_if_missing()
-    return Stack(
-        kinesis=local_client("kinesis", kinesis_endpoint), dynamodb=dynamodb, doris=client, doris_service=doris,
-        aws=AwsSettings(REGION, kinesis_endpoint, dynamodb_endpoint),
-    )  # fmt: skip
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64,256", help="comma-separated shard counts")
@@ -260,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counter = CallCounter(by_caller=args.by_caller)
     lines: list[dict[str, Any]] = []
     with LocalStack(state_dir, ["kinesis_mock", "dynamodb", "doris"], kinesis_shard_limit=max(500, max(counts) + 10)) as local:
-        stack = _connect(local)
+        stack = connect(local, "kinesis_mock")
         counter.install()
         try:
             for shards in counts:
