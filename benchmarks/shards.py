@@ -12,7 +12,8 @@ RSS. A last JSON line holds the targets and whether each is met.
 
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
-    .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10] [--json-out F]
+    .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10]
+        [--driver-concurrency 8] [--json-out F]
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any
 import botocore.client
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
@@ -130,7 +132,9 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
     return len(entries)
 
 
-def measure(stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int) -> dict[str, Any]:
+def measure(
+    stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int
+) -> dict[str, Any]:
     stream, table = f"scale-{shards}-{int(time.time())}", f"scale_{shards}_{int(time.time())}"
     create_stream(stack.kinesis, stream, shards)
     create_tables(stack, table)
@@ -141,15 +145,16 @@ def measure(stack: Stack, counter: CallCounter, shards: int, records_per_shard: 
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
     if produced != shards * records_per_shard:
         raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
-    loaded = _interval(config, store, stack, counter, start, start + interval_ms)
+    loaded = _interval(config, store, stack, counter, start, start + interval_ms, concurrency)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
-    quiet = _interval(config, store, stack, counter, start + interval_ms, start + 2 * interval_ms)
+    quiet = _interval(config, store, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency)
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
     items = sum(1 for _ in _items(stack.dynamodb, config.pipeline_id))
     stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
     return {
         "shards": shards,
+        "driver_concurrency": concurrency,
         "records": produced,
         "loaded_s": loaded["seconds"],
         "quiet_s": quiet["seconds"],
@@ -166,13 +171,17 @@ def measure(stack: Stack, counter: CallCounter, shards: int, records_per_shard: 
 
 
 def _interval(
-    config: PipelineConfig, store: DynamoCheckpointStore, stack: Stack, counter: CallCounter, start: int, end: int
+    config: PipelineConfig, store: DynamoCheckpointStore, stack: Stack, counter: CallCounter, start: int, end: int,
+    concurrency: int,
 ) -> dict[str, Any]:
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     with counter.counting() as calls:
         started = time.perf_counter()
-        result = run_interval(config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here)
+        result = run_interval(
+            config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
+            driver_concurrency=concurrency,
+        )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
     return {"seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"]}
 
@@ -230,6 +239,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--interval-s", type=int, default=10, help="interval length in seconds")
     parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write every JSON line here")
+    parser.add_argument(
+        "--driver-concurrency", type=int, default=DEFAULT_DRIVER_CONCURRENCY, help="the loader's driver_concurrency"
+    )
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -244,7 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             for shards in counts:
                 log.info("%d shards ...", shards)
-                lines.append(measure(stack, counter, shards, args.records_per_shard, args.interval_s * 1000))
+                lines.append(
+                    measure(stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency)
+                )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)
         finally:
             counter.uninstall()

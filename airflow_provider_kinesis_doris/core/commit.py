@@ -10,9 +10,10 @@ the stored ranges and recomputing it is idempotent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
@@ -20,7 +21,6 @@ from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass
@@ -31,11 +31,31 @@ class CommitResult:
     drained: list[str] = field(default_factory=list)
 
 
-def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> CommitResult:
-    """Mark every reported range LOADED, then advance the shards' marks and retire the shards whose
-    mark reached their end."""
-    result = CommitResult()
+def commit_reports(
+    store: CheckpointStore, reports: Iterable[RangeReport], concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+) -> CommitResult:
+    """Per shard, mark every reported range LOADED, then advance the shard's mark and retire the
+    shard if the mark reached its end.
+
+    :param concurrency: shards committed at the same time. A shard's mark depends only on its own
+        ranges and on which of its ancestors' ranges exist, never on their state, so shards commit
+        independently.
+    """
     by_shard: dict[str, list[RangeReport]] = {}
+    for report in reports:
+        by_shard.setdefault(report.shard_id, []).append(report)
+    shard_ids = sorted(by_shard)
+    commits = map_bounded(lambda shard_id: _commit_shard(store, shard_id, by_shard[shard_id]), shard_ids, concurrency)
+    result = CommitResult()
+    for shard_id, (mark, drained) in zip(shard_ids, commits):
+        result.high_water_marks[shard_id] = mark
+        if drained:
+            result.drained.append(shard_id)
+    return result
+
+
+def _commit_shard(store: CheckpointStore, shard_id: str, reports: Sequence[RangeReport]) -> tuple[str, bool]:
+    """:return: the shard's mark after the commit, described, and whether this commit drained it."""
     for report in reports:
         store.mark_range_loaded(
             report.shard_id,
@@ -47,21 +67,19 @@ def commit_reports(store: CheckpointStore, reports: Iterable[RangeReport]) -> Co
                 "dead_lettered": report.dead_lettered,
             },
         )
-        by_shard.setdefault(report.shard_id, []).append(report)
-    for shard_id, shard_reports in sorted(by_shard.items()):
-        lag = shard_reports[-1].millis_behind_latest
-        shard = _advance(store, shard_id, lag)
-        mark = shard.high_water_mark
-        result.high_water_marks[shard_id] = mark.describe(position=False) if mark else "none"
-        # Drained follows from the stored ranges (the mark reached the shard's end), whichever
-        # commit gets there: the range read to the end may have been committed by an earlier run.
-        if mark is not None and mark.kind is BoundaryKind.SHARD_END and shard.state is ShardState.CLOSED:
-            try:
-                store.mark_drained(shard_id)
-                result.drained.append(shard_id)
-            except CheckpointConflict:
-                log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
-    return result
+    shard = _advance(store, shard_id, reports[-1].millis_behind_latest)
+    mark = shard.high_water_mark
+    described = mark.describe(position=False) if mark else "none"
+    # Drained follows from the stored ranges (the mark reached the shard's end), whichever
+    # commit gets there: the range read to the end may have been committed by an earlier run.
+    if mark is None or mark.kind is not BoundaryKind.SHARD_END or shard.state is not ShardState.CLOSED:
+        return described, False
+    try:
+        store.mark_drained(shard_id)
+    except CheckpointConflict:
+        log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
+        return described, False
+    return described, True
 
 
 def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None):  # type: ignore[no-untyped-def]

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
@@ -101,6 +102,7 @@ def run_interval(
     runner: Runner,
     clock: Callable[[], int] = wall_clock_ms,
     warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
+    driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
 
@@ -109,12 +111,15 @@ def run_interval(
     :param clock: now, in epoch ms (what is sealed, and the trim horizon).
     :param warn_waiting_after_ms: a shard whose range has waited for its parents longer than this
         since it was first planned is logged as an error (a parent's run is probably stuck).
+    :param driver_concurrency: shards whose planning, empty check and commit run at the same time
+        in this process (``core.concurrency``).
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     """
     plan = plan_interval(
         kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
         initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
+        concurrency=driver_concurrency,
     )  # fmt: skip
     for shard in plan.shards:
         log.info(
@@ -125,7 +130,8 @@ def run_interval(
     if not plan.ranges:
         _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
         return IntervalResult(plan, (), None)
-    empty = {r.shard_id: report for r in plan.ranges if (report := _report_if_empty(kinesis, store, r)) is not None}
+    checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r), plan.ranges, driver_concurrency)
+    empty = {report.shard_id: report for report in checked if report is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
     # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
     topology = store.get_topology()
@@ -134,7 +140,7 @@ def run_interval(
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())
-    result = IntervalResult(plan, reports, commit_reports(store, reports))
+    result = IntervalResult(plan, reports, commit_reports(store, reports, driver_concurrency))
     _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
     return result
 

@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
@@ -50,6 +51,7 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import (
     ParentProgress,
     blocking_parents,
     list_shards,
+    parent_generations,
     parents_first,
 )
 
@@ -140,6 +142,7 @@ def plan_interval(
     relaxed_order: bool = False,
     max_probe_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
+    concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
 ) -> Plan:
     """Plan the sealed interval ``[interval_start_ms, interval_end_ms)`` and persist its ranges.
 
@@ -154,6 +157,8 @@ def plan_interval(
     :param relaxed_order: children do not wait for parents (order cannot matter in the table).
     :param max_probe_pages: GetRecords calls per boundary probe.
     :param clock: now, in epoch ms.
+    :param concurrency: shards planned at the same time (a generation of the lineage at a time:
+        parents are decided before their children).
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
     """
@@ -168,14 +173,15 @@ def plan_interval(
     if floor is not None:
         _check_aligned(floor, interval_start_ms, interval_end_ms)
     listed = list_shards(kinesis, stream_name)
-    checkpoints = reconcile_shards(store, listed)
+    checkpoints = reconcile_shards(store, listed, concurrency)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
         floor=floor, relaxed=relaxed_order, trim_horizon_ms=trim_horizon(kinesis, stream_name, clock),
         max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
-    ordered = parents_first(listed)
-    shard_plans = tuple(planner.plan_shard(shard, checkpoints[shard.shard_id]) for shard in ordered)
+    for generation in parent_generations(listed):
+        map_bounded(lambda shard: planner.plan_shard(shard, checkpoints[shard.shard_id]), generation, concurrency)
+    shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
     return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans)
 
 
@@ -208,23 +214,33 @@ def _check_aligned(floor: Floor, start_ms: int, end_ms: int) -> None:
         )
 
 
-def reconcile_shards(store: CheckpointStore, listed: Sequence[ShardInfo]) -> dict[str, ShardCheckpoint]:
+def reconcile_shards(
+    store: CheckpointStore, listed: Sequence[ShardInfo], concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+) -> dict[str, ShardCheckpoint]:
     """Register listed shards the store does not know (with their parents) and mark shards that
     ListShards reports closed as CLOSED.
 
+    :param concurrency: shards registered or closed at the same time.
     :return: shard id → stored checkpoint, for every shard the store knows.
     """
     known = {checkpoint.shard_id: checkpoint for checkpoint in store.list_shard_checkpoints()}
-    for info in listed:
+
+    def reconcile(info: ShardInfo) -> ShardCheckpoint:
         checkpoint = known.get(info.shard_id) or store.register_shard(info)
-        if not info.is_open and checkpoint.state is ShardState.OPEN:
-            checkpoint = _close(store, info.shard_id)
-        known[info.shard_id] = checkpoint
+        return _close(store, info.shard_id) if _newly_closed(checkpoint, info) else checkpoint
+
+    # Only shards that need a write go to the pool: a steady stream has none.
+    changing = [info for info in listed if info.shard_id not in known or _newly_closed(known[info.shard_id], info)]
+    known.update(zip([info.shard_id for info in changing], map_bounded(reconcile, changing, concurrency)))
     listed_ids = {info.shard_id for info in listed}
     for shard_id, checkpoint in known.items():
         if shard_id not in listed_ids and checkpoint.state is not ShardState.DRAINED:
             log.warning("shard %s (%s) left ListShards undrained: expired", shard_id, checkpoint.state.value)
     return known
+
+
+def _newly_closed(checkpoint: ShardCheckpoint, info: ShardInfo) -> bool:
+    return not info.is_open and checkpoint.state is ShardState.OPEN
 
 
 def _close(store: CheckpointStore, shard_id: str) -> ShardCheckpoint:

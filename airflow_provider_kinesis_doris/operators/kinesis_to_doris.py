@@ -25,6 +25,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
@@ -102,6 +103,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param spark_conf: Spark configuration. (templated)
     :param spark_python: Python interpreter of the executors (default: the task's own).
     :param parallelism: Spark partitions at most (default: one per shard range).
+    :param driver_concurrency: shards whose planning, empty check and commit (DynamoDB and Kinesis
+        calls in the task's process) run at the same time. Raise it for streams of hundreds of
+        shards; throttled calls are retried with backoff by botocore.
     :param create_checkpoint_table: create the DynamoDB table (on-demand billing) if missing.
     :param deferrable: wait for the seal in the triggerer instead of rescheduling.
     """
@@ -150,6 +154,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         spark_conf: Mapping[str, str] | None = None,
         spark_python: str | None = None,
         parallelism: int | None = None,
+        driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
         create_checkpoint_table: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
@@ -180,6 +185,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.spark_conf = dict(spark_conf or {})
         self.spark_python = spark_python
         self.parallelism = parallelism
+        self.driver_concurrency = check_concurrency(driver_concurrency)
         self.create_checkpoint_table = create_checkpoint_table
         self.deferrable = deferrable
 
@@ -233,6 +239,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 config, _ms(start), _ms(end),
                 kinesis=aws_hook.kinesis, store=store, credentials=_credentials(aws_hook, doris_config.password),
                 runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
+                driver_concurrency=self.driver_concurrency,
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,10 +74,14 @@ PermanentStreamLoadError, ...) fails the test."""
 
 
 class KillableStore(MemoryCheckpointStore):
-    """A store that can die before its n-th write, or run another interval at it (two runs at once)."""
+    """A store that can die before its n-th write, or run another interval at it (two runs at once).
+
+    Writes may come from several threads (the driver's pool): which one is the n-th is then up to
+    the scheduler, like which call a real crash hits."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._arming = threading.Lock()
         self.writes = 0
         self.kill_at: int | None = None
         self.interleave: tuple[int, Callable[[], None]] | None = None
@@ -94,13 +99,17 @@ class KillableStore(MemoryCheckpointStore):
         return super()._update(sk, changes, expected)
 
     def _before_write(self) -> None:
-        self.writes += 1
-        if self.interleave is not None and self.writes == self.interleave[0]:
-            rival, self.interleave = self.interleave[1], None
+        with self._arming:
+            self.writes += 1
+            write, rival, killed = self.writes, None, self.kill_at == self.writes
+            if self.interleave is not None and write == self.interleave[0]:
+                rival, self.interleave = self.interleave[1], None
+            if killed:
+                self.kill_at = None
+        if rival is not None:
             rival()
-        if self.kill_at is not None and self.writes == self.kill_at:
-            self.kill_at = None
-            raise crash("store write", self.writes)
+        if killed:
+            raise crash("store write", write)
 
 
 class FlakyDoris(MemoryDoris):
@@ -171,6 +180,7 @@ class RunOrders(RuleBasedStateMachine):
         self.store = KillableStore("p", clock=lambda: self.kinesis.now_ms)
         self.doris = FlakyDoris()
         self.config = _config("INTERVAL", False, 2)
+        self.driver_concurrency = 1
         self.next_id = 0
         self.reshards = 0
         self.outcome: dict[int, str] = {}
@@ -183,10 +193,15 @@ class RunOrders(RuleBasedStateMachine):
         initial_position=st.sampled_from(("INTERVAL", "TRIM_HORIZON")),
         relaxed_order=st.booleans(),
         chunk_rows=st.integers(1, 3),
+        driver_concurrency=st.sampled_from((1, 3)),
     )
-    def create(self, shards: int, initial_position: str, relaxed_order: bool, chunk_rows: int) -> None:
+    def create(
+        self, shards: int, initial_position: str, relaxed_order: bool, chunk_rows: int, driver_concurrency: int = 1
+    ) -> None:
         self.kinesis.create_stream(StreamName=STREAM, ShardCount=shards)
         self.config = _config(initial_position, relaxed_order, chunk_rows)
+        self.driver_concurrency = driver_concurrency
+        EXPLORED[f"driver_concurrency {driver_concurrency}"] += 1
 
     @property
     def current(self) -> int:
@@ -290,6 +305,7 @@ class RunOrders(RuleBasedStateMachine):
         run_interval(
             self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,
             credentials=Credentials(), runner=runner, clock=lambda: self.kinesis.now_ms,
+            driver_concurrency=self.driver_concurrency,
         )  # fmt: skip
 
     # --- oracles ----------------------------------------------------------------------------
@@ -381,6 +397,7 @@ def test_the_orders_explored() -> None:
     outcomes = ("green", "ShardsWaiting", "InjectedCrash", "RetryableStreamLoadError")
     assert [outcome for outcome in outcomes if not EXPLORED[f"run {outcome}"]] == []
     assert EXPLORED["split"] and EXPLORED["merge"] and EXPLORED["records"] > EXAMPLES
+    assert EXPLORED["driver_concurrency 1"] and EXPLORED["driver_concurrency 3"]
 
 
 # --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----

@@ -46,10 +46,10 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
     store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
     store.create_table_if_missing()
 
-    def run(start: int, end: int, cfg: PipelineConfig = config, runner=run_here):  # type: ignore[no-untyped-def]
+    def run(start: int, end: int, cfg: PipelineConfig = config, runner=run_here, **options):  # type: ignore[no-untyped-def]
         return run_interval(
             cfg, start, end, kinesis=kinesis_client, store=store,
-            credentials=Credentials(doris_password=DORIS_PASSWORD), runner=runner,
+            credentials=Credentials(doris_password=DORIS_PASSWORD), runner=runner, **options,
         )  # fmt: skip
 
     def rows() -> list[tuple]:
@@ -58,4 +58,4 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
     def dead() -> list[tuple]:
         return doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {table}_dead_letter")
 
-    return {"stream": stream, "config": config, "store": store, "run": run, "rows": rows, "dead": dead}
+    return {"stream": stream, "config": config, "store": store, "run": run, "rows": rows, "dead": dead, "table": table}

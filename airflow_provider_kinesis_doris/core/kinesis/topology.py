@@ -107,6 +107,25 @@ def parents_first(shards: Iterable[ShardInfo]) -> list[ShardInfo]:
     return ordered
 
 
+def parent_generations(shards: Iterable[ShardInfo]) -> list[list[ShardInfo]]:
+    """``shards`` in generations: the first holds the shards without a listed parent, each later one
+    the shards whose listed parents all lie in earlier generations. The shards of one generation
+    do not depend on each other, so a step may handle them at the same time.
+
+    Each generation is in :func:`parents_first` order; parents outside ``shards`` are ignored.
+    """
+    ordered = parents_first(shards)
+    listed = {shard.shard_id for shard in ordered}
+    depth: dict[str, int] = {}
+    generations: list[list[ShardInfo]] = []
+    for shard in ordered:
+        depth[shard.shard_id] = 1 + max((depth[p] for p in shard.parent_ids if p in listed), default=-1)
+        if depth[shard.shard_id] == len(generations):
+            generations.append([])
+        generations[depth[shard.shard_id]].append(shard)
+    return generations
+
+
 @dataclass(frozen=True, slots=True)
 class ParentProgress:
     """How far a parent shard is loaded, as the checkpoint store knows it.

@@ -11,6 +11,7 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import (
     blocking_parents,
     children_of,
     list_shards,
+    parent_generations,
     parents_first,
     shard_info,
 )
@@ -104,6 +105,15 @@ def test_parents_first_puts_every_child_after_its_parents() -> None:
     ordered = [s.shard_id for s in parents_first(shards)]
 
     assert ordered == ["a", "b", "c", "d"]
+
+
+def test_generations_put_each_shard_after_every_listed_parent_and_independent_shards_together() -> None:
+    # a → b, c (split); b + c → d (merge); e is unrelated; f's parent expired.
+    shards = [_shard("d", "b", "c"), _shard("c", "a"), _shard("b", "a"), _shard("a"), _shard("e"), _shard("f", "gone")]
+
+    generations = [[s.shard_id for s in generation] for generation in parent_generations(shards)]
+
+    assert generations == [["a", "e", "f"], ["b", "c"], ["d"]]
 
 
 def test_parents_first_rejects_a_cycle() -> None:
