@@ -139,16 +139,15 @@ def measure(
     create_stream(stack.kinesis, stream, shards)
     create_tables(stack, table)
     config = pipeline_config(stack, stream, table, ChunkLimits())
-    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
     if produced != shards * records_per_shard:
         raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
-    loaded = _interval(config, store, stack, counter, start, start + interval_ms, concurrency)
+    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
-    quiet = _interval(config, store, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency)
+    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency)
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
     items = sum(1 for _ in _items(stack.dynamodb, config.pipeline_id))
     stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
@@ -171,9 +170,10 @@ def measure(
 
 
 def _interval(
-    config: PipelineConfig, store: DynamoCheckpointStore, stack: Stack, counter: CallCounter, start: int, end: int,
-    concurrency: int,
+    config: PipelineConfig, stack: Stack, counter: CallCounter, start: int, end: int, concurrency: int
 ) -> dict[str, Any]:
+    """One run of ``[start, end)`` with a store of its own, as the operator's task makes one."""
+    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     with counter.counting() as calls:

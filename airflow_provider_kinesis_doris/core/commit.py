@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.load import RangeReport
@@ -82,11 +83,6 @@ def _commit_shard(store: CheckpointStore, shard_id: str, reports: Sequence[Range
     return described, True
 
 
-def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None):  # type: ignore[no-untyped-def]
-    def advance_once():  # type: ignore[no-untyped-def]
-        shard = store.get_shard(shard_id)
-        if shard is None:
-            raise CheckpointConflict(f"Shard {shard_id} disappeared from pipeline {store.pipeline_id} during commit")
-        return store.advance_high_water_mark(shard_id, expected_counter=shard.lease_counter, last_lag_ms=lag_ms)
-
-    return retry_on_conflict(advance_once, f"shard {shard_id}")
+def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None) -> ShardCheckpoint:
+    """Fenced on the counter read in the same call; a lost race is read again and retried."""
+    return retry_on_conflict(lambda: store.advance_high_water_mark(shard_id, last_lag_ms=lag_ms), f"shard {shard_id}")

@@ -19,7 +19,9 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 
 DEFAULT_DRIVER_CONCURRENCY = 8
 """Per-shard calls in flight at once on the driver. DynamoDB on-demand tables and Kinesis take far
-more; the bound keeps a run from starving other pipelines that share the account's limits."""
+more; the bound keeps a run from starving other pipelines that share the account's limits, and
+stays under botocore's pool of 10 connections per client (above it, set ``max_pool_connections``
+in the AWS connection's ``config_kwargs``, or urllib3 drops and reopens connections)."""
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")

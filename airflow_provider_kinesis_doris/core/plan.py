@@ -329,7 +329,7 @@ class _IntervalPlanner:
         else:
             decision = ShardDecision.REPLAYED
         if stored.interval_end_ms != interval_end_ms:
-            raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, stored)
+            raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, (stored.interval_start_ms, stored.interval_end_ms))
         self._rewind_past(stored)
         return decision, stored
 
@@ -346,8 +346,8 @@ class _IntervalPlanner:
 
     def _check_no_overlap(self, shard_id: str, start_ms: int, end_ms: int) -> None:
         """Stored ranges are disjoint, so only the latest one starting before the end can overlap."""
-        before_end = self.store.range_before(shard_id, end_ms)
-        if before_end is not None and before_end.interval_end_ms > start_ms:
+        before_end = self.store.interval_before(shard_id, end_ms)
+        if before_end is not None and before_end[1] > start_ms:
             raise _misaligned(shard_id, start_ms, end_ms, before_end)
 
     def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:
@@ -428,10 +428,11 @@ class _IntervalPlanner:
         )
 
 
-def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: ShardRange) -> ConfigurationError:
+def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: tuple[int, int]) -> ConfigurationError:
+    """:param stored: the stored range's interval, ``(start_ms, end_ms)``."""
     return ConfigurationError(
         f"Interval [{start_ms}, {end_ms}) of shard {shard_id} overlaps the stored range of interval "
-        f"[{stored.interval_start_ms}, {stored.interval_end_ms}) without matching it: the intervals of one "
+        f"[{stored[0]}, {stored[1]}) without matching it: the intervals of one "
         "pipeline must not partially overlap (was the schedule changed, or does another DAG use the same "
         "pipeline_id?). Nothing was loaded for this shard; use a new pipeline_id for a new schedule."
     )

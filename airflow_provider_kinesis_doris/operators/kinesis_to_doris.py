@@ -249,10 +249,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
-        summary = result.summary()
-        for shard_id, shard in summary["shards"].items():
+        for shard_id, shard in result.summary()["shards"].items():
             self.log.info("shard %s: %s", shard_id, shard)
-        return summary
+        return result.xcom_summary()
 
     def _pipeline_config(
         self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str

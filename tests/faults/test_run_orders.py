@@ -94,7 +94,7 @@ class KillableStore(MemoryCheckpointStore):
         self._before_write()
         return super()._put_new(item)
 
-    def _update(self, sk: str, changes: Any, expected: Any) -> bool:
+    def _update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
         self._before_write()
         return super()._update(sk, changes, expected)
 

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Boundary
-from airflow_provider_kinesis_doris.core.stores.items import shard_sk, ShardCheckpoint, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.items import shard_from_item, shard_sk, ShardCheckpoint, wall_clock_ms
 
 
 class StorePrimitives:
@@ -27,6 +27,10 @@ class StorePrimitives:
             raise ValueError("pipeline_id must not be empty")
         self.pipeline_id = pipeline_id
         self._clock = clock
+        self._settled_boundaries: dict[tuple[str, int], Boundary] = {}
+        """Concrete boundaries seen (they never change): ``RangeStore.get_boundary``."""
+        self._loaded_ranges: dict[str, Mapping[str, Any]] = {}
+        """Range items seen LOADED, by sort key (their span and state never change again)."""
 
     # primitives -----------------------------------------------------------------------------
 
@@ -46,9 +50,10 @@ class StorePrimitives:
         """Store ``item`` (it carries ``sk``) unless its key exists; False if it existed."""
         raise NotImplementedError
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
-        attribute has the given value (``ABSENT``: does not exist). False if the condition failed."""
+        attribute has the given value (``ABSENT``: does not exist). Returns the item as updated
+        (so the writer need not read it back), or None if the condition failed."""
         raise NotImplementedError
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
@@ -62,13 +67,17 @@ class StorePrimitives:
 
     def _fenced_update(
         self, shard: ShardCheckpoint, changes: Mapping[str, Any], *, extra_expected: Mapping[str, Any]
-    ) -> None:
-        """Apply ``changes`` and bump the counter, if the counter is still the one read."""
+    ) -> ShardCheckpoint:
+        """Apply ``changes`` and bump the counter, if the counter is still the one read.
+
+        :return: the shard as updated."""
         all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._clock()}
         expected = {"lease_counter": shard.lease_counter, **extra_expected}
-        if not self._update(shard_sk(shard.shard_id), all_changes, expected):
+        updated = self._update(shard_sk(shard.shard_id), all_changes, expected)
+        if updated is None:
             stored = self.get_shard(shard.shard_id)
             raise lease_conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)
+        return shard_from_item(updated)
 
 
 

@@ -66,12 +66,12 @@ class CheckpointStore(ChunkStore):
         shard = self._require_shard(shard_id)
         if shard.state is not ShardState.OPEN:
             return shard
-        self._fenced_update(shard, {"state": ShardState.CLOSED.value}, extra_expected={"state": "OPEN"})
+        closed = self._fenced_update(shard, {"state": ShardState.CLOSED.value}, extra_expected={"state": "OPEN"})
         log.info("shard %s is closed", shard_id)
-        return self._require_shard(shard_id)
+        return closed
 
     def advance_high_water_mark(
-        self, shard_id: str, *, expected_counter: int, last_lag_ms: int | None = None
+        self, shard_id: str, *, expected_counter: int | None = None, last_lag_ms: int | None = None
     ) -> ShardCheckpoint:
         """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
 
@@ -80,13 +80,14 @@ class CheckpointStore(ChunkStore):
         the shard.
 
         :param shard_id: the shard.
-        :param expected_counter: the lease counter this run read (e.g. from its plan).
+        :param expected_counter: the lease counter this run read (e.g. from its plan); default:
+            the counter read now (the mark is recomputed from the stored ranges either way).
         :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
         :return: the shard after the update.
         :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
         """
         shard = self._require_shard(shard_id)
-        if shard.lease_counter != expected_counter:
+        if expected_counter is not None and shard.lease_counter != expected_counter:
             raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
         current = shard.high_water_mark
         mark = self.loaded_through(shard_id, current)
@@ -98,29 +99,38 @@ class CheckpointStore(ChunkStore):
         if not changes:
             return shard
         hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
-        self._fenced_update(shard, changes, extra_expected=hwm_expected)
+        advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected)
         if mark is not None and "hwm_kind" in changes:
             log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
-        return self._require_shard(shard_id)
+        return advanced
 
-    def _range_past_an_empty_gap(self, cut: Boundary) -> ShardRange | None:
-        """The next stored range after ``cut``, if the intervals between hold no record of the
+    def _range_from(self, cut: Boundary) -> ShardRange | None:
+        """The range of the interval starting at ``cut``'s instant or, when there is none, the next
+        stored range if nothing lies between (:meth:`_nothing_between`). One Query either way (none
+        for a range this store has seen LOADED)."""
+        known = self.loaded_range(cut.shard_id, cut.instant_ms)
+        if known is not None:
+            return known
+        items = self._query(f"{RANGE_PREFIX}{cut.shard_id}#", low=range_sk(cut.shard_id, cut.instant_ms), limit=1)
+        if not items:
+            return None
+        following = self._with_boundaries(items[0])
+        if following.interval_start_ms == cut.instant_ms or self._nothing_between(cut, following):
+            return following
+        return None
+
+    def _nothing_between(self, cut: Boundary, following: ShardRange) -> bool:
+        """Whether the intervals between ``cut`` and the next stored range hold no record of the
         shard. They have no range when their runs listed the shards before this one existed (a
         later run of an earlier interval gave it the range that ends at ``cut``). Empty for sure:
         the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
         shard's start, or the interval before the range was planned before the shard existed."""
-        items = self._query(
-            f"{RANGE_PREFIX}{cut.shard_id}#", low=range_sk(cut.shard_id, cut.instant_ms + 1), limit=1
-        )
-        if not items:
-            return None
-        following = self._with_boundaries(items[0])
         resolved = cut.kind is not BoundaryKind.PENDING
         same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
         nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
         if resolved and (same_cut or nothing_between):
-            return following
-        return following if self._planned_before_it_existed(cut.shard_id, following.interval_start_ms) else None
+            return True
+        return self._planned_before_it_existed(cut.shard_id, following.interval_start_ms)
 
     def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
         """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
@@ -159,12 +169,12 @@ class CheckpointStore(ChunkStore):
         changes: dict[str, Any] = boundary_attributes(None, "hwm_")
         if shard.state is ShardState.DRAINED:
             changes["state"] = ShardState.CLOSED.value
-        self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
+        rewound = self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
         log.warning(
             "shard %s: a range starting at %d is not loaded yet and lies before the high-water mark "
             "(%s at %d); the mark restarts from it", shard_id, before_ms, mark.kind.value, mark.instant_ms,
         )  # fmt: skip
-        return self._require_shard(shard_id)
+        return rewound
 
     def loaded_through(self, shard_id: str, since: Boundary | None = None) -> Boundary | None:
         """End of the contiguous run of LOADED ranges from the shard's earliest range.
@@ -184,7 +194,7 @@ class CheckpointStore(ChunkStore):
                 return None
             mark = first.end
         while mark.kind is not BoundaryKind.SHARD_END:
-            following = self.get_range(shard_id, mark.instant_ms) or self._range_past_an_empty_gap(mark)
+            following = self._range_from(mark)
             if following is None:
                 break
             # Across an empty gap, everything before the next range is loaded: its children may
@@ -223,7 +233,7 @@ class CheckpointStore(ChunkStore):
                 f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"
             )
         changes = {"state": ShardState.DRAINED.value, "last_lag_ms": None}
-        self._fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
+        drained = self._fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
         log.info("shard %s is drained", shard_id)
-        return self._require_shard(shard_id)
+        return drained
 

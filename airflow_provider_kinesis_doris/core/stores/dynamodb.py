@@ -143,7 +143,7 @@ class DynamoCheckpointStore(CheckpointStore):
             raise
         return True
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         sets, removes, conditions = [], [], ["attribute_exists(sk)"]
@@ -171,13 +171,14 @@ class DynamoCheckpointStore(CheckpointStore):
             "UpdateExpression": expression,
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
+            "ReturnValues": "ALL_NEW",
         }
         if values:
             request["ExpressionAttributeValues"] = values
         try:
-            self._client.update_item(**request)
+            response = self._client.update_item(**request)
         except ClientError as error:
             if _is_condition_failure(error):
-                return False
+                return None
             raise
-        return True
+        return self._decode(response["Attributes"])

@@ -65,17 +65,17 @@ class MemoryCheckpointStore(CheckpointStore):
             self.table.items[key] = {**stored, "pk": self.pipeline_id}
             return True
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         with self.table.lock:
             item = self.table.items.get((self.pipeline_id, sk))
             if item is None or not all(_matches(item, name, value) for name, value in expected.items()):
-                return False
+                return None
             for name, value in changes.items():
                 if value is None:
                     item.pop(name, None)
                 else:
                     item[name] = copy.deepcopy(value)
-            return True
+            return copy.deepcopy(item)
 
 
 def _matches(item: Mapping[str, Any], name: str, expected: Any) -> bool:

@@ -30,9 +30,21 @@ class RangeStore(StorePrimitives):
     # boundaries (core.store.BoundaryStore) ------------------------------------------------------
 
     def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
-        """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved."""
+        """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved.
+
+        A concrete boundary never changes once stored (put once; only PENDING is resolved, once),
+        so this store remembers the ones it has seen: every range read needs its two cuts, and a
+        run reads the same ranges while it plans, checks, loads and commits."""
+        settled = self._settled_boundaries.get((shard_id, instant_ms))
+        if settled is not None:
+            return settled
         item = self._get(boundary_sk(shard_id, instant_ms))
-        return boundary_from_item(item) if item else None
+        return self._settle(boundary_from_item(item)) if item else None
+
+    def _settle(self, boundary: Boundary) -> Boundary:
+        if boundary.is_concrete:
+            self._settled_boundaries[(boundary.shard_id, boundary.instant_ms)] = boundary
+        return boundary
 
     def put_boundary(self, boundary: Boundary) -> Boundary:
         """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
@@ -49,7 +61,7 @@ class RangeStore(StorePrimitives):
         if boundary.arrival_ms is not None:
             item["arrival_ms"] = boundary.arrival_ms
         if self._put_new(item):
-            return boundary
+            return self._settle(boundary)
         stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
         return stored
@@ -74,13 +86,13 @@ class RangeStore(StorePrimitives):
         sk = boundary_sk(proposed.shard_id, proposed.instant_ms)
         if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
             log.info("boundary of shard %s at %s: %s", proposed.shard_id, proposed.instant_ms, proposed)
-            return proposed
+            return self._settle(proposed)
         stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
         return stored if stored is not None else self.put_boundary(proposed)
 
     def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
         """Every stored boundary of the shard, by instant."""
-        return [boundary_from_item(item) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
+        return [self._settle(boundary_from_item(item)) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
 
     def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
         """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
@@ -88,13 +100,22 @@ class RangeStore(StorePrimitives):
         items = self._query(
             f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, instant_ms), descending=True, limit=1
         )
-        return boundary_from_item(items[0]) if items else None
+        return self._settle(boundary_from_item(items[0])) if items else None
 
     # ranges ---------------------------------------------------------------------------------
 
     def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
         """The stored range of the interval starting at ``interval_start_ms``, or None."""
+        known = self.loaded_range(shard_id, interval_start_ms)
+        if known is not None:
+            return known
         item = self._get(range_sk(shard_id, interval_start_ms))
+        return self._with_boundaries(item) if item is not None else None
+
+    def loaded_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        """The range, if this store has seen it LOADED (no read: a loaded range's span and state
+        never change again, and its cuts are read through :meth:`get_boundary`)."""
+        item = self._loaded_ranges.get(range_sk(shard_id, interval_start_ms))
         return self._with_boundaries(item) if item is not None else None
 
     def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
@@ -107,17 +128,22 @@ class RangeStore(StorePrimitives):
         """The shard's range of the earliest interval, or None (one item read)."""
         return self._neighbour_range(shard_id, None, descending=False)
 
-    def range_before(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
-        """The shard's range of the latest interval starting before ``interval_start_ms``."""
+    def interval_before(self, shard_id: str, interval_start_ms: int) -> tuple[int, int] | None:
+        """``(start_ms, end_ms)`` of the shard's range of the latest interval starting before
+        ``interval_start_ms`` (one item read, its cuts not needed)."""
         if interval_start_ms <= 0:
             return None
-        return self._neighbour_range(shard_id, range_sk(shard_id, interval_start_ms - 1), descending=True)
+        high = range_sk(shard_id, interval_start_ms - 1)
+        items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
+        return (int(items[0]["interval_start_ms"]), int(items[0]["interval_end_ms"])) if items else None
 
     def _neighbour_range(self, shard_id: str, high: str | None, *, descending: bool) -> ShardRange | None:
         items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=descending, limit=1)
         return self._with_boundaries(items[0]) if items else None
 
     def _with_boundaries(self, item: Mapping[str, Any]) -> ShardRange:
+        if item["state"] == RangeState.LOADED.value:
+            self._loaded_ranges[range_sk(item["shard_id"], int(item["interval_start_ms"]))] = item
         shard_id = item["shard_id"]
         start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
         end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
@@ -142,7 +168,8 @@ class RangeStore(StorePrimitives):
             "planned_ms": self._clock(),
             "updated_ms": self._clock(),
         }
-        self._put_new(item)
+        if self._put_new(item):
+            return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
         stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
         return stored
@@ -160,8 +187,8 @@ class RangeStore(StorePrimitives):
             "counts": dict(counts or {}),
             "updated_ms": self._clock(),
         }
-        self._update(sk, changes, {"state": RangeState.PLANNED.value})
-        stored = self.get_range(shard_id, interval_start_ms)
+        updated = self._update(sk, changes, {"state": RangeState.PLANNED.value})
+        stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
         if stored is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
         return stored
@@ -180,8 +207,8 @@ class RangeStore(StorePrimitives):
         :raises CheckpointNotFound: no such range.
         """
         sk = range_sk(shard_id, interval_start_ms)
-        self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
-        item = self._get(sk)
+        item = self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
+        item = item or self._get(sk)
         if item is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
         return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
