@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -121,11 +121,15 @@ class PipelineConfig:
                 )
 
     def job(
-        self, plan: Plan, weights: Mapping[str, float] | None = None, assignment: Mapping[str, int] | None = None
+        self,
+        plan: Plan,
+        weights: Mapping[str, float] | Callable[[], Mapping[str, float]] | None = None,
+        assignment: Mapping[str, int] | None = None,
     ) -> LoadJob:
         """The load job of ``plan``'s ranges, grouped into Spark partitions.
 
-        :param weights: per shard id, what the rebalance step measured (1 if absent).
+        :param weights: per shard id, what the rebalance step measured (1 if absent); or a function
+            that reads them, called only when ranges share partitions (it costs a read per shard).
         :param assignment: the rebalance step's stored shard → partition assignment. When there is
             one, its partition count and placement win over ``parallelism``, which otherwise caps
             the partitions (default: one per range).
@@ -133,6 +137,9 @@ class PipelineConfig:
         ranges = plan.ranges
         parents = {shard.shard_id: shard.parent_ids for shard in plan.shards}
         partitions = max(assignment.values()) + 1 if assignment else self.parallelism or max(len(ranges), 1)
+        if callable(weights):
+            # With a partition of its own for every range there is nothing to balance.
+            weights = weights() if assignment or partitions < len(ranges) else None
         return LoadJob(self, ranges, group_ranges(ranges, parents, partitions, weights, assignment))
 
     def to_dict(self) -> dict[str, Any]:

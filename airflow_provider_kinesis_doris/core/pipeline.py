@@ -168,7 +168,7 @@ def run_interval(
     # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
     topology = store.get_topology()
     assignment = topology.assignment if topology else None
-    loaded = tuple(runner(config.job(to_load, weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
+    loaded = tuple(runner(config.job(to_load, lambda: weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())

@@ -300,10 +300,12 @@ class _IntervalPlanner:
     def _decide(self, shard: ShardInfo) -> tuple[ShardDecision, ShardRange | None]:
         if self.floor is not None and self.end_ms <= self.floor.end_ms:
             # Before or at the floor: the records are in the floor range, which sweeps the shard.
-            floor_range = self._find_or_create(shard, self.floor.start_ms, self.floor.end_ms, SHARD_START_INSTANT_MS)
+            floor_start, floor_end = self.floor.start_ms, self.floor.end_ms
+            stored_floor = self._stored_range(shard.shard_id, floor_start, floor_end)
+            floor_range = self._find_or_create(shard, floor_start, floor_end, SHARD_START_INSTANT_MS, stored_floor)
             covered = self.start_ms != self.floor.start_ms
             return (ShardDecision.COVERED if covered else floor_range[0]), floor_range[1]
-        stored = self.store.get_range(shard.shard_id, self.start_ms)
+        stored = self._stored_range(shard.shard_id, self.start_ms, self.end_ms)
         if stored is None and self._ended_before(shard, self.start_ms):
             return ShardDecision.ENDED, None
         decision, shard_range = self._find_or_create(shard, self.start_ms, self.end_ms, self.start_ms, stored)
@@ -311,14 +313,22 @@ class _IntervalPlanner:
             decision = ShardDecision.NOT_CREATED
         return decision, shard_range
 
+    def _stored_range(self, shard_id: str, start_ms: int, end_ms: int) -> ShardRange | None:
+        """The stored range of the interval ``[start_ms, end_ms)``, or None; refused when a stored
+        range overlaps the interval without matching it. Stored ranges are disjoint, so the latest
+        one starting before the end is the only one that can be either (one Query)."""
+        latest = self.store.interval_before(shard_id, end_ms)
+        if latest is None or (latest[0] != start_ms and latest[1] <= start_ms):
+            return None
+        if latest != (start_ms, end_ms):
+            raise _misaligned(shard_id, start_ms, end_ms, latest)
+        return self.store.get_range(shard_id, start_ms)
+
     def _find_or_create(
-        self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int,
-        stored: ShardRange | None = None,
-    ) -> tuple[ShardDecision, ShardRange]:  # fmt: skip
-        """The stored range of the interval, or a new one over ``[first_ms, interval_end_ms)``."""
-        stored = stored or self.store.get_range(shard.shard_id, interval_start_ms)
+        self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int, stored: ShardRange | None
+    ) -> tuple[ShardDecision, ShardRange]:
+        """``stored`` (the interval's stored range), or a new one over ``[first_ms, interval_end_ms)``."""
         if stored is None:
-            self._check_no_overlap(shard.shard_id, interval_start_ms, interval_end_ms)
             proposed = self._new_range(shard, interval_start_ms, interval_end_ms, first_ms)
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
@@ -329,6 +339,7 @@ class _IntervalPlanner:
         else:
             decision = ShardDecision.REPLAYED
         if stored.interval_end_ms != interval_end_ms:
+            # A concurrent planner stored the interval's range with another end.
             raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, (stored.interval_start_ms, stored.interval_end_ms))
         self._rewind_past(stored)
         return decision, stored
@@ -343,12 +354,6 @@ class _IntervalPlanner:
         if shard_range.state is RangeState.PLANNED and not empty:
             shard = self.store.rewind_high_water_mark(shard_range.shard_id, shard_range.start.instant_ms)
             self.rewound[shard.shard_id] = shard
-
-    def _check_no_overlap(self, shard_id: str, start_ms: int, end_ms: int) -> None:
-        """Stored ranges are disjoint, so only the latest one starting before the end can overlap."""
-        before_end = self.store.interval_before(shard_id, end_ms)
-        if before_end is not None and before_end[1] > start_ms:
-            raise _misaligned(shard_id, start_ms, end_ms, before_end)
 
     def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:
         """A stored cut before the instant is the shard's end: the closed shard has no record at

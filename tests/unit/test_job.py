@@ -9,7 +9,8 @@ import pytest
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange, ShardState
+from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardPlan
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -92,3 +93,28 @@ def test_a_transform_that_does_not_import_fails_the_config_naming_it(path: str, 
     with pytest.raises(ConfigurationError) as raised:
         config(transform_path=path)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "assignment", "read"),
+    [(None, None, False), (3, None, False), (2, None, True), (None, {"a": 0, "b": 0, "c": 1}, True)],
+)
+def test_traffic_weights_are_read_only_when_ranges_share_partitions(
+    parallelism: int | None, assignment: dict[str, int] | None, read: bool
+) -> None:
+    plan = Plan("p", "s", 1000, 2000, tuple(
+        ShardPlan(shard_id, (), ShardState.OPEN, 0, ShardDecision.NEW, shard_range(shard_id)) for shard_id in "abc"
+    ))  # fmt: skip
+    reads: list[str] = []
+
+    def weights() -> dict[str, float]:
+        reads.append("read")
+        return {"a": 5.0, "b": 1.0, "c": 1.0}
+
+    built = config(parallelism=parallelism).job(plan, weights, assignment)
+
+    assert bool(reads) is read
+    assert sorted(i for group in built.groups for i in group) == [0, 1, 2]
+    if parallelism == 2:
+        # The heavy shard gets a partition of its own.
+        assert sorted(built.groups, key=len) == [(0,), (1, 2)]
