@@ -570,3 +570,21 @@ def test_repro_replay_other_end_a_longer_interval_over_a_stored_range_is_refused
             machine.config, T0, T0 + 2 * IV, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
         )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("start", "end"),
+    [(T0, T0 + IV // 2), (T0 + IV // 2, T0 + IV + IV // 2), (T0 - IV // 2, T0 + IV // 2), (T0 + IV // 2, T0 + IV)],
+    ids=["shorter-same-start", "straddling-two", "starting-before", "inside-one"],
+)
+def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused_and_stores_nothing(
+    start: int, end: int
+) -> None:
+    machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
+    before = machine.store.ranges_for_shard("shardId-000000000000")
+    with pytest.raises(ConfigurationError, match=r"overlaps the stored range of interval \[\d+, \d+\) without matching it"):
+        run_interval(
+            machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
+            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+        )  # fmt: skip
+    assert machine.store.ranges_for_shard("shardId-000000000000") == before
