@@ -8,12 +8,17 @@ the process makes by operation (botocore's ``_make_api_call``, in every client a
 One JSON line per shard count: seconds of the loaded and the quiet interval, AWS calls per shard
 by operation (GetRecords calls that returned records are counted apart: they are the data path,
 not the control plane), DynamoDB items written, checkpoint items per shard, and the driver's peak
-RSS. A last JSON line holds the targets and whether each is met.
+RSS. Each count has a checkpoint table of its own (moto's Query reads its whole table).
+
+Then a history line: ``--history-intervals`` consecutive intervals of one small stream, each
+followed by a pruning that keeps the last ``--history-keep`` intervals (what the hourly pruning
+keeps, one retention period and label window, scaled down), with the checkpoint items per shard
+before and after each pruning. A last JSON line holds the targets and whether each is met.
 
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
     .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10]
-        [--driver-concurrency 8] [--json-out F]
+        [--driver-concurrency 8] [--history-intervals 12] [--history-keep 3] [--json-out F]
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ import traceback
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,7 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from benchmarks.run import CHECKPOINT_TABLE, Stack, connect, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
@@ -135,10 +142,8 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
 def measure(
     stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int
 ) -> dict[str, Any]:
-    stream, table = f"scale-{shards}-{int(time.time())}", f"scale_{shards}_{int(time.time())}"
-    create_stream(stack.kinesis, stream, shards)
-    create_tables(stack, table)
-    config = pipeline_config(stack, stream, table, ChunkLimits())
+    config = _fresh_pipeline(stack, f"scale-{shards}-{int(time.time())}", shards)
+    stream = config.stream_name
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
@@ -149,7 +154,7 @@ def measure(
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
     quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency)
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
-    items = sum(1 for _ in _items(stack.dynamodb, config.pipeline_id))
+    items = _item_count(stack, config)
     stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
     return {
         "shards": shards,
@@ -169,6 +174,51 @@ def measure(
     }
 
 
+def measure_history(
+    stack: Stack, counter: CallCounter, shards: int, intervals: int, keep: int, interval_ms: int
+) -> dict[str, Any]:
+    """Checkpoint items per shard after each of ``intervals`` consecutive loaded intervals, before and
+    after a pruning that keeps the last ``keep`` (``core.prune.prune_shards``), and the AWS calls of
+    those prunings per shard and pruning (in the operator a run prunes once an hour)."""
+    config = _fresh_pipeline(stack, f"history-{shards}-{int(time.time())}", shards)
+    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
+    credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
+    first = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+    before, after, pruning_calls = [], [], Counter[str]()
+    for k in range(intervals):
+        start, end = first + k * interval_ms, first + (k + 1) * interval_ms
+        wait_past(start)
+        if time.time() * 1000 < end - 500:  # a run that took longer than an interval leaves the next quiet
+            put_per_shard(stack.kinesis, config.stream_name, 2)
+        wait_past(end + 1_000)
+        run_interval(
+            config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
+            prune_state=False,
+        )  # fmt: skip
+        before.append(round(_item_count(stack, config) / shards, 2))
+        with counter.counting() as calls:
+            prune_shards(store, store.list_shard_checkpoints(), end - keep * interval_ms)
+        pruning_calls.update(calls)
+        after.append(round(_item_count(stack, config) / shards, 2))
+    stack.kinesis.delete_stream(StreamName=config.stream_name)
+    return {
+        "history": {"shards": shards, "intervals": intervals, "keep": keep},
+        "items_per_shard_before_pruning": before,
+        "items_per_shard_after_pruning": after,
+        "pruning_calls_per_shard": _per_shard(_by_operation(pruning_calls), shards * intervals),
+    }
+
+
+def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
+    """A stream of ``shards`` shards, its Doris tables and a checkpoint table of its own."""
+    create_stream(stack.kinesis, name, shards)
+    table = name.replace("-", "_")
+    create_tables(stack, table)
+    config = replace(pipeline_config(stack, name, table, ChunkLimits()), checkpoint_table=f"{CHECKPOINT_TABLE}_{table}")
+    DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id).create_table_if_missing()
+    return config
+
+
 def _interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, start: int, end: int, concurrency: int
 ) -> dict[str, Any]:
@@ -178,9 +228,10 @@ def _interval(
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     with counter.counting() as calls:
         started = time.perf_counter()
+        # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
             config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
-            driver_concurrency=concurrency,
+            driver_concurrency=concurrency, prune_state=False,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
     return {"seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"]}
@@ -201,17 +252,18 @@ def _per_shard(calls: Counter[str], shards: int) -> dict[str, float]:
     return {operation: round(count / shards, 2) for operation, count in sorted(calls.items())}
 
 
-def _items(dynamodb: Any, pipeline_id: str) -> Iterator[dict[str, Any]]:
-    pages = dynamodb.get_paginator("query").paginate(
-        TableName=CHECKPOINT_TABLE, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": pipeline_id}}, ProjectionExpression="sk",
+def _item_count(stack: Stack, config: PipelineConfig) -> int:
+    pages = stack.dynamodb.get_paginator("query").paginate(
+        TableName=config.checkpoint_table, KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": config.pipeline_id}}, Select="COUNT",
     )  # fmt: skip
-    for page in pages:
-        yield from page["Items"]
+    return sum(page["Count"] for page in pages)
 
 
-def targets(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The targets at ``TARGET_SHARDS`` shards (None where that count or 16 was not run)."""
+def targets(lines: Sequence[dict[str, Any]], history: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The targets at ``TARGET_SHARDS`` shards (None where that count or 16 was not run), and
+    whether pruning kept the items per shard flat: as many after the last interval as once the
+    first ``keep`` intervals were in the table."""
     by_count = {line["shards"]: line for line in lines}
     at = by_count.get(TARGET_SHARDS)
     small = by_count.get(16)
@@ -225,11 +277,12 @@ def targets(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "loaded_s_max": at and at["loaded_s"],
         "growth_16_to_256_max": growth,
     }
-    return {
-        "targets": TARGETS,
-        "figures": figures,
-        "met": {name: None if value is None else value <= TARGETS[name] for name, value in figures.items()},
-    }
+    met: dict[str, bool | None] = {name: None if value is None else value <= TARGETS[name] for name, value in figures.items()}
+    if history is not None:
+        kept = history["items_per_shard_after_pruning"]
+        figures["items_per_shard_after_pruning_first_last"] = [kept[history["history"]["keep"]], kept[-1]]
+        met["items_per_shard_flat"] = kept[-1] <= kept[history["history"]["keep"]]
+    return {"targets": TARGETS, "figures": figures, "met": met}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -243,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--driver-concurrency", type=int, default=DEFAULT_DRIVER_CONCURRENCY, help="the loader's driver_concurrency"
     )
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
+    parser.add_argument("--history-intervals", type=int, default=12, help="intervals of the pruning line (0: none)")
+    parser.add_argument("--history-keep", type=int, default=3, help="intervals the pruning keeps")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
@@ -260,13 +315,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                     measure(stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency)
                 )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)
+            history = None
+            if args.history_intervals:
+                log.info("history: %d intervals, pruned to the last %d ...", args.history_intervals, args.history_keep)
+                history = measure_history(stack, counter, 8, args.history_intervals, args.history_keep, 4_000)
+                print(json.dumps(history, sort_keys=True), flush=True)
         finally:
             counter.uninstall()
             stack.doris.close()
-    final = targets(lines)
+    final = targets(lines, history)
     print(json.dumps(final, sort_keys=True), flush=True)
     if args.json_out:
-        args.json_out.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in [*lines, final]))
+        written = [*lines, *([history] if history else []), final]
+        args.json_out.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in written))
     return 0
 
 

@@ -25,6 +25,12 @@ class DataTrimmed(KinesisDorisError):
     were never loaded. Never skipped silently (invariant I6)."""
 
 
+class PrunedHistory(KinesisDorisError):
+    """An interval reaches into a shard's pruned history (``core.prune``) without lying inside the
+    span its loaded ranges covered: its records are past Kinesis retention, and what was loaded
+    of them is no longer tracked. Never planned again, never skipped silently."""
+
+
 class BoundaryConflict(KinesisDorisError):
     """Another writer persisted a different boundary first; re-read the stored one."""
 

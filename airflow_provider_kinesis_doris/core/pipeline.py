@@ -21,6 +21,7 @@ from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, P
 from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.plan import Plan, plan_interval
+from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
@@ -42,6 +43,7 @@ class IntervalResult:
     plan: Plan
     reports: tuple[RangeReport, ...]
     commit: CommitResult | None
+    pruned: PruneResult | None = None
 
     def summary(self) -> dict[str, Any]:
         """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
@@ -69,9 +71,11 @@ class IntervalResult:
                     high_water_mark=marks.get(shard.shard_id),
                 )
             shards[shard.shard_id] = entry
+        pruned = {"pruned": {"horizon_ms": self.pruned.horizon_ms, "items": self.pruned.items_deleted}} if self.pruned else {}
         return {
             "pipeline_id": self.plan.pipeline_id,
             "interval": [self.plan.interval_start_ms, self.plan.interval_end_ms],
+            **pruned,
             "records": sum(r.records for r in self.reports),
             "loaded": sum(r.rows_loaded for r in self.reports),
             "filtered": sum(r.rows_filtered for r in self.reports),
@@ -135,6 +139,7 @@ def run_interval(
     clock: Callable[[], int] = wall_clock_ms,
     warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
     driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+    prune_state: bool = True,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
 
@@ -145,6 +150,8 @@ def run_interval(
         since it was first planned is logged as an error (a parent's run is probably stuck).
     :param driver_concurrency: shards whose planning, empty check and commit run at the same time
         in this process (``core.concurrency``).
+    :param prune_state: after the commit, prune the checkpoint table's history older than the
+        stream's retention plus Doris's label window, when no run has this hour (``core.prune``).
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     """
@@ -160,8 +167,9 @@ def run_interval(
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
+        result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
         _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
-        return IntervalResult(plan, (), None)
+        return result
     checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r), plan.ranges, driver_concurrency)
     empty = {report.shard_id: report for report in checked if report is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
@@ -172,9 +180,16 @@ def run_interval(
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())
-    result = IntervalResult(plan, reports, commit_reports(store, reports, driver_concurrency))
+    committed = commit_reports(store, reports, driver_concurrency)
+    result = IntervalResult(plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state))
     _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
     return result
+
+
+def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore, concurrency: int, enabled: bool) -> PruneResult | None:
+    if not enabled or plan.trim_horizon_ms is None:
+        return None
+    return prune_if_due(store, prune_horizon(plan.trim_horizon_ms, config.doris.label_keep_seconds), concurrency)
 
 
 def _raise_if_waiting(plan: Plan, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:

@@ -15,7 +15,10 @@ shard. The decision depends only on the interval and on facts that never change 
   not loaded up to it (I5). The run then fails naming the parents (I9), and its retry loads it;
 - ``COVERED``: a TRIM_HORIZON pipeline's interval before its floor: its records are in the floor
   range, which sweeps every shard from its start up to the floor interval's end, and that range is
-  what the run loads.
+  what the run loads;
+- ``PRUNED``: the interval lies in the shard's pruned history (``core.prune``): it was loaded, and
+  its range is gone with its records' retention. Nothing is planned; an interval that reaches into
+  that history without lying inside it is refused (:class:`PrunedHistory`).
 
 Ranges live in "instant space": a range references the boundary items at two instants, and two
 ranges tile a shard when one ends at the instant where the other starts (I1). A range is created
@@ -38,7 +41,7 @@ from airflow_provider_kinesis_doris.core.kinesis.boundaries import DEFAULT_MAX_P
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, PrunedHistory
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -75,6 +78,7 @@ class ShardDecision(str, enum.Enum):
     COVERED = "COVERED"
     ENDED = "ENDED"
     NOT_CREATED = "NOT_CREATED"
+    PRUNED = "PRUNED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +105,8 @@ class Plan:
     interval_start_ms: int
     interval_end_ms: int
     shards: tuple[ShardPlan, ...]
+    trim_horizon_ms: int | None = None
+    """Instants before it may have lost records to the stream's retention (when planned)."""
 
     @property
     def ranges(self) -> tuple[ShardRange, ...]:
@@ -174,15 +180,15 @@ def plan_interval(
         _check_aligned(floor, interval_start_ms, interval_end_ms)
     listed = list_shards(kinesis, stream_name)
     checkpoints = reconcile_shards(store, listed, concurrency)
+    horizon_ms = trim_horizon(kinesis, stream_name, clock)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        floor=floor, relaxed=relaxed_order, trim_horizon_ms=trim_horizon(kinesis, stream_name, clock),
-        max_probe_pages=max_probe_pages, clock=clock,
+        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
     for generation in parent_generations(listed):
         map_bounded(lambda shard: planner.plan_shard(shard, checkpoints[shard.shard_id]), generation, concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
-    return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans)
+    return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
 
 
 def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: int) -> None:
@@ -281,7 +287,7 @@ class _IntervalPlanner:
         self.rewound: dict[str, ShardCheckpoint] = {}
 
     def plan_shard(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> ShardPlan:
-        decision, shard_range = self._decide(shard)
+        decision, shard_range = self._decide(shard, checkpoint)
         checkpoint = self.rewound.get(shard.shard_id, checkpoint)
         waiting_for = self._waiting_for(shard, shard_range)
         if waiting_for:
@@ -297,14 +303,18 @@ class _IntervalPlanner:
         )  # fmt: skip
         return shard_plan
 
-    def _decide(self, shard: ShardInfo) -> tuple[ShardDecision, ShardRange | None]:
+    def _decide(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> tuple[ShardDecision, ShardRange | None]:
         if self.floor is not None and self.end_ms <= self.floor.end_ms:
             # Before or at the floor: the records are in the floor range, which sweeps the shard.
             floor_start, floor_end = self.floor.start_ms, self.floor.end_ms
+            if _pruned(checkpoint, floor_start, floor_end):
+                return ShardDecision.PRUNED, None
             stored_floor = self._stored_range(shard.shard_id, floor_start, floor_end)
             floor_range = self._find_or_create(shard, floor_start, floor_end, SHARD_START_INSTANT_MS, stored_floor)
             covered = self.start_ms != self.floor.start_ms
             return (ShardDecision.COVERED if covered else floor_range[0]), floor_range[1]
+        if _pruned(checkpoint, self.start_ms, self.end_ms):
+            return ShardDecision.PRUNED, None
         stored = self._stored_range(shard.shard_id, self.start_ms, self.end_ms)
         if stored is None and self._ended_before(shard, self.start_ms):
             return ShardDecision.ENDED, None
@@ -431,6 +441,28 @@ class _IntervalPlanner:
             planned_from_ms=planned.start.instant_ms if planned is not None else None,
             waiting=parent_plan is not None and parent_plan.decision is ShardDecision.WAITING,
         )
+
+
+def _pruned(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:
+    """Whether ``[start_ms, end_ms)`` lies in the shard's pruned history (loaded; nothing to plan).
+
+    The checkpoint may predate a pruning that runs meanwhile; a range planned then is refused when
+    its high-water mark is rewound, which reads the shard afresh.
+
+    :raises PrunedHistory: the interval reaches into that history without lying inside it.
+    """
+    through, since = checkpoint.pruned_through_ms, checkpoint.pruned_from_ms
+    if through is None or since is None or start_ms >= through or end_ms <= since:
+        # Before the pruned span: planned as ever (a shard born later gets its empty range; a
+        # backfill of an existing shard meets the trim horizon, and PrunedHistory at its rewind).
+        return False
+    if since <= start_ms and end_ms <= through:
+        return True
+    raise PrunedHistory(
+        f"Interval [{start_ms}, {end_ms}) of shard {checkpoint.shard_id} reaches into the shard's pruned "
+        f"history [{since}, {through}) without lying inside it: its records are past Kinesis retention "
+        "and what was loaded of them is no longer tracked, so it cannot be planned."
+    )
 
 
 def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: tuple[int, int]) -> ConfigurationError:

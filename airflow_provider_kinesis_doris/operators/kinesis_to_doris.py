@@ -106,6 +106,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param driver_concurrency: shards whose planning, empty check and commit (DynamoDB and Kinesis
         calls in the task's process) run at the same time. Raise it for streams of hundreds of
         shards; throttled calls are retried with backoff by botocore.
+    :param prune_state: once an hour, one run deletes the checkpoint table's history of each shard
+        that is loaded and older than the stream's retention plus Doris's label window
+        (``core.prune``), so the table does not grow with the pipeline's age. Set False to keep
+        everything (the table then grows by a few items per shard and interval).
     :param create_checkpoint_table: create the DynamoDB table (on-demand billing) if missing.
     :param deferrable: wait for the seal in the triggerer instead of rescheduling.
     """
@@ -155,6 +159,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         spark_python: str | None = None,
         parallelism: int | None = None,
         driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+        prune_state: bool = True,
         create_checkpoint_table: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
@@ -186,6 +191,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.spark_python = spark_python
         self.parallelism = parallelism
         self.driver_concurrency = check_concurrency(driver_concurrency)
+        self.prune_state = prune_state
         self.create_checkpoint_table = create_checkpoint_table
         self.deferrable = deferrable
 
@@ -239,7 +245,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 config, _ms(start), _ms(end),
                 kinesis=aws_hook.kinesis, store=store, credentials=_credentials(aws_hook, doris_config.password),
                 runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
-                driver_concurrency=self.driver_concurrency,
+                driver_concurrency=self.driver_concurrency, prune_state=self.prune_state,
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents.

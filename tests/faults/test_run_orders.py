@@ -4,7 +4,8 @@ Over the in-memory fakes (FakeKinesis, MemoryCheckpointStore, MemoryDoris) with 
 loader and commit, a test case is a sequence of steps: produce records, seal the current interval,
 split or merge shards, run any sealed interval (again, out of order, or inside another run), fail
 a run anywhere (a kill before any store write, Doris down, a lost Doris reply, a read that dies),
-and let Doris forget its labels. After every step:
+let Doris forget its labels, and prune the loaded history of intervals that all ran green (killed
+among its writes, or not). After every step:
 
 - no record is visible twice;
 - no shard's high-water mark is past a record that is not visible;
@@ -38,6 +39,7 @@ from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
+    PrunedHistory,
     RetryableStreamLoadError,
     ShardsWaiting,
 )
@@ -45,6 +47,8 @@ from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credential
 from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
+from airflow_provider_kinesis_doris.core.plan import ShardDecision
+from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
@@ -93,6 +97,11 @@ class KillableStore(MemoryCheckpointStore):
     def _put_new(self, item: dict[str, Any]) -> bool:
         self._before_write()
         return super()._put_new(item)
+
+    def _delete(self, sks: Any) -> None:
+        for sk in sks:
+            self._before_write()
+            super()._delete([sk])
 
     def _update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
         self._before_write()
@@ -263,6 +272,26 @@ class RunOrders(RuleBasedStateMachine):
         """Run a sealed interval (for the first time, again, or cleared after later runs), failing as ``fault`` says."""
         self._run(pick % self.current, fault)
 
+    @precondition(lambda self: self.current > 1)
+    @rule(upto=st.integers(1, INTERVALS), kill_at=st.one_of(st.none(), st.integers(1, 30)))
+    def prune(self, upto: int, kill_at: int | None) -> None:
+        """Time passes beyond the stream's retention and Doris's label window for the intervals
+        before ``upto``: their loaded history is pruned, and a crash may stop the pruning among its
+        writes. Only once every one of them ran green: in production an interval that old that
+        never loaded is past retention, and its runs fail for good (DataTrimmed)."""
+        horizon = min(upto, self.current)
+        if any(self.outcome.get(k) != "green" for k in range(horizon)):
+            return
+        self.store.arm(kill_at=kill_at)
+        try:
+            shards = self.store.list_shard_checkpoints()
+            EXPLORED["pruned items"] += prune_shards(self.store, shards, T0 + horizon * IV).items_deleted
+        except InjectedCrash:
+            EXPLORED["prune killed"] += 1
+        finally:
+            self.store.arm()
+        EXPLORED["prune"] += 1
+
     @precondition(lambda self: not self._chunks_in(CHUNK_INTENT))
     @rule()
     def forget_labels(self) -> None:
@@ -302,11 +331,12 @@ class RunOrders(RuleBasedStateMachine):
             clients = LoadClients(job=job, kinesis=kinesis, store=self.store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
             return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
 
-        run_interval(
+        result = run_interval(
             self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,
             credentials=Credentials(), runner=runner, clock=lambda: self.kinesis.now_ms,
             driver_concurrency=self.driver_concurrency,
         )  # fmt: skip
+        EXPLORED["decision PRUNED"] += len([s for s in result.plan.shards if s.decision is ShardDecision.PRUNED])
 
     # --- oracles ----------------------------------------------------------------------------
 
@@ -398,6 +428,7 @@ def test_the_orders_explored() -> None:
     assert [outcome for outcome in outcomes if not EXPLORED[f"run {outcome}"]] == []
     assert EXPLORED["split"] and EXPLORED["merge"] and EXPLORED["records"] > EXAMPLES
     assert EXPLORED["driver_concurrency 1"] and EXPLORED["driver_concurrency 3"]
+    assert EXPLORED["pruned items"] and EXPLORED["prune killed"] and EXPLORED["decision PRUNED"]
 
 
 # --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----
@@ -588,3 +619,82 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
         )  # fmt: skip
     assert machine.store.ranges_for_shard("shardId-000000000000") == before
+
+
+# --- pruning ---------------------------------------------------------------------------------
+
+
+def prune_before(k: int, kill_at: int | None = None) -> Step:
+    return lambda m: m.prune(k, kill_at)
+
+
+def _items_of(machine: RunOrders, shard_id: str) -> int:
+    return sum(1 for (_, sk) in machine.store.table.items if f"#{shard_id}#" in sk)
+
+
+def test_pruned_intervals_replay_green_and_load_nothing_again() -> None:
+    """Three intervals load, the first two are pruned (their items go), Doris forgets its labels,
+    and every interval is run again: the pruned ones plan PRUNED and load nothing, the third
+    replays its stored range; a fourth interval loads after the pruned span as ever."""
+    shard = "shardId-000000000000"
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
+    for step in (produce(3), seal, run(0), produce(2), seal, run(1), produce(2), seal, run(2)):
+        step(machine)
+    before = _items_of(machine, shard)
+    machine.prune(2, None)
+    assert _items_of(machine, shard) < before
+    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + 2 * IV]
+    checkpoint = machine.store.get_shard(shard)
+    assert (checkpoint.pruned_from_ms, checkpoint.pruned_through_ms) == (T0, T0 + 2 * IV)
+    machine.forget_labels()
+    for step in (run(0), run(1), run(2), produce(2), seal, run(3)):
+        step(machine)
+        machine.nothing_visible_twice()
+    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + 4 * IV
+    machine.teardown()
+
+
+def test_a_pruning_killed_among_its_deletes_is_finished_by_the_next() -> None:
+    """Killed after the shard item took the pruned span and one delete: the intervals replay green
+    (PRUNED), the shard's ranges still read (ranges go before the cuts they reference), and the
+    next pruning deletes what the first left."""
+    shard = "shardId-000000000000"
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1)
+    for step in (produce(2), seal, run(0), produce(2), seal, run(1), seal):
+        step(machine)
+    machine.prune(2, 3)
+    assert machine.store.get_shard(shard).pruned_through_ms == T0 + 2 * IV
+    left = _items_of(machine, shard)
+    machine.store.ranges_for_shard(shard)
+    for step in (run(0), run(1), run(2)):
+        step(machine)
+    machine.prune(2, None)
+    assert _items_of(machine, shard) < left
+    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + 2 * IV]
+    machine.teardown()
+
+
+@pytest.mark.parametrize(
+    ("start", "end"), [(T0 - IV // 2, T0 + IV // 2), (T0 + IV + IV // 2, T0 + 2 * IV + IV // 2)],
+    ids=["across-its-start", "across-its-end"],
+)
+def test_an_interval_reaching_into_pruned_history_without_lying_inside_it_is_refused(start: int, end: int) -> None:
+    machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(2), seal, run(2))
+    machine.prune(2, None)
+    with pytest.raises(PrunedHistory, match=r"reaches into the shard's pruned history \[\d+, \d+\)"):
+        run_interval(
+            machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
+            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+        )  # fmt: skip
+
+
+def test_a_range_planned_below_the_pruned_span_is_refused_when_its_mark_is_rewound() -> None:
+    """A planner that read the shard before it was pruned plans inside the pruned span: the rewind
+    of the mark, which reads the shard afresh, refuses it before anything is loaded."""
+    shard = "shardId-000000000000"
+    machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(1), seal)
+    machine.prune(2, None)
+    with pytest.raises(PrunedHistory, match=f"Shard {shard} .* a range starting at {T0} is not loaded"):
+        machine.store.rewind_high_water_mark(shard, T0)

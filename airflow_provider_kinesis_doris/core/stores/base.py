@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
@@ -11,12 +11,13 @@ from airflow_provider_kinesis_doris.core.stores.items import shard_from_item, sh
 
 
 class StorePrimitives:
-    """The four primitives every pipeline-state item is read and written through, and the fenced
+    """The primitives every pipeline-state item is read and written through, and the fenced
     shard update built on them. Every write that can race is conditional; a lost race returns
     False or raises :class:`CheckpointConflict`, never overwrites.
 
     Subclasses (:class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore`,
-    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`) provide :meth:`_get`, :meth:`_query`, :meth:`_put_new` and :meth:`_update`.
+    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`) provide :meth:`_get`, :meth:`_query`, :meth:`_put_new`, :meth:`_update` and :meth:`_delete`
+    (for pruning only).
 
     :param pipeline_id: the partition this store reads and writes; nothing else is touched.
     :param clock: epoch milliseconds for ``updated_ms`` attributes.
@@ -54,6 +55,11 @@ class StorePrimitives:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
         attribute has the given value (``ABSENT``: does not exist). Returns the item as updated
         (so the writer need not read it back), or None if the condition failed."""
+        raise NotImplementedError
+
+    def _delete(self, sks: Sequence[str]) -> None:
+        """Delete the items ``sks`` of this pipeline, in batches, in this order (absent ones are
+        no error). Not atomic: a crash leaves a prefix deleted."""
         raise NotImplementedError
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:

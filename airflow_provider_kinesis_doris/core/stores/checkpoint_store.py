@@ -5,15 +5,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.errors import ShardNotDrained
+from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardInfo, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.stores.base import lease_conflict
 from airflow_provider_kinesis_doris.core.stores.chunks import ChunkStore
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
+    BOUNDARY_PREFIX,
+    CHUNK_PREFIX,
+    CONTENT_PREFIX,
+    PRUNE_KEY,
     RANGE_PREFIX,
     SHARD_PREFIX,
     boundary_attributes,
+    boundary_sk,
+    range_chunks_prefix,
+    range_contents_prefix,
     range_sk,
     shard_from_item,
     shard_sk,
@@ -163,6 +170,12 @@ class CheckpointStore(ChunkStore):
         :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
         """
         shard = self._require_shard(shard_id)
+        if shard.pruned_through_ms is not None and before_ms < shard.pruned_through_ms:
+            raise PrunedHistory(
+                f"Shard {shard_id} of pipeline {self.pipeline_id}: a range starting at {before_ms} is not "
+                f"loaded, but the shard's history before {shard.pruned_through_ms} was loaded and pruned. "
+                "Its records are past Kinesis retention; the range is not loaded."
+            )
         mark = shard.high_water_mark
         if mark is None or mark.instant_ms <= before_ms:
             return shard
@@ -237,3 +250,54 @@ class CheckpointStore(ChunkStore):
         log.info("shard %s is drained", shard_id)
         return drained
 
+
+    # pruning (core.prune) -------------------------------------------------------------------
+
+    def claim_prune(self, horizon_ms: int) -> bool:
+        """Whether this caller prunes up to ``horizon_ms``: the first to ask for a horizon later
+        than the stored one (a conditional write), so of concurrent runs one prunes."""
+        item = self._get(PRUNE_KEY)
+        claimed = {"horizon_ms": horizon_ms, "updated_ms": self._clock()}
+        if item is None:
+            return self._put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
+        stored = int(item["horizon_ms"])
+        return stored < horizon_ms and self._update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
+
+    def prune_shard(self, shard: ShardCheckpoint, horizon_ms: int) -> int:
+        """Delete the shard's loaded history before ``horizon_ms``: its ranges from the earliest on
+        that are LOADED and end by the horizon and by the high-water mark, their chunks and
+        contents, and the cuts before the last one's end (which the next range starts from).
+
+        The span goes on the shard item first (a fenced write), so a planner that meets it never
+        plans those intervals again (``PRUNED``), and a run killed among the deletes leaves a
+        prefix deleted that the next pruning finishes: ranges go before the cuts they reference.
+
+        :param shard: the shard as read (its listing); the span is written fenced on its counter.
+        :return: items deleted.
+        :raises CheckpointConflict: another writer updated the shard since (pruned next time).
+        """
+        shard_id, mark = shard.shard_id, shard.high_water_mark
+        if mark is None:
+            return 0
+        limit = min(horizon_ms, mark.instant_ms)
+        loaded: list[dict[str, Any]] = []
+        for item in self._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
+            if item["state"] != RangeState.LOADED.value or int(item["interval_end_ms"]) > limit:
+                break
+            loaded.append(item)
+        if not loaded:
+            return 0
+        through = int(loaded[-1]["interval_end_ms"])
+        since = shard.pruned_from_ms if shard.pruned_from_ms is not None else int(loaded[0]["interval_start_ms"])
+        self._fenced_update(shard, {"pruned_from_ms": since, "pruned_through_ms": through}, extra_expected={})
+        last_start = int(loaded[-1]["interval_start_ms"])
+        owned = [
+            item["sk"]
+            for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
+            for item in self._query(f"{prefix}{shard_id}#", high=last(shard_id, last_start) + "\uffff")
+        ]
+        cuts = [item["sk"] for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, through - 1))]
+        doomed = owned + [item["sk"] for item in loaded] + cuts
+        self._delete(doomed)
+        log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
+        return len(doomed)

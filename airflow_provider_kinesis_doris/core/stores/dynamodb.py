@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import time
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +27,11 @@ def _to_python(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _to_python(v) for k, v in value.items()}
     return value
+
+
+_BATCH_WRITE_MAX = 25
+"""Requests per BatchWriteItem call (the API's limit)."""
+_UNPROCESSED_RETRIES = 8
 
 
 def _is_condition_failure(error: ClientError) -> bool:
@@ -182,3 +188,20 @@ class DynamoCheckpointStore(CheckpointStore):
                 return None
             raise
         return self._decode(response["Attributes"])
+
+    def _delete(self, sks: Sequence[str]) -> None:
+        """BatchWriteItem, 25 keys a call; keys DynamoDB leaves unprocessed (throttling) are sent
+        again with a growing pause, and an error is raised if they never go through."""
+        for first in range(0, len(sks), _BATCH_WRITE_MAX):
+            requests = [{"DeleteRequest": {"Key": self._key(sk)}} for sk in sks[first : first + _BATCH_WRITE_MAX]]
+            for attempt in range(_UNPROCESSED_RETRIES):
+                response = self._client.batch_write_item(RequestItems={self.table_name: requests})
+                requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
+                if not requests:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+            else:
+                raise RuntimeError(
+                    f"DynamoDB left {len(requests)} deletes of pipeline {self.pipeline_id} unprocessed "
+                    f"after {_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
+                )

@@ -10,10 +10,12 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 - ``content#<shard_id>#<interval_start_ms, 15 digits>#<first position>``: which records of a chunk
   are dead letters, fixed once before its first load;
 - ``topology``: the last shard set seen and the shard → partition assignment;
-- ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once.
+- ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once;
+- ``prune``: the horizon the last pruning step claimed (``core.prune``).
 
 Every write that can race is conditional and a lost race never overwrites: put-once items return
-the stored winner, fenced updates raise :class:`CheckpointConflict`. Every read is a consistent
+the stored winner, fenced updates raise :class:`CheckpointConflict`. Only pruning deletes, and only
+a shard's loaded history below a horizon the shard item records first (``core.prune``). Every read is a consistent
 ``GetItem`` or a paginated ``Query`` on the pipeline's partition (never a ``Scan``).
 
 The logic lives in :class:`CheckpointStore`, which needs four primitives (get, query by prefix,
@@ -42,6 +44,7 @@ CHUNK_PREFIX = "chunk#"
 CONTENT_PREFIX = "content#"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
+PRUNE_KEY = "prune"
 CHUNK_INTENT = "INTENT"
 CHUNK_NOT_LOADED = "NOT_LOADED"
 """A chunk's load provably did not reach Doris, or Doris failed it definitely: send it again."""
@@ -107,6 +110,10 @@ class ShardCheckpoint:
     updated_ms: int
     registered_ms: int | None = None
     """When a run first listed the shard (None for shards registered before this was kept)."""
+    pruned_from_ms: int | None = None
+    pruned_through_ms: int | None = None
+    """The shard's intervals in ``[pruned_from_ms, pruned_through_ms)`` were loaded and their items
+    pruned (``core.prune``); None while nothing is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,10 +196,16 @@ def shard_from_item(item: Mapping[str, Any]) -> ShardCheckpoint:
         state=ShardState(item["state"]),
         lease_counter=int(item["lease_counter"]),
         high_water_mark=mark,
-        last_lag_ms=int(item["last_lag_ms"]) if "last_lag_ms" in item else None,
+        last_lag_ms=_optional_int(item, "last_lag_ms"),
         updated_ms=int(item["updated_ms"]),
-        registered_ms=int(item["registered_ms"]) if "registered_ms" in item else None,
+        registered_ms=_optional_int(item, "registered_ms"),
+        pruned_from_ms=_optional_int(item, "pruned_from_ms"),
+        pruned_through_ms=_optional_int(item, "pruned_through_ms"),
     )
+
+
+def _optional_int(item: Mapping[str, Any], name: str) -> int | None:
+    return int(item[name]) if name in item else None
 
 
 def chunk_from_item(item: Mapping[str, Any]) -> ChunkRecord:

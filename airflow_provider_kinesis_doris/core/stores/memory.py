@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
@@ -76,6 +76,12 @@ class MemoryCheckpointStore(CheckpointStore):
                 else:
                     item[name] = copy.deepcopy(value)
             return copy.deepcopy(item)
+
+
+    def _delete(self, sks: Sequence[str]) -> None:
+        for sk in sks:
+            with self.table.lock:
+                self.table.items.pop((self.pipeline_id, sk), None)
 
 
 def _matches(item: Mapping[str, Any], name: str, expected: Any) -> bool:

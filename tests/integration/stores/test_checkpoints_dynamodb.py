@@ -293,3 +293,40 @@ def test_a_chunks_content_is_settled_once_and_outcomes_can_be_conditional(store:
         "kd:p:s:ddd", "NOT_LOADED", shard_id=SHARD, interval_start_ms=1000, expected_state="INTENT"
     )
     assert kept.state == "VISIBLE"
+
+
+def test_pruning_deletes_the_loaded_history_below_the_horizon_in_batches_and_nothing_else(
+    dynamodb_client: Any, table_name: str
+) -> None:
+    """Twenty loaded ranges with a chunk each, one PLANNED after them; a second pipeline's items in
+    the same table. Pruning below range 15 deletes ranges 0–14, their chunks and the cuts before
+    15's start (45 items: two BatchWriteItem calls), records the span on the shard first, and the
+    rest still reads: the mark, the remaining ranges, their cuts, the other pipeline."""
+    store = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    other = DynamoCheckpointStore(dynamodb_client, table_name, "other-pipeline")
+    for pipeline_store in (store, other):
+        pipeline_store.register_shard(_info())
+        for k in range(21):
+            _planned_range(pipeline_store, _at(1000 * (k + 1), 10 * k), _at(1000 * (k + 2), 10 * (k + 1)), 1000 * (k + 1))
+            if k < 20:
+                label = f"kd:p:s:{k:03d}"
+                pipeline_store.put_chunk_intent(label, SHARD, Position(SEQ + 10 * k), Position(SEQ + 10 * k + 9), interval_start_ms=1000 * (k + 1))
+                pipeline_store.record_chunk_outcome(label, "VISIBLE", shard_id=SHARD, interval_start_ms=1000 * (k + 1))
+                pipeline_store.mark_range_loaded(SHARD, 1000 * (k + 1))
+        pipeline_store.advance_high_water_mark(SHARD)
+    batches = _count_calls(dynamodb_client, "BatchWriteItem")
+
+    deleted = store.prune_shard(store.get_shard(SHARD), horizon_ms=16_000)
+
+    shard = store.get_shard(SHARD)
+    assert deleted == 15 + 15 + 15 and batches == [2]
+    assert (shard.pruned_from_ms, shard.pruned_through_ms) == (1000, 16_000)
+    assert [r.interval_start_ms for r in store.ranges_for_shard(SHARD)] == [1000 * k for k in range(16, 22)]
+    assert [b.instant_ms for b in store.boundaries_for_shard(SHARD)] == [1000 * k for k in range(16, 23)]
+    assert store.chunks_for_range(SHARD, 15_000) == [] and len(store.chunks_for_range(SHARD, 16_000)) == 1
+    assert store.loaded_through(SHARD, shard.high_water_mark) == _at(21_000, 200)
+    assert len(other.ranges_for_shard(SHARD)) == 21 and len(other.boundaries_for_shard(SHARD)) == 22
+    # Again at a later horizon: the mark stops it before the PLANNED range, whatever the horizon.
+    assert store.prune_shard(store.get_shard(SHARD), horizon_ms=99_000) == 5 + 5 + 5
+    assert store.get_shard(SHARD).pruned_through_ms == 21_000
+    assert [r.interval_start_ms for r in store.ranges_for_shard(SHARD)] == [21_000]

@@ -1,0 +1,100 @@
+"""Pruning: the checkpoint table keeps each shard's history only as far back as a run can use it.
+
+After the commit, at most once per ``PRUNE_EVERY_MS`` for the pipeline, one run deletes every
+shard's loaded history that lies before the *prune horizon*: the stream's trim horizon (now less
+its retention) less Doris's label window. Records before it are gone from Kinesis, so no run can
+read them again, and a label window further back no Doris label of theirs is remembered either.
+
+Only ranges below a shard's high-water mark go (every one of them LOADED), with their chunks,
+contents and cuts (``CheckpointStore.prune_shard``). The shard item keeps the span that was
+pruned, and a run of an interval inside it plans nothing for the shard (``PRUNED``). The table
+therefore holds, per shard, the intervals of about one retention period plus one label window
+plus one pruning period, however long the pipeline runs. The run that prunes makes one Query per
+shard with loaded history, plus the deletes; the other runs of the hour read one item.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
+
+log = logging.getLogger(__name__)
+
+PRUNE_EVERY_MS = 3_600_000
+"""The prune horizon moves in steps of an hour: runs agree on it, and the table is pruned at most
+once an hour (a Query per shard then, nothing in the runs between)."""
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    horizon_ms: int
+    items_deleted: int
+    shards_pruned: int
+    shards_skipped: tuple[str, ...] = ()
+    """Shards another writer updated while they were pruned (pruned next time)."""
+
+
+def prune_horizon(trim_horizon_ms: int, label_keep_seconds: int) -> int:
+    """The instant before which a shard's loaded history may go: the trim horizon less the label
+    window, rounded down to ``PRUNE_EVERY_MS``."""
+    horizon = trim_horizon_ms - label_keep_seconds * 1000
+    return horizon - horizon % PRUNE_EVERY_MS
+
+
+def prune_if_due(
+    store: CheckpointStore, horizon_ms: int, concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+) -> PruneResult | None:
+    """Prune every registered shard up to ``horizon_ms`` if no run has claimed that horizon yet.
+
+    :return: what was pruned, or None when another run pruned up to the horizon already.
+    """
+    if horizon_ms <= 0 or not store.claim_prune(horizon_ms):
+        return None
+    return prune_shards(store, _with_history(store, horizon_ms), horizon_ms, concurrency)
+
+
+def prune_shards(
+    store: CheckpointStore, shards: Sequence[ShardCheckpoint], horizon_ms: int,
+    concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+) -> PruneResult:
+    """Prune each shard's loaded history before ``horizon_ms`` (:meth:`CheckpointStore.prune_shard`,
+    one Query per shard, then the deletes). A shard that another writer updated since it was read
+    is skipped and pruned next time.
+
+    :param shards: the shards as read (``CheckpointStore.list_shard_checkpoints``)."""
+
+    def prune(shard: ShardCheckpoint) -> int | None:
+        try:
+            return store.prune_shard(shard, horizon_ms)
+        except CheckpointConflict:
+            log.info("shard %s was updated while it was pruned; it is pruned next time", shard.shard_id)
+            return None
+
+    deleted = map_bounded(prune, shards, concurrency)
+    result = PruneResult(
+        horizon_ms,
+        items_deleted=sum(count or 0 for count in deleted),
+        shards_pruned=sum(1 for count in deleted if count),
+        shards_skipped=tuple(shard.shard_id for shard, count in zip(shards, deleted) if count is None),
+    )
+    log.info(
+        "pipeline %s: pruned %d items of %d shards before %d", store.pipeline_id, result.items_deleted,
+        result.shards_pruned, horizon_ms,
+    )  # fmt: skip
+    return result
+
+
+def _with_history(store: CheckpointStore, horizon_ms: int) -> list[ShardCheckpoint]:
+    """Registered shards (listed or not) with loaded history before the horizon not pruned yet."""
+    return [
+        shard
+        for shard in store.list_shard_checkpoints()
+        if shard.high_water_mark is not None
+        and min(horizon_ms, shard.high_water_mark.instant_ms) > (shard.pruned_through_ms or 0)
+    ]
