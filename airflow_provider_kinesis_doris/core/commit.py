@@ -10,7 +10,7 @@ the stored ranges and recomputing it is idempotent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
@@ -33,7 +33,10 @@ class CommitResult:
 
 
 def commit_reports(
-    store: CheckpointStore, reports: Iterable[RangeReport], concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+    store: CheckpointStore,
+    reports: Iterable[RangeReport],
+    concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+    known: Mapping[str, ShardCheckpoint] | None = None,
 ) -> CommitResult:
     """Per shard, mark every reported range LOADED, then advance the shard's mark and retire the
     shard if the mark reached its end.
@@ -41,12 +44,17 @@ def commit_reports(
     :param concurrency: shards committed at the same time. A shard's mark depends only on its own
         ranges and on which of its ancestors' ranges exist, never on their state, so shards commit
         independently.
+    :param known: shards as the plan last read them: the first attempt to advance a mark fences
+        on that instead of reading the shard again (a stale one costs a retry on a fresh read).
     """
     by_shard: dict[str, list[RangeReport]] = {}
     for report in reports:
         by_shard.setdefault(report.shard_id, []).append(report)
     shard_ids = sorted(by_shard)
-    commits = map_bounded(lambda shard_id: _commit_shard(store, shard_id, by_shard[shard_id]), shard_ids, concurrency)
+    known = known or {}
+    commits = map_bounded(
+        lambda shard_id: _commit_shard(store, shard_id, by_shard[shard_id], known.get(shard_id)), shard_ids, concurrency
+    )
     result = CommitResult()
     for shard_id, (mark, drained) in zip(shard_ids, commits):
         result.high_water_marks[shard_id] = mark
@@ -55,7 +63,9 @@ def commit_reports(
     return result
 
 
-def _commit_shard(store: CheckpointStore, shard_id: str, reports: Sequence[RangeReport]) -> tuple[str, bool]:
+def _commit_shard(
+    store: CheckpointStore, shard_id: str, reports: Sequence[RangeReport], known: ShardCheckpoint | None
+) -> tuple[str, bool]:
     """:return: the shard's mark after the commit, described, and whether this commit drained it."""
     for report in reports:
         store.mark_range_loaded(
@@ -68,7 +78,7 @@ def _commit_shard(store: CheckpointStore, shard_id: str, reports: Sequence[Range
                 "dead_lettered": report.dead_lettered,
             },
         )
-    shard = _advance(store, shard_id, reports[-1].millis_behind_latest)
+    shard = _advance(store, shard_id, reports[-1].millis_behind_latest, known)
     mark = shard.high_water_mark
     described = mark.describe(position=False) if mark else "none"
     # Drained follows from the stored ranges (the mark reached the shard's end), whichever
@@ -83,6 +93,10 @@ def _commit_shard(store: CheckpointStore, shard_id: str, reports: Sequence[Range
     return described, True
 
 
-def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None) -> ShardCheckpoint:
-    """Fenced on the counter read in the same call; a lost race is read again and retried."""
-    return retry_on_conflict(lambda: store.advance_high_water_mark(shard_id, last_lag_ms=lag_ms), f"shard {shard_id}")
+def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None) -> ShardCheckpoint:
+    """Fenced on ``known``'s counter, else on the counter read in the same call; a lost race is
+    read again and retried."""
+    first = iter([known])
+    return retry_on_conflict(
+        lambda: store.advance_high_water_mark(shard_id, last_lag_ms=lag_ms, known=next(first, None)), f"shard {shard_id}"
+    )

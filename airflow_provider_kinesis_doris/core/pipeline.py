@@ -90,7 +90,6 @@ class IntervalResult:
             "shards": shards,
         }
 
-
     def xcom_summary(self) -> dict[str, Any]:
         """What the task returns to XCom: the totals of :meth:`summary`, how many shards took each
         decision, and only the shards that need attention (waiting for parents, dead letters,
@@ -180,7 +179,8 @@ def run_interval(
     if not to_load.ranges:
         log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
     reports = loaded + tuple(empty.values())
-    committed = commit_reports(store, reports, driver_concurrency)
+    known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
+    committed = commit_reports(store, reports, driver_concurrency, known)
     result = IntervalResult(plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state))
     _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
     return result

@@ -17,8 +17,8 @@ shard. The decision depends only on the interval and on facts that never change 
   range, which sweeps every shard from its start up to the floor interval's end, and that range is
   what the run loads;
 - ``PRUNED``: the interval lies in the shard's pruned history (``core.prune``): it was loaded, and
-  its range is gone with its records' retention. Nothing is planned; an interval that reaches into
-  that history without lying inside it is refused (:class:`PrunedHistory`).
+  its range is gone with its records' retention. Nothing is planned; an interval that starts
+  before the history's end without lying inside it is refused (:class:`PrunedHistory`).
 
 Ranges live in "instant space": a range references the boundary items at two instants, and two
 ranges tile a shard when one ends at the instant where the other starts (I1). A range is created
@@ -33,7 +33,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
@@ -85,7 +85,8 @@ class ShardDecision(str, enum.Enum):
 class ShardPlan:
     """What the plan decided for one shard.
 
-    ``lease_counter`` is the shard's counter when planned: the commit fences on it."""
+    ``lease_counter`` is the shard's counter when planned; ``checkpoint`` the shard as the planner
+    last read or wrote it, which the commit's first attempt fences on."""
 
     shard_id: str
     parent_ids: tuple[str, ...]
@@ -94,6 +95,7 @@ class ShardPlan:
     decision: ShardDecision
     range: ShardRange | None = None
     waiting_for: tuple[str, ...] = ()
+    checkpoint: ShardCheckpoint | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +296,7 @@ class _IntervalPlanner:
             decision = ShardDecision.WAITING
         shard_plan = ShardPlan(
             shard.shard_id, shard.parent_ids, checkpoint.state, checkpoint.lease_counter,
-            decision, shard_range, waiting_for,
+            decision, shard_range, waiting_for, checkpoint,
         )  # fmt: skip
         self.decided[shard.shard_id] = shard_plan
         log.info(
@@ -452,16 +454,18 @@ def _pruned(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:
     :raises PrunedHistory: the interval reaches into that history without lying inside it.
     """
     through, since = checkpoint.pruned_through_ms, checkpoint.pruned_from_ms
-    if through is None or since is None or start_ms >= through or end_ms <= since:
-        # Before the pruned span: planned as ever (a shard born later gets its empty range; a
-        # backfill of an existing shard meets the trim horizon, and PrunedHistory at its rewind).
+    if through is None or start_ms >= through:
         return False
-    if since <= start_ms and end_ms <= through:
+    if since is not None and since <= start_ms and end_ms <= through:
         return True
+    # Before the span, or across one of its ends: older than the prune horizon, so past Kinesis
+    # retention, and the cuts of the shard's parents that would tell whether it existed then are
+    # pruned too. Not planned, whatever the shard held there.
     raise PrunedHistory(
-        f"Interval [{start_ms}, {end_ms}) of shard {checkpoint.shard_id} reaches into the shard's pruned "
-        f"history [{since}, {through}) without lying inside it: its records are past Kinesis retention "
-        "and what was loaded of them is no longer tracked, so it cannot be planned."
+        f"Interval [{start_ms}, {end_ms}) of shard {checkpoint.shard_id} starts before the end of the "
+        f"shard's pruned history [{since}, {through}) without lying inside it: it is older than the "
+        "stream's retention plus Doris's label window, its records are gone from Kinesis and the "
+        "pipeline no longer tracks that time, so it cannot be planned."
     )
 
 

@@ -134,7 +134,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         doris_table: str,
         checkpoint_table: str,
         pipeline_id: str | None = None,
-        aws_conn_id: str | None = "aws_default",
+        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
         doris_conn_id: str = DorisHook.default_conn_name,
         initial_position: str = "INTERVAL",
         seal_grace: timedelta = timedelta(seconds=60),

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
+from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class KinesisShardRebalanceOperator(PipelineArgumentsMixin, BaseOperator):
         partitions: int,
         pipeline_id: str | None = None,
         doris_table: str | None = None,
-        aws_conn_id: str | None = "aws_default",
+        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(

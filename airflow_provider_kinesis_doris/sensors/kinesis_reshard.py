@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 
+from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import KinesisReshardTrigger
 
@@ -47,7 +48,7 @@ class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
         checkpoint_table: str,
         pipeline_id: str | None = None,
         doris_table: str | None = None,
-        aws_conn_id: str | None = "aws_default",
+        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:

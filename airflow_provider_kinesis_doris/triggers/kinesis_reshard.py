@@ -38,7 +38,7 @@ class KinesisReshardTrigger(BaseTrigger):
         stream_name: str,
         checkpoint_table: str,
         pipeline_id: str,
-        aws_conn_id: str | None = "aws_default",
+        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
         poll_interval: float = 60.0,
     ) -> None:
         super().__init__()

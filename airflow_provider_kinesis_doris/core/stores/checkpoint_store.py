@@ -78,7 +78,12 @@ class CheckpointStore(ChunkStore):
         return closed
 
     def advance_high_water_mark(
-        self, shard_id: str, *, expected_counter: int | None = None, last_lag_ms: int | None = None
+        self,
+        shard_id: str,
+        *,
+        expected_counter: int | None = None,
+        last_lag_ms: int | None = None,
+        known: ShardCheckpoint | None = None,
     ) -> ShardCheckpoint:
         """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
 
@@ -90,10 +95,13 @@ class CheckpointStore(ChunkStore):
         :param expected_counter: the lease counter this run read (e.g. from its plan); default:
             the counter read now (the mark is recomputed from the stored ranges either way).
         :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
+        :param known: the shard as this run last read or wrote it, instead of a read. The write is
+            fenced on its counter, so a stale one (even one whose mark a rewind has dropped since)
+            costs a conflict, never a wrong mark.
         :return: the shard after the update.
         :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
         """
-        shard = self._require_shard(shard_id)
+        shard = known if known is not None else self._require_shard(shard_id)
         if expected_counter is not None and shard.lease_counter != expected_counter:
             raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
         current = shard.high_water_mark
