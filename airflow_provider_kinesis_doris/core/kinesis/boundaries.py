@@ -11,6 +11,14 @@ instant ``S`` is AT a record that arrived at or after ``t``, every record before
 ``S``, so the same record is the first at or after ``t``: ``boundary(t)`` is that cut, found
 without a probe (an interval without new data then costs no Kinesis call).
 
+A shard that was at its tip at the earlier cut (``AFTER`` a record: a reader settled it there)
+usually has few records after it. Its cut at ``t`` is then read forward from that record in one
+GetRecords page instead: AT the first record arriving at or after ``t``, or, when the page ends at
+the tip of the open shard first, AFTER its last record (``SHARD_END`` at the end of a closed one).
+That cut is concrete from the start, so a quiet interval's range is known empty without a read,
+and a reader never has to settle a PENDING end. A page that cannot tell (more records than a page,
+the earlier record trimmed) falls back to the probe.
+
 Arrival stamps are used here only, to find a cut once; the cut is then stored and replays
 follow the stored sequence number (invariant I2).
 """
@@ -28,8 +36,8 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms
-from airflow_provider_kinesis_doris.core.kinesis.shard_pages import THROTTLING_ERRORS, backoff_delay
+from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms, user_records
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import THROTTLING_ERRORS, backoff_delay, sequence_request
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
 log = logging.getLogger(__name__)
@@ -39,6 +47,8 @@ DEFAULT_MAX_PAGES = 1000
 # within this margin of our now is treated as such, anything older is a real error.
 _CLOCK_SKEW_MS = 5_000
 _PROBE_ATTEMPTS = 10
+SCAN_PAGE_RECORDS = 1000
+"""Records a forward scan reads at most (one page); a shard with more falls back to the probe."""
 
 
 def probe_boundary(
@@ -173,6 +183,8 @@ def resolve_boundary(
         proposed = carried
     elif created_after:
         proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
+    elif (scanned := scan_forward(client, stream_name, shard, earlier, instant_ms, clock=clock)) is not None:
+        proposed = scanned
     else:
         if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
             raise DataTrimmed(
@@ -188,6 +200,47 @@ def resolve_boundary(
     lost = "" if winner == proposed else f" (stored by another writer; we probed {proposed.describe()})"
     log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, winner.describe(), lost)
     return winner
+
+
+def scan_forward(
+    client: Any, stream_name: str, shard: ShardInfo, earlier: Boundary | None, instant_ms: int,
+    *, clock: Callable[[], int] = wall_clock_ms,
+) -> Boundary | None:
+    """``boundary(shard, instant_ms)`` read forward from ``earlier`` in one page, when ``earlier`` is
+    AFTER a record (the shard was at its tip there); None when one page cannot tell.
+
+    The page opens AT ``earlier``'s record, which must come first (else retention took it, and the
+    probe and the reader deal with that). Its records after it give AT the first one arriving at
+    or after the instant; with none, the end of a closed shard gives SHARD_END, and the tip of an
+    open one gives AFTER the last user record: the interval is sealed, so whatever arrives from
+    now on arrives after the instant.
+    """
+    if earlier is None or earlier.kind is not BoundaryKind.AFTER or earlier.position is None or instant_ms > clock():
+        return None
+    try:
+        iterator = client.get_shard_iterator(
+            StreamName=stream_name, ShardId=shard.shard_id, **sequence_request("AT_SEQUENCE_NUMBER", earlier.position.sequence)
+        )["ShardIterator"]
+        page = client.get_records(ShardIterator=iterator, Limit=SCAN_PAGE_RECORDS)
+    except ClientError as error:
+        # Throttled, or the record is not there to open at: the probe and the reader can tell.
+        if aws_error_code(error) in (*THROTTLING_ERRORS, "ExpiredIteratorException", "InvalidArgumentException"):
+            return None
+        raise
+    records = page.get("Records", [])
+    if not records or int(records[0]["SequenceNumber"]) != earlier.position.sequence:
+        return None
+    for record in records[1:]:
+        arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
+        if arrival >= instant_ms:
+            return Boundary(shard.shard_id, instant_ms, BoundaryKind.AT, Position(int(record["SequenceNumber"])), arrival)
+    if page.get("NextShardIterator") is None:
+        return Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_END)
+    last = user_records(records[-1:], shard.shard_id)[-1].position
+    if page.get("MillisBehindLatest") != 0 or (len(records) == 1 and last != earlier.position):
+        # More records than the page, or an aggregate that goes on after the earlier cut.
+        return None
+    return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, last)
 
 
 def carried_forward(earlier: Boundary | None, instant_ms: int) -> Boundary | None:

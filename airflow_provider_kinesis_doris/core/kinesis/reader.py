@@ -211,7 +211,7 @@ class RangeReader:
         while True:
             page = pager.next_page()
             state.millis_behind = page.millis_behind
-            for record in _user_records(page.records, self._range.shard_id):
+            for record in user_records(page.records, self._range.shard_id):
                 if expected is not None:
                     self._check_not_trimmed(state.start, record.position.sequence)
                     expected = None
@@ -248,7 +248,7 @@ class RangeReader:
         while True:
             page = pager.next_page()
             if page.records:
-                first = _user_records(page.records[:1], self._range.shard_id)[0]
+                first = user_records(page.records[:1], self._range.shard_id)[0]
                 return self._settle(self._cut(start, BoundaryKind.AT, first.position, first.arrival_ms))
             if page.next_iterator is None:
                 return self._settle(self._cut(start, BoundaryKind.SHARD_END))
@@ -369,7 +369,7 @@ class _ProgressLog:
             self._logged_at, self._logged_records = now, state.records
 
 
-def _user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisRecord]:
+def user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisRecord]:
     """The user records of a page of GetRecords records, in shard order."""
     users: list[KinesisRecord] = []
     for record in records:

@@ -97,7 +97,7 @@ class CheckpointStore(ChunkStore):
         :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
         :param known: the shard as this run last read or wrote it, instead of a read. The write is
             fenced on its counter, so a stale one (even one whose mark a rewind has dropped since)
-            costs a conflict, never a wrong mark.
+            costs a conflict, never a wrong mark; with nothing to write, the shard is read after all.
         :return: the shard after the update.
         :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
         """
@@ -112,7 +112,8 @@ class CheckpointStore(ChunkStore):
         if last_lag_ms is not None:
             changes["last_lag_ms"] = last_lag_ms
         if not changes:
-            return shard
+            # Nothing to write means nothing fenced: a known shard must be read to be trusted.
+            return shard if known is None else self.advance_high_water_mark(shard_id, expected_counter=expected_counter)
         hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
         advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected)
         if mark is not None and "hwm_kind" in changes:

@@ -1,0 +1,127 @@
+"""``boundary(t)`` read forward in one page from an earlier cut AFTER a record (``scan_forward``)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.kinesis import boundaries
+from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary, scan_forward
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+
+STREAM = "events"
+T0 = 1_700_000_000_000
+
+
+class Counting:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        self.calls[name] += 1
+        return getattr(self._client, name)
+
+
+def _stream(*arrivals_after_t0: int) -> tuple[FakeKinesis, ShardInfo, list[int]]:
+    """One shard; a record at T0 + each offset; returns its sequence numbers."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    sequences = []
+    for offset in arrivals_after_t0:
+        kinesis.now_ms = T0 + offset
+        sequences.append(int(kinesis.put_record(StreamName=STREAM, Data=b"{}", PartitionKey="k")["SequenceNumber"]))
+    kinesis.now_ms = T0 + 60_000
+    (listed,) = kinesis.list_shards(StreamName=STREAM)["Shards"]
+    shard = ShardInfo(listed["ShardId"], (), 0, 2**128 - 1, sequences[0] if sequences else 0, is_open=True)
+    return kinesis, shard, sequences
+
+
+def _after(shard: ShardInfo, instant_ms: int, sequence: int) -> Boundary:
+    return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, Position(sequence))
+
+
+def _scan(kinesis: Any, shard: ShardInfo, earlier: Boundary | None, instant_ms: int) -> Boundary | None:
+    return scan_forward(kinesis, STREAM, shard, earlier, instant_ms, clock=lambda: T0 + 60_000)
+
+
+def test_a_quiet_shard_ends_where_it_started_in_one_page() -> None:
+    kinesis, shard, (last,) = _stream(1_000)
+    counting = Counting(kinesis)
+
+    cut = _scan(counting, shard, _after(shard, T0 + 10_000, last), T0 + 20_000)
+
+    assert cut == _after(shard, T0 + 20_000, last)
+    assert counting.calls == Counter(get_shard_iterator=1, get_records=1)
+
+
+def test_records_before_the_instant_only_end_after_the_last_of_them() -> None:
+    kinesis, shard, sequences = _stream(1_000, 12_000, 15_000)
+
+    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) == _after(shard, T0 + 20_000, sequences[2])
+
+
+def test_the_first_record_arriving_at_or_after_the_instant_is_the_cut_with_its_stamp() -> None:
+    kinesis, shard, sequences = _stream(1_000, 12_000, 20_000, 25_000)
+
+    cut = _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000)
+
+    assert cut == Boundary(shard.shard_id, T0 + 20_000, BoundaryKind.AT, Position(sequences[2]))
+    assert cut is not None and cut.arrival_ms == T0 + 20_000
+
+
+def test_a_closed_shard_read_to_its_end_before_the_instant_ends_there() -> None:
+    kinesis, shard, sequences = _stream(1_000, 12_000)
+    kinesis.split_shard(StreamName=STREAM, ShardToSplit=shard.shard_id, NewStartingHashKey=str(2**127))
+    closed = ShardInfo(shard.shard_id, (), 0, 2**128 - 1, sequences[0], is_open=False)
+
+    assert _scan(kinesis, closed, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) == Boundary(
+        shard.shard_id, T0 + 20_000, BoundaryKind.SHARD_END
+    )
+
+
+def test_more_records_than_a_page_fall_back_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 2)
+    kinesis, shard, sequences = _stream(1_000, 11_000, 12_000, 13_000)
+
+    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) is None
+
+
+def test_an_earlier_record_that_is_gone_falls_back_to_the_probe() -> None:
+    kinesis, shard, sequences = _stream(1_000, 12_000)
+
+    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0] + 1), T0 + 20_000) is None
+
+
+@pytest.mark.parametrize(
+    "earlier, instant_ms",
+    [
+        (Boundary("s", T0, BoundaryKind.AT, Position(1), T0 + 1), T0 + 20_000),  # a busy shard: the probe jumps
+        (Boundary("s", T0, BoundaryKind.PENDING), T0 + 20_000),
+        (Boundary("s", T0, BoundaryKind.SHARD_START), T0 + 20_000),
+        (None, T0 + 20_000),
+        (Boundary("s", T0, BoundaryKind.AFTER, Position(1)), T0 + 61_000),  # not sealed yet
+    ],
+)
+def test_without_a_cut_after_a_record_or_before_the_seal_nothing_is_read(earlier: Boundary | None, instant_ms: int) -> None:
+    kinesis, shard, _ = _stream(1_000)
+    counting = Counting(kinesis)
+
+    assert _scan(counting, shard, earlier, instant_ms) is None
+    assert counting.calls == Counter()
+
+
+def test_resolve_boundary_stores_the_scanned_cut_concrete_where_the_probe_left_it_pending() -> None:
+    kinesis, shard, (last,) = _stream(1_000)
+    store = MemoryCheckpointStore("p")
+    start = store.put_boundary(_after(shard, T0 + 10_000, last))
+
+    scanned = resolve_boundary(kinesis, store, STREAM, shard, T0 + 20_000, earlier=start, clock=lambda: T0 + 60_000)
+    probed = resolve_boundary(kinesis, store, STREAM, shard, T0 + 30_000, clock=lambda: T0 + 60_000)
+
+    assert scanned == store.get_boundary(shard.shard_id, T0 + 20_000) == _after(shard, T0 + 20_000, last)
+    assert probed.kind is BoundaryKind.PENDING
