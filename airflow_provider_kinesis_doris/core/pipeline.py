@@ -22,7 +22,7 @@ from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_gro
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.plan import Plan, plan_interval
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
-from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
@@ -236,10 +236,13 @@ def _loaded_through(store: CheckpointStore, shard_id: str) -> str:
 
 def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRange) -> RangeReport | None:
     """A report for a range that holds no record, found with one GetRecords on the driver; None
-    if it holds any. Empty intervals then start no Spark, and their ranges are still committed,
-    so checkpoints and drained parents advance exactly as if they had been read."""
+    if it holds any (known from its cuts, or read). Empty intervals then start no Spark, and their
+    ranges are still committed, so checkpoints and drained parents advance exactly as if they had
+    been read."""
     if shard_range.start.kind is BoundaryKind.SHARD_END:
         return RangeReport(shard_range.shard_id, shard_range.interval_start_ms, end=boundary_to_dict(shard_range.end), drained=True)
+    if holds_a_record(shard_range.start, shard_range.end):
+        return None
     reader = RangeReader(kinesis, shard_range, store, limit=1)
     records = iter(reader)
     if next(records, None) is not None:

@@ -17,8 +17,9 @@ shard. The decision depends only on the interval and on facts that never change 
   range, which sweeps every shard from its start up to the floor interval's end, and that range is
   what the run loads;
 - ``PRUNED``: the interval lies in the shard's pruned history (``core.prune``): it was loaded, and
-  its range is gone with its records' retention. Nothing is planned; an interval that starts
-  before the history's end without lying inside it is refused (:class:`PrunedHistory`).
+  its range is gone with its records' retention. Nothing is planned. Any other interval starting
+  before the pipeline's prune horizon is planned only from a stored range; without one it is
+  refused (:class:`PrunedHistory`).
 
 Ranges live in "instant space": a range references the boundary items at two instants, and two
 ranges tile a shard when one ends at the instant where the other starts (I1). A range is created
@@ -185,8 +186,11 @@ def plan_interval(
     horizon_ms = trim_horizon(kinesis, stream_name, clock)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, max_probe_pages=max_probe_pages, clock=clock,
+        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=store.prune_horizon(),
+        max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
+    # The cuts at the interval's start, stored by the previous interval's run: one batched read.
+    store.prefetch_boundaries([info.shard_id for info in listed], interval_start_ms)
     for generation in parent_generations(listed):
         map_bounded(lambda shard: planner.plan_shard(shard, checkpoints[shard.shard_id]), generation, concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
@@ -271,6 +275,7 @@ class _IntervalPlanner:
         floor: Floor | None,
         relaxed: bool,
         trim_horizon_ms: int,
+        prune_horizon_ms: int | None,
         max_probe_pages: int,
         clock: Callable[[], int],
     ) -> None:
@@ -285,6 +290,7 @@ class _IntervalPlanner:
         self.trim_horizon_ms = trim_horizon_ms
         self.max_probe_pages = max_probe_pages
         self.clock = clock
+        self.prune_horizon_ms = prune_horizon_ms
         self.decided: dict[str, ShardPlan] = {}
         self.rewound: dict[str, ShardCheckpoint] = {}
 
@@ -309,21 +315,38 @@ class _IntervalPlanner:
         if self.floor is not None and self.end_ms <= self.floor.end_ms:
             # Before or at the floor: the records are in the floor range, which sweeps the shard.
             floor_start, floor_end = self.floor.start_ms, self.floor.end_ms
-            if _pruned(checkpoint, floor_start, floor_end):
+            if _in_pruned_span(checkpoint, floor_start, floor_end):
                 return ShardDecision.PRUNED, None
             stored_floor = self._stored_range(shard.shard_id, floor_start, floor_end)
+            self._check_not_pruned(shard.shard_id, floor_start, floor_end, stored_floor)
             floor_range = self._find_or_create(shard, floor_start, floor_end, SHARD_START_INSTANT_MS, stored_floor)
             covered = self.start_ms != self.floor.start_ms
             return (ShardDecision.COVERED if covered else floor_range[0]), floor_range[1]
-        if _pruned(checkpoint, self.start_ms, self.end_ms):
+        if _in_pruned_span(checkpoint, self.start_ms, self.end_ms):
             return ShardDecision.PRUNED, None
         stored = self._stored_range(shard.shard_id, self.start_ms, self.end_ms)
+        self._check_not_pruned(shard.shard_id, self.start_ms, self.end_ms, stored)
         if stored is None and self._ended_before(shard, self.start_ms):
             return ShardDecision.ENDED, None
         decision, shard_range = self._find_or_create(shard, self.start_ms, self.end_ms, self.start_ms, stored)
         if decision is ShardDecision.NEW and self._created_after(shard, self.end_ms):
             decision = ShardDecision.NOT_CREATED
         return decision, shard_range
+
+    def _check_not_pruned(self, shard_id: str, start_ms: int, end_ms: int, stored: ShardRange | None) -> None:
+        """A range not stored yet cannot be planned before the prune horizon: its records are past
+        retention, and the cuts of the shard's parents that decide whether it existed then (and
+        where its range would start) may be pruned (I10).
+
+        :raises PrunedHistory: no range is stored and the interval starts before the horizon.
+        """
+        if stored is None and self.prune_horizon_ms is not None and start_ms < self.prune_horizon_ms:
+            raise PrunedHistory(
+                f"Interval [{start_ms}, {end_ms}) of shard {shard_id} starts before the pipeline's prune "
+                f"horizon ({self.prune_horizon_ms}) and has no stored range: it is older than the stream's "
+                "retention plus Doris's label window, its records are gone from Kinesis and the pipeline no "
+                "longer tracks that time, so it cannot be planned."
+            )
 
     def _stored_range(self, shard_id: str, start_ms: int, end_ms: int) -> ShardRange | None:
         """The stored range of the interval ``[start_ms, end_ms)``, or None; refused when a stored
@@ -386,15 +409,19 @@ class _IntervalPlanner:
             interval_start_ms=interval_start_ms,
             interval_end_ms=interval_end_ms,
             start=start,
-            # A start whose record arrived at or after the end is the end's cut too: no probe.
-            end=self._boundary(shard, interval_end_ms, earlier=start),
+            # A start whose record arrived at or after the end is the end's cut too: no probe. The
+            # end of a new range is rarely stored yet (a killed attempt, or the next interval run
+            # first): resolved without reading first, and put once all the same.
+            end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True),
         )
 
-    def _boundary(self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None) -> Boundary:
+    def _boundary(
+        self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None, *, unstored: bool = False
+    ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
             self.kinesis, self.store, self.stream_name, shard, instant_ms,
-            created_after=created_after, earlier=earlier, trim_horizon_ms=self.trim_horizon_ms,
+            created_after=created_after, earlier=earlier, unstored=unstored, trim_horizon_ms=self.trim_horizon_ms,
             max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
 
@@ -445,28 +472,12 @@ class _IntervalPlanner:
         )
 
 
-def _pruned(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:
-    """Whether ``[start_ms, end_ms)`` lies in the shard's pruned history (loaded; nothing to plan).
-
-    The checkpoint may predate a pruning that runs meanwhile; a range planned then is refused when
-    its high-water mark is rewound, which reads the shard afresh.
-
-    :raises PrunedHistory: the interval reaches into that history without lying inside it.
-    """
-    through, since = checkpoint.pruned_through_ms, checkpoint.pruned_from_ms
-    if through is None or start_ms >= through:
-        return False
-    if since is not None and since <= start_ms and end_ms <= through:
-        return True
-    # Before the span, or across one of its ends: older than the prune horizon, so past Kinesis
-    # retention, and the cuts of the shard's parents that would tell whether it existed then are
-    # pruned too. Not planned, whatever the shard held there.
-    raise PrunedHistory(
-        f"Interval [{start_ms}, {end_ms}) of shard {checkpoint.shard_id} starts before the end of the "
-        f"shard's pruned history [{since}, {through}) without lying inside it: it is older than the "
-        "stream's retention plus Doris's label window, its records are gone from Kinesis and the "
-        "pipeline no longer tracks that time, so it cannot be planned."
-    )
+def _in_pruned_span(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:
+    """Whether ``[start_ms, end_ms)`` lies in the shard's pruned history: it was loaded, nothing to
+    plan. The checkpoint may predate a pruning that runs meanwhile; a range planned then is
+    refused where its high-water mark is rewound, which reads the shard afresh."""
+    since, through = checkpoint.pruned_from_ms, checkpoint.pruned_through_ms
+    return since is not None and through is not None and since <= start_ms and end_ms <= through
 
 
 def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: tuple[int, int]) -> ConfigurationError:

@@ -54,20 +54,28 @@ def prune_if_due(
 
     :return: what was pruned, or None when another run pruned up to the horizon already.
     """
-    if horizon_ms <= 0 or not store.claim_prune(horizon_ms):
+    if horizon_ms <= 0 or not store.raise_prune_horizon(horizon_ms):
         return None
-    return prune_shards(store, _with_history(store, horizon_ms), horizon_ms, concurrency)
+    return _prune_shards(store, _with_history(store, horizon_ms), horizon_ms, concurrency)
 
 
 def prune_shards(
     store: CheckpointStore, shards: Sequence[ShardCheckpoint], horizon_ms: int,
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
 ) -> PruneResult:
-    """Prune each shard's loaded history before ``horizon_ms`` (:meth:`CheckpointStore.prune_shard`,
-    one Query per shard, then the deletes). A shard that another writer updated since it was read
-    is skipped and pruned next time.
+    """Raise the pipeline's prune horizon to ``horizon_ms``, then prune each shard's loaded
+    history before it (:meth:`CheckpointStore.prune_shard`, one Query per shard, then the deletes).
+    A shard that another writer updated since it was read is skipped and pruned next time.
 
     :param shards: the shards as read (``CheckpointStore.list_shard_checkpoints``)."""
+    store.raise_prune_horizon(horizon_ms)
+    return _prune_shards(store, shards, horizon_ms, concurrency)
+
+
+def _prune_shards(
+    store: CheckpointStore, shards: Sequence[ShardCheckpoint], horizon_ms: int, concurrency: int
+) -> PruneResult:
+    """After the horizon is raised: planners refuse what has no stored range before it."""
 
     def prune(shard: ShardCheckpoint) -> int | None:
         try:

@@ -156,6 +156,7 @@ def resolve_boundary(
     *,
     created_after: bool = False,
     earlier: Boundary | None = None,
+    unstored: bool = False,
     trim_horizon_ms: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
@@ -167,6 +168,8 @@ def resolve_boundary(
         without probing.
     :param earlier: the shard's stored boundary at an earlier instant (the start of the range
         that ends at ``instant_ms``); see :func:`carried_forward`.
+    :param unstored: the caller expects no stored boundary (the end of a range it is about to
+        create): resolve first and put once, without reading first. A stored one still wins.
     :param trim_horizon_ms: instants before it may have lost records to retention: a probe there
         would land on the first record still kept and cut the shard in the wrong place.
     :param max_pages: GetRecords calls the probe may make.
@@ -174,7 +177,7 @@ def resolve_boundary(
     :return: the stored boundary (ours, or the one a concurrent resolver stored first).
     :raises DataTrimmed: the cut must be probed at an instant older than ``trim_horizon_ms`` (I6).
     """
-    stored = store.get_boundary(shard.shard_id, instant_ms)
+    stored = None if unstored else store.get_boundary(shard.shard_id, instant_ms)
     if stored is not None:
         return stored
     # An earlier cut that is the shard's end wins over ``created_after``: both hold only for a

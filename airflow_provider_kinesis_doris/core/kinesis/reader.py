@@ -393,6 +393,16 @@ def _is_empty(start: Boundary, end: Boundary) -> bool:
     return end.is_concrete and (start.kind, start.position) == (end.kind, end.position)
 
 
+def holds_a_record(start: Boundary, end: Boundary) -> bool:
+    """Whether ``[start, end)`` is known to hold a record without reading it: a start AT a record
+    keeps it unless the end is that same cut (a PENDING end means no record at or after the end's
+    instant existed when it was probed, so that record arrived before it); two different AFTER
+    cuts hold the later one's record."""
+    if start.kind is BoundaryKind.AT:
+        return end.kind is not BoundaryKind.SHARD_START and (end.kind, end.position) != (start.kind, start.position)
+    return start.kind is BoundaryKind.AFTER and end.kind is BoundaryKind.AFTER and end.position != start.position
+
+
 def _is_at_cut(end: Boundary, state: _ReadState) -> bool:
     """Whether ``end`` cuts right after the last record handed out (at the start if none was)."""
     if state.last_position is None:

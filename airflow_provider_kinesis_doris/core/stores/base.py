@@ -16,7 +16,7 @@ class StorePrimitives:
     False or raises :class:`CheckpointConflict`, never overwrites.
 
     Subclasses (:class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore`,
-    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`) provide :meth:`_get`, :meth:`_query`, :meth:`_put_new`, :meth:`_update` and :meth:`_delete`
+    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`) provide :meth:`_get`, :meth:`_get_many`, :meth:`_query`, :meth:`_put_new`, :meth:`_update` and :meth:`_delete`
     (for pruning only).
 
     :param pipeline_id: the partition this store reads and writes; nothing else is touched.
@@ -45,6 +45,11 @@ class StorePrimitives:
     ) -> list[dict[str, Any]]:
         """Items of this pipeline whose ``sk`` starts with ``prefix`` (and is at least ``low``, at
         most ``high``), sorted by ``sk`` (descending if asked), at most ``limit`` of them."""
+        raise NotImplementedError
+
+    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The items ``sks`` of this pipeline that exist, by sort key (strongly consistent, in
+        batches)."""
         raise NotImplementedError
 
     def _put_new(self, item: dict[str, Any]) -> bool:

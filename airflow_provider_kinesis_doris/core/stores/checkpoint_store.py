@@ -63,6 +63,7 @@ class CheckpointStore(ChunkStore):
         if self._put_new(item):
             parents = list(info.parent_ids)
             log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
+            return shard_from_item(item)
         return self._require_shard(info.shard_id)
 
     def mark_closed(self, shard_id: str) -> ShardCheckpoint:
@@ -262,9 +263,14 @@ class CheckpointStore(ChunkStore):
 
     # pruning (core.prune) -------------------------------------------------------------------
 
-    def claim_prune(self, horizon_ms: int) -> bool:
-        """Whether this caller prunes up to ``horizon_ms``: the first to ask for a horizon later
-        than the stored one (a conditional write), so of concurrent runs one prunes."""
+    def prune_horizon(self) -> int | None:
+        """The latest prune horizon raised (None before the first pruning)."""
+        item = self._get(PRUNE_KEY)
+        return int(item["horizon_ms"]) if item is not None else None
+
+    def raise_prune_horizon(self, horizon_ms: int) -> bool:
+        """Store ``horizon_ms`` as the prune horizon if it is later than the stored one (a
+        conditional write); whether this call raised it: of concurrent runs, one prunes."""
         item = self._get(PRUNE_KEY)
         claimed = {"horizon_ms": horizon_ms, "updated_ms": self._clock()}
         if item is None:

@@ -72,7 +72,9 @@ class ChunkStore(RangeStore):
         }
         keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
         expected = {"state": expected_state} if expected_state is not None else {}
-        any(self._update(sk, changes, expected) for sk in keys)
+        updated = next((item for sk in keys if (item := self._update(sk, changes, expected)) is not None), None)
+        if updated is not None:
+            return chunk_from_item(updated)
         stored = self.get_chunk(label, shard_id, interval_start_ms)
         if stored is None:
             raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
@@ -103,7 +105,8 @@ class ChunkStore(RangeStore):
         :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
         """
         sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
-        self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()})
+        if self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()}):
+            return content
         item = self._get(sk)
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["content"])

@@ -31,6 +31,8 @@ def _to_python(value: Any) -> Any:
 
 _BATCH_WRITE_MAX = 25
 """Requests per BatchWriteItem call (the API's limit)."""
+_BATCH_GET_MAX = 100
+"""Keys per BatchGetItem call (the API's limit)."""
 _UNPROCESSED_RETRIES = 8
 
 
@@ -109,6 +111,29 @@ class DynamoCheckpointStore(CheckpointStore):
         response = self._client.get_item(TableName=self.table_name, Key=self._key(sk), ConsistentRead=True)
         item = response.get("Item")
         return self._decode(item) if item else None
+
+    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """BatchGetItem, 100 keys a call; keys DynamoDB leaves unprocessed are asked again."""
+        found: dict[str, dict[str, Any]] = {}
+        for first in range(0, len(sks), _BATCH_GET_MAX):
+            keys = [self._key(sk) for sk in dict.fromkeys(sks[first : first + _BATCH_GET_MAX])]
+            for attempt in range(_UNPROCESSED_RETRIES):
+                response = self._client.batch_get_item(
+                    RequestItems={self.table_name: {"Keys": keys, "ConsistentRead": True}}
+                )
+                for item in response.get("Responses", {}).get(self.table_name, []):
+                    decoded = self._decode(item)
+                    found[decoded["sk"]] = decoded
+                keys = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+                if not keys:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+            else:
+                raise RuntimeError(
+                    f"DynamoDB left {len(keys)} reads of pipeline {self.pipeline_id} unprocessed "
+                    f"after {_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
+                )
+        return found
 
     def _query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,

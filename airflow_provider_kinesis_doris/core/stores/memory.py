@@ -43,6 +43,9 @@ class MemoryCheckpointStore(CheckpointStore):
             item = self.table.items.get((self.pipeline_id, sk))
             return copy.deepcopy(item) if item is not None else None
 
+    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {sk: item for sk in sks if (item := self._get(sk)) is not None}
+
     def _query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,

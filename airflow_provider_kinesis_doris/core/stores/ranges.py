@@ -41,6 +41,14 @@ class RangeStore(StorePrimitives):
         item = self._get(boundary_sk(shard_id, instant_ms))
         return self._settle(boundary_from_item(item)) if item else None
 
+    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> None:
+        """Read the shards' boundaries at ``instant_ms`` in batches (BatchGetItem), so that
+        :meth:`get_boundary` answers the concrete ones from memory: a run plans every shard from
+        the cut at its interval's start, which the previous interval stored."""
+        sks = [boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]
+        for item in self._get_many(sks).values():
+            self._settle(boundary_from_item(item))
+
     def _settle(self, boundary: Boundary) -> Boundary:
         if boundary.is_concrete:
             self._settled_boundaries[(boundary.shard_id, boundary.instant_ms)] = boundary

@@ -330,3 +330,24 @@ def test_pruning_deletes_the_loaded_history_below_the_horizon_in_batches_and_not
     assert store.prune_shard(store.get_shard(SHARD), horizon_ms=99_000) == 5 + 5 + 5
     assert store.get_shard(SHARD).pruned_through_ms == 21_000
     assert [r.interval_start_ms for r in store.ranges_for_shard(SHARD)] == [21_000]
+
+
+def test_the_cuts_at_an_instant_are_read_in_batches_and_then_from_memory(dynamodb_client: Any, table_name: str) -> None:
+    """150 shards, 120 of them cut at the instant (one PENDING): two BatchGetItem calls read them,
+    after which the concrete cuts cost no read and the PENDING one and the missing ones do."""
+    writer = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    shards = [f"shardId-{n:012d}" for n in range(150)]
+    for n, shard_id in enumerate(shards[:120]):
+        kind = BoundaryKind.PENDING if n == 7 else BoundaryKind.AT
+        writer.put_boundary(Boundary(shard_id, 5000, kind, Position(SEQ + n) if n != 7 else None))
+    reader = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    batches = _count_calls(dynamodb_client, "BatchGetItem")
+    gets = _count_calls(dynamodb_client, "GetItem")
+
+    reader.prefetch_boundaries(shards, 5000)
+    cuts = {shard_id: reader.get_boundary(shard_id, 5000) for shard_id in shards}
+
+    assert batches == [2]
+    assert gets == [1 + 30]  # the PENDING cut, and the shards without a cut
+    assert cuts[shards[0]] == Boundary(shards[0], 5000, BoundaryKind.AT, Position(SEQ))
+    assert cuts[shards[7]].kind is BoundaryKind.PENDING and cuts[shards[149]] is None
