@@ -113,27 +113,37 @@ class DynamoCheckpointStore(CheckpointStore):
         return self._decode(item) if item else None
 
     def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """BatchGetItem, 100 keys a call; keys DynamoDB leaves unprocessed are asked again."""
+        """BatchGetItem, 100 keys a call (:meth:`_until_processed`)."""
         found: dict[str, dict[str, Any]] = {}
-        for first in range(0, len(sks), _BATCH_GET_MAX):
-            keys = [self._key(sk) for sk in dict.fromkeys(sks[first : first + _BATCH_GET_MAX])]
-            for attempt in range(_UNPROCESSED_RETRIES):
-                response = self._client.batch_get_item(
-                    RequestItems={self.table_name: {"Keys": keys, "ConsistentRead": True}}
-                )
-                for item in response.get("Responses", {}).get(self.table_name, []):
-                    decoded = self._decode(item)
-                    found[decoded["sk"]] = decoded
-                keys = response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
-                if not keys:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise RuntimeError(
-                    f"DynamoDB left {len(keys)} reads of pipeline {self.pipeline_id} unprocessed "
-                    f"after {_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
-                )
+
+        def send(keys: list[Any]) -> list[Any]:
+            request = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+            response = self._client.batch_get_item(RequestItems=request)
+            for item in response.get("Responses", {}).get(self.table_name, []):
+                decoded = self._decode(item)
+                found[decoded["sk"]] = decoded
+            return response.get("UnprocessedKeys", {}).get(self.table_name, {}).get("Keys", [])
+
+        unique = list(dict.fromkeys(sks))
+        for first in range(0, len(unique), _BATCH_GET_MAX):
+            self._until_processed(send, [self._key(sk) for sk in unique[first : first + _BATCH_GET_MAX]], "reads")
         return found
+
+    def _until_processed(self, send: Callable[[list[Any]], list[Any]], requests: list[Any], what: str) -> None:
+        """``send(requests)`` until DynamoDB has processed them all: it returns those left
+        unprocessed (throttling), sent again after a growing pause.
+
+        :raises RuntimeError: some are still unprocessed after ``_UNPROCESSED_RETRIES`` attempts.
+        """
+        for attempt in range(_UNPROCESSED_RETRIES):
+            requests = send(requests)
+            if not requests:
+                return
+            time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise RuntimeError(
+            f"DynamoDB left {len(requests)} {what} of pipeline {self.pipeline_id} unprocessed after "
+            f"{_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
+        )
 
     def _query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
@@ -215,18 +225,12 @@ class DynamoCheckpointStore(CheckpointStore):
         return self._decode(response["Attributes"])
 
     def _delete(self, sks: Sequence[str]) -> None:
-        """BatchWriteItem, 25 keys a call; keys DynamoDB leaves unprocessed (throttling) are sent
-        again with a growing pause, and an error is raised if they never go through."""
+        """BatchWriteItem, 25 keys a call (:meth:`_until_processed`)."""
+
+        def send(requests: list[Any]) -> list[Any]:
+            response = self._client.batch_write_item(RequestItems={self.table_name: requests})
+            return response.get("UnprocessedItems", {}).get(self.table_name, [])
+
         for first in range(0, len(sks), _BATCH_WRITE_MAX):
-            requests = [{"DeleteRequest": {"Key": self._key(sk)}} for sk in sks[first : first + _BATCH_WRITE_MAX]]
-            for attempt in range(_UNPROCESSED_RETRIES):
-                response = self._client.batch_write_item(RequestItems={self.table_name: requests})
-                requests = response.get("UnprocessedItems", {}).get(self.table_name, [])
-                if not requests:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 2.0))
-            else:
-                raise RuntimeError(
-                    f"DynamoDB left {len(requests)} deletes of pipeline {self.pipeline_id} unprocessed "
-                    f"after {_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
-                )
+            keys = sks[first : first + _BATCH_WRITE_MAX]
+            self._until_processed(send, [{"DeleteRequest": {"Key": self._key(sk)}} for sk in keys], "deletes")

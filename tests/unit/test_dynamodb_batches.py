@@ -1,0 +1,57 @@
+"""Batched reads and deletes of the DynamoDB store when DynamoDB leaves part of a batch
+unprocessed (throttling, which no emulator here produces): botocore's Stubber."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from airflow_provider_kinesis_doris.core.stores import dynamodb
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+TABLE = "checkpoints"
+
+
+def _key(sk: str) -> dict[str, Any]:
+    return {"pk": {"S": "p"}, "sk": {"S": sk}}
+
+
+@pytest.fixture
+def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[DynamoCheckpointStore, Stubber]:
+    monkeypatch.setattr(dynamodb.time, "sleep", lambda seconds: None)
+    client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    return DynamoCheckpointStore(client, TABLE, "p"), Stubber(client)
+
+
+def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoCheckpointStore, Stubber]) -> None:
+    store, stubber = stubbed
+    item_a = {**_key("a"), "v": {"N": "1"}}
+    item_b = {**_key("b"), "v": {"N": "2"}}
+    stubber.add_response(
+        "batch_get_item",
+        {"Responses": {TABLE: [item_a]}, "UnprocessedKeys": {TABLE: {"Keys": [_key("b")], "ConsistentRead": True}}},
+        {"RequestItems": {TABLE: {"Keys": [_key("a"), _key("b"), _key("c")], "ConsistentRead": True}}},
+    )
+    stubber.add_response(
+        "batch_get_item",
+        {"Responses": {TABLE: [item_b]}},
+        {"RequestItems": {TABLE: {"Keys": [_key("b")], "ConsistentRead": True}}},
+    )
+    with stubber:
+        found = store._get_many(["a", "b", "c", "a"])
+    stubber.assert_no_pending_responses()
+    assert found == {"a": {"pk": "p", "sk": "a", "v": 1}, "b": {"pk": "p", "sk": "b", "v": 2}}
+
+
+def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoCheckpointStore, Stubber]) -> None:
+    store, stubber = stubbed
+    request = {"DeleteRequest": {"Key": _key("a")}}
+    for _ in range(dynamodb._UNPROCESSED_RETRIES):
+        stubber.add_response(
+            "batch_write_item", {"UnprocessedItems": {TABLE: [request]}}, {"RequestItems": {TABLE: [request]}}
+        )
+    with stubber, pytest.raises(RuntimeError, match=r"left 1 deletes of pipeline p unprocessed after 8 attempts"):
+        store._delete(["a"])
