@@ -54,7 +54,9 @@ def test_the_figures_are_sane(figures: dict) -> None:
     assert figures["get_records_ratio"] == pytest.approx(max(calls[s] / minimum[s] for s in calls), abs=1e-3)
 
 
-SHARDS_SCRIPT_ARGS = ["--shards", "2,3", "--records-per-shard", "2", "--interval-s", "3"]
+SHARDS_SCRIPT_ARGS = [
+    "--shards", "2,3", "--records-per-shard", "2", "--interval-s", "3", "--history-intervals", "3", "--history-keep", "1",
+]  # fmt: skip
 
 
 @pytest.mark.timeout(300)
@@ -67,8 +69,13 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
         capture_output=True, text=True, timeout=280, check=False, cwd=SCRIPT.parents[1],
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
-    *lines, final = [json.loads(line) for line in out.read_text().splitlines()]
+    *lines, history, final = [json.loads(line) for line in out.read_text().splitlines()]
     assert [line["shards"] for line in lines] == [2, 3]
+    before, after = history["items_per_shard_before_pruning"], history["items_per_shard_after_pruning"]
+    assert len(before) == len(after) == 3
+    # The last pruning deleted the first intervals' items: fewer than the table held before it.
+    assert after[-1] < before[-1]
+    assert history["pruning_calls_per_shard"]["Query"] > 0 and "items_per_shard_flat" in final["met"]
     for line in lines:
         assert line["records"] == 2 * line["shards"]
         assert line["loaded_s"] > 0 and line["quiet_s"] > 0
