@@ -12,12 +12,12 @@ instant ``S`` is AT a record that arrived at or after ``t``, every record before
 without a probe (an interval without new data then costs no Kinesis call).
 
 A shard that was at its tip at the earlier cut (``AFTER`` a record: a reader settled it there)
-usually has few records after it. Its cut at ``t`` is then read forward from that record in one
-GetRecords page instead: AT the first record arriving at or after ``t``, or, when the page ends at
-the tip of the open shard first, AFTER its last record (``SHARD_END`` at the end of a closed one).
-That cut is concrete from the start, so a quiet interval's range is known empty without a read,
-and a reader never has to settle a PENDING end. A page that cannot tell (more records than a page,
-the earlier record trimmed) falls back to the probe.
+usually has few records after it. Its cut at ``t`` is then read forward from that record instead
+(a page of them and the empty page that proves the tip): AT the first record arriving at or after
+``t``, or, at the tip of the open shard, AFTER its last record (``SHARD_END`` at the end of a
+closed one). That cut is concrete from the start, so a quiet interval's range is known empty
+without a read, and a reader never has to settle a PENDING end. A scan that cannot tell (more
+records than a few pages, the earlier record trimmed) falls back to the probe.
 
 Arrival stamps are used here only, to find a cut once; the cut is then stored and replays
 follow the stored sequence number (invariant I2).
@@ -48,7 +48,9 @@ DEFAULT_MAX_PAGES = 1000
 _CLOCK_SKEW_MS = 5_000
 _PROBE_ATTEMPTS = 10
 SCAN_PAGE_RECORDS = 1000
-"""Records a forward scan reads at most (one page); a shard with more falls back to the probe."""
+SCAN_PAGES = 3
+"""A forward scan reads at most this many pages of that many records; a shard with more records
+after its last cut falls back to the probe."""
 
 
 def probe_boundary(
@@ -209,14 +211,16 @@ def scan_forward(
     client: Any, stream_name: str, shard: ShardInfo, earlier: Boundary | None, instant_ms: int,
     *, clock: Callable[[], int] = wall_clock_ms,
 ) -> Boundary | None:
-    """``boundary(shard, instant_ms)`` read forward from ``earlier`` in one page, when ``earlier`` is
-    AFTER a record (the shard was at its tip there); None when one page cannot tell.
+    """``boundary(shard, instant_ms)`` read forward from ``earlier`` in a few pages, when
+    ``earlier`` is AFTER a record (the shard was at its tip there); None when they cannot tell.
 
-    The page opens AT ``earlier``'s record, which must come first (else retention took it, and the
-    probe and the reader deal with that). Its records after it give AT the first one arriving at
-    or after the instant; with none, the end of a closed shard gives SHARD_END, and the tip of an
-    open one gives AFTER the last user record: the interval is sealed, so whatever arrives from
-    now on arrives after the instant.
+    The read opens AT ``earlier``'s record, which must come first (else retention took it, and the
+    probe and the reader deal with that). The records after it give AT the first one arriving at
+    or after the instant; with none, the end of a closed shard gives SHARD_END, and an empty page
+    at the tip of an open one gives AFTER the last user record: the interval is sealed, so whatever
+    arrives from now on arrives after the instant. As in the reader, only an empty page proves the
+    tip: ``MillisBehindLatest`` is counted in milliseconds, and records put in the same millisecond
+    as the last one still follow a page that says 0.
     """
     if earlier is None or earlier.kind is not BoundaryKind.AFTER or earlier.position is None or instant_ms > clock():
         return None
@@ -224,26 +228,37 @@ def scan_forward(
         iterator = client.get_shard_iterator(
             StreamName=stream_name, ShardId=shard.shard_id, **sequence_request("AT_SEQUENCE_NUMBER", earlier.position.sequence)
         )["ShardIterator"]
-        page = client.get_records(ShardIterator=iterator, Limit=SCAN_PAGE_RECORDS)
+        return _scan_pages(client, shard, earlier, instant_ms, iterator)
     except ClientError as error:
         # Throttled, or the record is not there to open at: the probe and the reader can tell.
         if aws_error_code(error) in (*THROTTLING_ERRORS, "ExpiredIteratorException", "InvalidArgumentException"):
             return None
         raise
-    records = page.get("Records", [])
-    if not records or int(records[0]["SequenceNumber"]) != earlier.position.sequence:
-        return None
-    for record in records[1:]:
-        arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
-        if arrival >= instant_ms:
-            return Boundary(shard.shard_id, instant_ms, BoundaryKind.AT, Position(int(record["SequenceNumber"])), arrival)
-    if page.get("NextShardIterator") is None:
-        return Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_END)
-    last = user_records(records[-1:], shard.shard_id)[-1].position
-    if page.get("MillisBehindLatest") != 0 or (len(records) == 1 and last != earlier.position):
-        # More records than the page, or an aggregate that goes on after the earlier cut.
-        return None
-    return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, last)
+
+
+def _scan_pages(client: Any, shard: ShardInfo, earlier: Boundary, instant_ms: int, iterator: str) -> Boundary | None:
+    assert earlier.position is not None
+    last: dict[str, Any] | None = None
+    for _ in range(SCAN_PAGES):
+        page = client.get_records(ShardIterator=iterator, Limit=SCAN_PAGE_RECORDS)
+        records = page.get("Records", [])
+        if last is None:
+            if not records or int(records[0]["SequenceNumber"]) != earlier.position.sequence:
+                return None
+            last, records = records[0], records[1:]
+            if user_records([last], shard.shard_id)[-1].position != earlier.position:
+                return None  # an aggregate that goes on after the earlier cut
+        for record in records:
+            arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
+            if arrival >= instant_ms:
+                return Boundary(shard.shard_id, instant_ms, BoundaryKind.AT, Position(int(record["SequenceNumber"])), arrival)
+            last = record
+        if page.get("NextShardIterator") is None:
+            return Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_END)
+        if not page.get("Records") and page.get("MillisBehindLatest") == 0:
+            return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, user_records([last], shard.shard_id)[-1].position)
+        iterator = page["NextShardIterator"]
+    return None
 
 
 def carried_forward(earlier: Boundary | None, instant_ms: int) -> Boundary | None:

@@ -49,14 +49,34 @@ def _scan(kinesis: Any, shard: ShardInfo, earlier: Boundary | None, instant_ms: 
     return scan_forward(kinesis, STREAM, shard, earlier, instant_ms, clock=lambda: T0 + 60_000)
 
 
-def test_a_quiet_shard_ends_where_it_started_in_one_page() -> None:
+def test_a_quiet_shard_ends_where_it_started_after_its_record_and_an_empty_page() -> None:
     kinesis, shard, (last,) = _stream(1_000)
     counting = Counting(kinesis)
 
     cut = _scan(counting, shard, _after(shard, T0 + 10_000, last), T0 + 20_000)
 
     assert cut == _after(shard, T0 + 20_000, last)
-    assert counting.calls == Counter(get_shard_iterator=1, get_records=1)
+    assert counting.calls == Counter(get_shard_iterator=1, get_records=2)
+
+
+class ZeroBehindWithRecords(Counting):
+    """Kinesis as a page ending in the middle of one millisecond's records reports it: 0 behind."""
+
+    def get_records(self, **kwargs: Any) -> dict[str, Any]:
+        page = self._client.get_records(**kwargs)
+        return {**page, "MillisBehindLatest": 0} if page["Records"] else page
+
+
+def test_a_page_that_says_zero_behind_is_not_the_tip_while_records_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exactly-once proof's finding (kinesis-mock, records put in one millisecond): ending the
+    range after the last record of a page that said 0 behind lost the records after it. Only an
+    empty page proves the tip, as in the reader."""
+    monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 2)
+    kinesis, shard, sequences = _stream(1_000, 12_000, 12_000, 12_000)
+
+    cut = _scan(ZeroBehindWithRecords(kinesis), shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000)
+
+    assert cut == _after(shard, T0 + 20_000, sequences[3])
 
 
 def test_records_before_the_instant_only_end_after_the_last_of_them() -> None:
@@ -85,7 +105,8 @@ def test_a_closed_shard_read_to_its_end_before_the_instant_ends_there() -> None:
 
 
 def test_more_records_than_a_page_fall_back_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 2)
+    monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 1)
+    monkeypatch.setattr(boundaries, "SCAN_PAGES", 2)
     kinesis, shard, sequences = _stream(1_000, 11_000, 12_000, 13_000)
 
     assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) is None
