@@ -79,6 +79,11 @@ class Boundary:
     def is_concrete(self) -> bool:
         return self.kind is not BoundaryKind.PENDING
 
+    def same_cut(self, other: Boundary) -> bool:
+        """Whether both cut the shard at the same place, whatever their instants: no record
+        arrived between the two instants."""
+        return self.is_concrete and (self.kind, self.position) == (other.kind, other.position)
+
     def describe(self, *, position: bool = True) -> str:
         """For logs, messages and summaries: ``AT(<position>)@<instant_ms>``, or ``<kind>@<instant_ms>``
         (also for a positioned kind when ``position`` is False)."""

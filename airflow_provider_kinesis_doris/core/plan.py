@@ -16,6 +16,10 @@ shard. The decision depends only on the interval and on facts that never change 
 - ``COVERED``: a TRIM_HORIZON pipeline's interval before its floor: its records are in the floor
   range, which sweeps every shard from its start up to the floor interval's end, and that range is
   what the run loads;
+- ``EMPTY``: the cuts at the interval's start and end are the same cut (a quiet shard): no record
+  arrived in it, and no range is stored. Nothing moves the shard's mark over it: the commit of the
+  shard's next range crosses it (its start is that same cut), and a replay decides the same from
+  the same stored cuts;
 - ``PRUNED``: the interval lies in the shard's pruned history (``core.prune``): it was loaded, and
   its range is gone with its records' retention. Nothing is planned. Any other interval starting
   before the pipeline's prune horizon is planned only from a stored range; without one it is
@@ -80,6 +84,7 @@ class ShardDecision(str, enum.Enum):
     ENDED = "ENDED"
     NOT_CREATED = "NOT_CREATED"
     PRUNED = "PRUNED"
+    EMPTY = "EMPTY"
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,6 +330,8 @@ class _IntervalPlanner:
         if _in_pruned_span(checkpoint, self.start_ms, self.end_ms):
             return ShardDecision.PRUNED, None
         stored = self._stored_range(shard.shard_id, self.start_ms, self.end_ms)
+        if stored is None and self._before_prune_horizon(self.start_ms) and self._stored_cuts_meet(shard.shard_id):
+            return ShardDecision.EMPTY, None
         self._check_not_pruned(shard.shard_id, self.start_ms, self.end_ms, stored)
         if stored is None and self._ended_before(shard, self.start_ms):
             return ShardDecision.ENDED, None
@@ -333,6 +340,16 @@ class _IntervalPlanner:
             decision = ShardDecision.NOT_CREATED
         return decision, shard_range
 
+    def _stored_cuts_meet(self, shard_id: str) -> bool:
+        """Whether the interval's two cuts are stored and are the same cut: it was planned EMPTY.
+        A quiet interval older than the prune horizon has no range to replay, but its cuts outlive
+        the ranges pruned before it, and decide it without reading Kinesis."""
+        start = self.store.get_boundary(shard_id, self.start_ms)
+        if start is None or start.kind not in _POSITIONED:
+            return False
+        end = self.store.get_boundary(shard_id, self.end_ms)
+        return end is not None and start.same_cut(end)
+
     def _check_not_pruned(self, shard_id: str, start_ms: int, end_ms: int, stored: ShardRange | None) -> None:
         """A range not stored yet cannot be planned before the prune horizon: its records are past
         retention, and the cuts of the shard's parents that decide whether it existed then (and
@@ -340,13 +357,16 @@ class _IntervalPlanner:
 
         :raises PrunedHistory: no range is stored and the interval starts before the horizon.
         """
-        if stored is None and self.prune_horizon_ms is not None and start_ms < self.prune_horizon_ms:
+        if stored is None and self._before_prune_horizon(start_ms):
             raise PrunedHistory(
                 f"Interval [{start_ms}, {end_ms}) of shard {shard_id} starts before the pipeline's prune "
                 f"horizon ({self.prune_horizon_ms}) and has no stored range: it is older than the stream's "
                 "retention plus Doris's label window, its records are gone from Kinesis and the pipeline no "
                 "longer tracks that time, so it cannot be planned."
             )
+
+    def _before_prune_horizon(self, start_ms: int) -> bool:
+        return self.prune_horizon_ms is not None and start_ms < self.prune_horizon_ms
 
     def _stored_range(self, shard_id: str, start_ms: int, end_ms: int) -> ShardRange | None:
         """The stored range of the interval ``[start_ms, end_ms)``, or None; refused when a stored
@@ -361,10 +381,13 @@ class _IntervalPlanner:
 
     def _find_or_create(
         self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int, stored: ShardRange | None
-    ) -> tuple[ShardDecision, ShardRange]:
-        """``stored`` (the interval's stored range), or a new one over ``[first_ms, interval_end_ms)``."""
+    ) -> tuple[ShardDecision, ShardRange | None]:
+        """``stored`` (the interval's stored range), or a new one over ``[first_ms, interval_end_ms)``;
+        none when the new one would hold no record (``EMPTY``: nothing is stored)."""
         if stored is None:
             proposed = self._new_range(shard, interval_start_ms, interval_end_ms, first_ms)
+            if _holds_no_record(proposed):
+                return ShardDecision.EMPTY, None
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
             self._rewind_past(proposed)
@@ -470,6 +493,15 @@ class _IntervalPlanner:
             planned_from_ms=planned.start.instant_ms if planned is not None else None,
             waiting=parent_plan is not None and parent_plan.decision is ShardDecision.WAITING,
         )
+
+
+_POSITIONED = (BoundaryKind.AT, BoundaryKind.AFTER)
+
+
+def _holds_no_record(shard_range: ShardRange) -> bool:
+    """A range between two cuts at the same record (a shard created after the interval keeps its
+    stored NOT_CREATED range instead, cut at the shard's start)."""
+    return shard_range.start.kind in _POSITIONED and shard_range.start.same_cut(shard_range.end)
 
 
 def _in_pruned_span(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:

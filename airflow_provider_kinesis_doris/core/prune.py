@@ -99,10 +99,10 @@ def _prune_shards(
 
 
 def _with_history(store: CheckpointStore, horizon_ms: int) -> list[ShardCheckpoint]:
-    """Registered shards (listed or not) with loaded history before the horizon not pruned yet."""
+    """Registered shards (listed or not) with a mark and history before the horizon not pruned yet
+    (a quiet shard's reaches past its mark)."""
     return [
         shard
         for shard in store.list_shard_checkpoints()
-        if shard.high_water_mark is not None
-        and min(horizon_ms, shard.high_water_mark.instant_ms) > (shard.pruned_through_ms or 0)
+        if shard.high_water_mark is not None and horizon_ms > (shard.pruned_through_ms or 0)
     ]

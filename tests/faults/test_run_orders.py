@@ -47,7 +47,7 @@ from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credential
 from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
-from airflow_provider_kinesis_doris.core.plan import ShardDecision
+from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -196,6 +196,8 @@ class RunOrders(RuleBasedStateMachine):
         """The last outcome of each interval's run: "green" or the error's class."""
         self.pruned_below = 0
         """Intervals before this one are pruned: as old as retention plus the label window."""
+        self.last_plan: Plan | None = None
+        """The plan of the last run that planned."""
 
     # --- the world --------------------------------------------------------------------------
 
@@ -344,7 +346,9 @@ class RunOrders(RuleBasedStateMachine):
             credentials=Credentials(), runner=runner, clock=lambda: self.kinesis.now_ms,
             driver_concurrency=self.driver_concurrency,
         )  # fmt: skip
-        EXPLORED["decision PRUNED"] += len([s for s in result.plan.shards if s.decision is ShardDecision.PRUNED])
+        self.last_plan = result.plan
+        for decision in (ShardDecision.PRUNED, ShardDecision.EMPTY):
+            EXPLORED[f"decision {decision.value}"] += len([s for s in result.plan.shards if s.decision is decision])
 
     # --- oracles ----------------------------------------------------------------------------
 
@@ -438,6 +442,7 @@ def test_the_orders_explored() -> None:
     assert EXPLORED["split"] and EXPLORED["merge"] and EXPLORED["records"] > EXAMPLES
     assert EXPLORED["driver_concurrency 1"] and EXPLORED["driver_concurrency 3"]
     assert EXPLORED["pruned items"] and EXPLORED["prune killed"] and EXPLORED["decision PRUNED"]
+    assert EXPLORED["decision EMPTY"]
 
 
 # --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----
@@ -671,7 +676,7 @@ def test_a_pruning_killed_among_its_deletes_is_finished_by_the_next() -> None:
     shard = "shardId-000000000000"
     machine = RunOrders()
     machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1)
-    for step in (produce(2), seal, run(0), produce(2), seal, run(1), seal):
+    for step in (produce(2), seal, run(0), produce(2), seal, run(1), produce(1), seal):
         step(machine)
     machine.prune(2, 3)
     assert machine.store.get_shard(shard).pruned_through_ms == T0 + 2 * IV
@@ -682,6 +687,68 @@ def test_a_pruning_killed_among_its_deletes_is_finished_by_the_next() -> None:
     machine.prune(2, None)
     assert _items_of(machine, shard) < left
     assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + 2 * IV]
+    machine.teardown()
+
+
+def test_a_quiet_interval_stores_no_range_and_the_next_loaded_range_carries_the_mark_across() -> None:
+    """The intervals after the first of a shard that gets no record until the last are EMPTY: their
+    cuts are stored, no range; the mark stays at the end of the first until the last one's range
+    loads and its commit crosses them. Replays of the quiet intervals decide EMPTY again from the
+    stored cuts, also once they are older than the prune horizon (the shard not pruned yet), and
+    PRUNED once the shard's history is pruned: the cuts the mark crossed go with it."""
+    shard = "shardId-000000000000"
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
+    for step in (produce(2), seal, run(0), seal, run(1), seal, run(2), produce(1), seal):
+        step(machine)
+    last = machine.current - 1
+    quiet = range(1, last)
+    assert len(quiet) >= 2
+    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0]
+    assert machine.store.get_boundary(shard, T0 + last * IV).same_cut(machine.store.get_boundary(shard, T0 + IV))
+    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + IV
+    run(last)(machine)
+    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + (last + 1) * IV
+
+    def replay_quiet() -> list[ShardDecision]:
+        decisions = []
+        for k in quiet:
+            run(k)(machine)
+            decisions.append(machine.last_plan.shards[0].decision)
+        return decisions
+
+    assert machine.store.raise_prune_horizon(T0 + last * IV)
+    assert replay_quiet() == [ShardDecision.EMPTY] * len(quiet)
+    machine.prune(last, None)
+    assert replay_quiet() == [ShardDecision.PRUNED] * len(quiet)
+    assert [b.instant_ms for b in machine.store.boundaries_for_shard(shard)] == [T0 + last * IV, T0 + (last + 1) * IV]
+    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + last * IV]
+    machine.teardown()
+
+
+def test_pruning_takes_a_quiet_shards_cuts_and_moves_its_mark_over_them() -> None:
+    """A shard quiet after interval 0: pruning before interval 3 deletes interval 0's range and every
+    cut before interval 3's start, and moves the mark there (the quiet intervals are EMPTY), so the
+    table does not grow with a quiet shard's intervals. The quiet intervals replay PRUNED, and the
+    shard's next records load as ever."""
+    shard = "shardId-000000000000"
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
+    for step in (produce(2), seal, run(0), seal, run(1), seal, run(2), seal, run(3), seal):
+        step(machine)
+    assert len(machine.store.boundaries_for_shard(shard)) == 5
+    machine.prune(3, None)
+    checkpoint = machine.store.get_shard(shard)
+    assert (checkpoint.pruned_from_ms, checkpoint.pruned_through_ms) == (T0, T0 + 3 * IV)
+    assert checkpoint.high_water_mark.instant_ms == T0 + 3 * IV
+    assert [b.instant_ms for b in machine.store.boundaries_for_shard(shard)] == [T0 + 3 * IV, T0 + 4 * IV]
+    assert machine.store.ranges_for_shard(shard) == []
+    for k in (0, 1, 2):
+        run(k)(machine)
+        assert machine.last_plan.shards[0].decision is ShardDecision.PRUNED
+    for step in (run(3), produce(1), seal, run(4)):
+        step(machine)
+    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + 5 * IV
     machine.teardown()
 
 

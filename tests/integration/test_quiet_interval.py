@@ -14,6 +14,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
+from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
 from tests.conftest import DORIS_PASSWORD
 
@@ -47,8 +48,9 @@ def _no_runner(job, credentials):  # type: ignore[no-untyped-def]
 
 def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client) -> None:
     """[loaded) [quiet) [later): the quiet interval's end is carried forward from its start (the
-    first later record, probed when the loaded interval was planned), and the later interval
-    still gets exactly the later records: the three ranges tile every shard."""
+    first later record, probed when the loaded interval was planned), so it is EMPTY: no range, no
+    commit. The later interval still gets exactly the later records, and its commit carries every
+    shard's mark across the quiet interval."""
     stream, store = world["stream"], world["store"]
     loaded_start = now_ms()
     wait_past(loaded_start)
@@ -73,7 +75,8 @@ def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client)
     )  # fmt: skip
 
     assert counting.calls == Counter(), f"the quiet interval read Kinesis: {dict(counting.calls)}"
-    assert quiet.summary()["records"] == 0 and quiet.commit is not None
+    assert quiet.summary()["records"] == 0 and quiet.commit is None
+    assert {s.decision for s in quiet.plan.shards} == {ShardDecision.EMPTY} and quiet.plan.ranges == ()
     for shard in shards:
         start = store.get_boundary(shard["ShardId"], quiet_start)
         end = store.get_boundary(shard["ShardId"], quiet_end)
@@ -81,6 +84,7 @@ def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client)
         assert (end.kind, end.position, end.arrival_ms) == (start.kind, start.position, start.arrival_ms)
     later = world["run"](quiet_end, later_end)
     assert later.summary()["loaded"] == len(shards)
+    assert {store.get_shard(shard["ShardId"]).high_water_mark.instant_ms for shard in shards} == {later_end}
     assert [row[0] for row in world["rows"]()] == [*range(10), *(100 + n for n in range(len(shards)))]
 
 

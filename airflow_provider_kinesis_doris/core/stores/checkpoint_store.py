@@ -18,6 +18,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     RANGE_PREFIX,
     SHARD_PREFIX,
     boundary_attributes,
+    boundary_from_item,
     boundary_sk,
     range_chunks_prefix,
     range_contents_prefix,
@@ -142,10 +143,8 @@ class CheckpointStore(ChunkStore):
         later run of an earlier interval gave it the range that ends at ``cut``). Empty for sure:
         the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
         shard's start, or the interval before the range was planned before the shard existed."""
-        resolved = cut.kind is not BoundaryKind.PENDING
-        same_cut = (following.start.kind, following.start.position) == (cut.kind, cut.position)
         nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
-        if resolved and (same_cut or nothing_between):
+        if cut.same_cut(following.start) or (cut.is_concrete and nothing_between):
             return True
         return self._planned_before_it_existed(cut.shard_id, following.interval_start_ms)
 
@@ -283,6 +282,12 @@ class CheckpointStore(ChunkStore):
         that are LOADED and end by the horizon and by the high-water mark, their chunks and
         contents, and the cuts before the last one's end (which the next range starts from).
 
+        A quiet shard's history reaches past its mark: the intervals after it whose cuts are still
+        the mark's cut are ``EMPTY`` (no record, no range). The mark moves to the last of those cuts
+        with the span, so a shard that stays quiet keeps no more cuts than one that loads, and the
+        span stays below the mark: a range that a stale planner stores inside it (refused, see
+        :meth:`rewind_high_water_mark`) is never met by a commit, and the next pruning deletes it.
+
         The span goes on the shard item first (a fenced write), so a planner that meets it never
         plans those intervals again (``PRUNED``), and a run killed among the deletes leaves a
         prefix deleted that the next pruning finishes: ranges go before the cuts they reference.
@@ -294,25 +299,64 @@ class CheckpointStore(ChunkStore):
         shard_id, mark = shard.shard_id, shard.high_water_mark
         if mark is None:
             return 0
-        limit = min(horizon_ms, mark.instant_ms)
+        limit, pruned = min(horizon_ms, mark.instant_ms), shard.pruned_through_ms or 0
         loaded: list[dict[str, Any]] = []
+        quiet, reached = None, pruned
         for item in self._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
-            if item["state"] != RangeState.LOADED.value or int(item["interval_end_ms"]) > limit:
+            end, is_loaded = int(item["interval_end_ms"]), item["state"] == RangeState.LOADED.value
+            if end > limit:
+                # Loaded across the limit: the mark passed its start, so what lies before (quiet
+                # intervals the mark crossed) is history.
+                reached = max(reached, int(item["interval_start_ms"]) if is_loaded else 0)
+                break
+            if not is_loaded and end > pruned:
                 break
             loaded.append(item)
-        if not loaded:
+            reached = max(reached, end)
+        else:
+            # Only when every range before the mark goes: one that is being planned there (stored,
+            # its mark not rewound yet) keeps the cuts after it.
+            quiet = self._quiet_cut(mark, horizon_ms) if mark.instant_ms <= horizon_ms else None
+        through = quiet.instant_ms if quiet is not None else reached
+        if through == pruned and not loaded:
             return 0
-        through = int(loaded[-1]["interval_end_ms"])
-        since = shard.pruned_from_ms if shard.pruned_from_ms is not None else int(loaded[0]["interval_start_ms"])
-        self._fenced_update(shard, {"pruned_from_ms": since, "pruned_through_ms": through}, extra_expected={})
-        last_start = int(loaded[-1]["interval_start_ms"])
+        first = int(loaded[0]["interval_start_ms"]) if loaded else mark.instant_ms if quiet is not None else through
+        changes: dict[str, Any] = {
+            "pruned_from_ms": shard.pruned_from_ms if shard.pruned_from_ms is not None else first,
+            "pruned_through_ms": through,
+        }
+        if quiet is not None:
+            changes.update(boundary_attributes(quiet, "hwm_"))
+        self._fenced_update(shard, changes, extra_expected={})
         owned = [
             item["sk"]
             for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
-            for item in self._query(f"{prefix}{shard_id}#", high=last(shard_id, last_start) + "\uffff")
+            if loaded
+            for item in self._query(
+                f"{prefix}{shard_id}#", high=last(shard_id, int(loaded[-1]["interval_start_ms"])) + "\uffff"
+            )
         ]
         cuts = [item["sk"] for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, through - 1))]
         doomed = owned + [item["sk"] for item in loaded] + cuts
         self._delete(doomed)
         log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
         return len(doomed)
+
+    def _quiet_cut(self, mark: Boundary, horizon_ms: int) -> Boundary | None:
+        """The latest stored cut after the mark, by the horizon and the shard's next range, that is
+        still the mark's cut: no record arrived between the two, so every interval between is
+        ``EMPTY``. None when there is none."""
+        if mark.kind not in (BoundaryKind.AT, BoundaryKind.AFTER):
+            return None
+        shard_id = mark.shard_id
+        following = self._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, mark.instant_ms), limit=1)
+        until = min(horizon_ms, int(following[0]["interval_start_ms"])) if following else horizon_ms
+        quiet = None
+        cuts = self._query(
+            f"{BOUNDARY_PREFIX}{shard_id}#", low=boundary_sk(shard_id, mark.instant_ms + 1), high=boundary_sk(shard_id, until)
+        )
+        for cut in map(boundary_from_item, cuts):
+            if not mark.same_cut(cut):
+                break
+            quiet = cut
+        return quiet
