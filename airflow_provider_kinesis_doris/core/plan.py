@@ -186,16 +186,27 @@ def plan_interval(
     floor = store.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
     if floor is not None:
         _check_aligned(floor, interval_start_ms, interval_end_ms)
+    prune_horizon_ms = store.prune_horizon()
+    own_ranges = floor is None or interval_end_ms > floor.end_ms
+    if own_ranges:
+        # Before the prune horizon no new range is planned, and the grid there is pruned.
+        registers = prune_horizon_ms is None or interval_start_ms >= prune_horizon_ms
+        overlapped = store.register_interval(interval_start_ms, interval_end_ms, register=registers)
+        if overlapped is not None:
+            raise _misaligned(None, interval_start_ms, interval_end_ms, overlapped)
     listed = list_shards(kinesis, stream_name)
+    shard_ids = [info.shard_id for info in listed]
     checkpoints = reconcile_shards(store, listed, concurrency)
     horizon_ms = trim_horizon(kinesis, stream_name, clock)
+    # The cuts at the interval's start, stored by the previous interval's run, and the interval's
+    # ranges of an earlier attempt: batched reads.
+    store.prefetch_boundaries(shard_ids, interval_start_ms)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=store.prune_horizon(),
+        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
+        stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {},
         max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
-    # The cuts at the interval's start, stored by the previous interval's run: one batched read.
-    store.prefetch_boundaries([info.shard_id for info in listed], interval_start_ms)
     for generation in parent_generations(listed):
         map_bounded(lambda shard: planner.plan_shard(shard, checkpoints[shard.shard_id]), generation, concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
@@ -281,6 +292,7 @@ class _IntervalPlanner:
         relaxed: bool,
         trim_horizon_ms: int,
         prune_horizon_ms: int | None,
+        stored: dict[str, ShardRange],
         max_probe_pages: int,
         clock: Callable[[], int],
     ) -> None:
@@ -296,6 +308,8 @@ class _IntervalPlanner:
         self.max_probe_pages = max_probe_pages
         self.clock = clock
         self.prune_horizon_ms = prune_horizon_ms
+        self.stored = stored
+        """The interval's stored ranges, by shard, when it has its own (not the floor's)."""
         self.decided: dict[str, ShardPlan] = {}
         self.rewound: dict[str, ShardCheckpoint] = {}
 
@@ -329,7 +343,11 @@ class _IntervalPlanner:
             return (ShardDecision.COVERED if covered else floor_range[0]), floor_range[1]
         if _in_pruned_span(checkpoint, self.start_ms, self.end_ms):
             return ShardDecision.PRUNED, None
-        stored = self._stored_range(shard.shard_id, self.start_ms, self.end_ms)
+        # The interval fits the pipeline's grid (registered), so the shard's range of it, if any, is
+        # the one under its start.
+        stored = self.stored.get(shard.shard_id)
+        if stored is not None and stored.interval_end_ms != self.end_ms:
+            raise _misaligned(shard.shard_id, self.start_ms, self.end_ms, (stored.interval_start_ms, stored.interval_end_ms))
         if stored is None and self._before_prune_horizon(self.start_ms) and self._stored_cuts_meet(shard.shard_id):
             return ShardDecision.EMPTY, None
         self._check_not_pruned(shard.shard_id, self.start_ms, self.end_ms, stored)
@@ -369,8 +387,8 @@ class _IntervalPlanner:
         return self.prune_horizon_ms is not None and start_ms < self.prune_horizon_ms
 
     def _stored_range(self, shard_id: str, start_ms: int, end_ms: int) -> ShardRange | None:
-        """The stored range of the interval ``[start_ms, end_ms)``, or None; refused when a stored
-        range overlaps the interval without matching it. Stored ranges are disjoint, so the latest
+        """The stored range of the floor interval ``[start_ms, end_ms)``, or None; refused when a
+        stored range overlaps it without matching it. Stored ranges are disjoint, so the latest
         one starting before the end is the only one that can be either (one Query)."""
         latest = self.store.interval_before(shard_id, end_ms)
         if latest is None or (latest[0] != start_ms and latest[1] <= start_ms):
@@ -512,13 +530,15 @@ def _in_pruned_span(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> 
     return since is not None and through is not None and since <= start_ms and end_ms <= through
 
 
-def _misaligned(shard_id: str, start_ms: int, end_ms: int, stored: tuple[int, int]) -> ConfigurationError:
+def _misaligned(shard_id: str | None, start_ms: int, end_ms: int, stored: tuple[int, int]) -> ConfigurationError:
     """:param stored: the stored range's interval, ``(start_ms, end_ms)``."""
+    of_shard = f" of shard {shard_id}" if shard_id is not None else ""
     return ConfigurationError(
-        f"Interval [{start_ms}, {end_ms}) of shard {shard_id} overlaps the stored range of interval "
+        f"Interval [{start_ms}, {end_ms}){of_shard} overlaps the stored range of interval "
         f"[{stored[0]}, {stored[1]}) without matching it: the intervals of one "
         "pipeline must not partially overlap (was the schedule changed, or does another DAG use the same "
-        "pipeline_id?). Nothing was loaded for this shard; use a new pipeline_id for a new schedule."
+        f"pipeline_id?). Nothing was loaded{' for this shard' if shard_id is not None else ''}; use a new "
+        "pipeline_id for a new schedule."
     )
 
 

@@ -6,7 +6,8 @@ its retention) less Doris's label window. Records before it are gone from Kinesi
 read them again, and a label window further back no Doris label of theirs is remembered either.
 
 Only ranges below a shard's high-water mark go (every one of them LOADED), with their chunks,
-contents and cuts (``CheckpointStore.prune_shard``). The shard item keeps the span that was
+contents and cuts (``CheckpointStore.prune_shard``), and the pipeline's interval grid before the
+horizon. The shard item keeps the span that was
 pruned, and a run of an interval inside it plans nothing for the shard (``PRUNED``). The table
 therefore holds, per shard, the intervals of about one retention period plus one label window
 plus one pruning period, however long the pipeline runs. The run that prunes makes one Query per
@@ -87,7 +88,7 @@ def _prune_shards(
     deleted = map_bounded(prune, shards, concurrency)
     result = PruneResult(
         horizon_ms,
-        items_deleted=sum(count or 0 for count in deleted),
+        items_deleted=sum(count or 0 for count in deleted) + store.prune_grid(horizon_ms),
         shards_pruned=sum(1 for count in deleted if count),
         shards_skipped=tuple(shard.shard_id for shard, count in zip(shards, deleted) if count is None),
     )

@@ -635,6 +635,36 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
     assert machine.store.ranges_for_shard("shardId-000000000000") == before
 
 
+def _grid(store: MemoryCheckpointStore) -> list[tuple[int, int]]:
+    return [(int(item["start_ms"]) - T0, int(item["end_ms"]) - T0) for item in store._query("interval#")]
+
+
+def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a_misaligned_interval() -> None:
+    """A table written before the grid existed (no ``interval#`` items): the first plan registers
+    the interval of every stored range, so a misaligned interval that overlaps only an old range is
+    refused before anything is stored, as the per-shard check refused it."""
+    machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
+    machine.store._delete([item["sk"] for item in machine.store._query("interval")])
+    assert _grid(machine.store) == []
+    store = KillableStore("p", machine.store.table, clock=lambda: machine.kinesis.now_ms)
+    before = store.ranges_for_shard("shardId-000000000000")
+    with pytest.raises(ConfigurationError, match=r"Interval \[\d+, \d+\) overlaps the stored range of interval"):
+        run_interval(
+            machine.config, T0 + IV // 2, T0 + IV + IV // 2, kinesis=machine.kinesis, store=store,
+            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+        )  # fmt: skip
+    assert _grid(store) == [(0, IV), (IV, 2 * IV)]
+    assert store.ranges_for_shard("shardId-000000000000") == before
+
+
+def test_the_interval_grid_is_pruned_with_the_shards_history() -> None:
+    machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(2), seal, run(2))
+    grid = _grid(machine.store)
+    assert grid[:3] == [(0, IV), (IV, 2 * IV), (2 * IV, 3 * IV)]
+    machine.prune(2, None)
+    assert _grid(machine.store) == grid[2:]
+
+
 # --- pruning ---------------------------------------------------------------------------------
 
 

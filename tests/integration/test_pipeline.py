@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, wait_past
 
 pytestmark = pytest.mark.integration
@@ -86,8 +87,10 @@ def test_bad_records_go_to_the_dead_letter_table_and_nothing_is_dropped(world, k
 
 
 def test_intervals_without_records_start_no_runner_and_still_commit(world, kinesis_client) -> None:
-    """No Spark for an empty interval (before any data, and after the data), yet its ranges are
-    committed so the checkpoints keep up."""
+    """No Spark for an empty interval (before any data, and after the data). Before any data the
+    cuts are not the same (nothing to start from): the ranges are stored and committed. After the
+    data every shard stays at its last record: EMPTY, nothing stored but the cut, nothing to
+    commit, and the mark waits at the loaded interval's end for the next range."""
 
     def no_runner(job, credentials):  # type: ignore[no-untyped-def]
         raise AssertionError(f"the runner was started for {len(job.ranges)} empty ranges")
@@ -103,8 +106,9 @@ def test_intervals_without_records_start_no_runner_and_still_commit(world, kines
     after = world["run"](loaded_end, loaded_end + 50, runner=no_runner)
 
     assert [row[0] for row in world["rows"]()] == list(range(10))
-    for result in (first, after):
-        assert result.summary()["records"] == 0 and result.commit is not None
-        assert {s.shard_id for s in result.plan.shards if s.range is not None} == set(result.commit.high_water_marks)
+    assert first.summary()["records"] == 0 and first.commit is not None
+    assert {s.shard_id for s in first.plan.shards if s.range is not None} == set(first.commit.high_water_marks)
+    assert after.summary()["records"] == 0 and after.commit is None
+    assert {s.decision for s in after.plan.shards} == {ShardDecision.EMPTY}
     for shard in world["store"].list_shard_checkpoints():
-        assert shard.high_water_mark.instant_ms == loaded_end + 50
+        assert shard.high_water_mark.instant_ms == loaded_end

@@ -32,6 +32,8 @@ class StorePrimitives:
         """Concrete boundaries seen (they never change): ``RangeStore.get_boundary``."""
         self._loaded_ranges: dict[str, Mapping[str, Any]] = {}
         """Range items seen LOADED, by sort key (their span and state never change again)."""
+        self._grid_complete = False
+        """The table's interval grid is known to hold every stored range's interval."""
 
     # primitives -----------------------------------------------------------------------------
 

@@ -9,6 +9,10 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
   Load (invariant I7), under its range so a run reads only its ranges' chunks;
 - ``content#<shard_id>#<interval_start_ms, 15 digits>#<first position>``: which records of a chunk
   are dead letters, fixed once before its first load;
+- ``interval#<interval_start_ms, 15 digits>``: an interval some run planned, with its end: the
+  pipeline's interval grid, which a new interval must fit (one Query per run, not one per shard);
+- ``intervals``: written once the grid holds every interval of the table's ranges (tables from
+  before the grid existed are registered by the first run that finds it missing);
 - ``topology``: the last shard set seen and the shard → partition assignment;
 - ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once;
 - ``prune``: the horizon the last pruning step claimed (``core.prune``).
@@ -42,6 +46,8 @@ BOUNDARY_PREFIX = "boundary#"
 RANGE_PREFIX = "range#"
 CHUNK_PREFIX = "chunk#"
 CONTENT_PREFIX = "content#"
+INTERVAL_PREFIX = "interval#"
+INTERVALS_KEY = "intervals"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 PRUNE_KEY = "prune"
@@ -65,6 +71,10 @@ def shard_sk(shard_id: str) -> str:
 
 def boundary_sk(shard_id: str, instant_ms: int) -> str:
     return f"{BOUNDARY_PREFIX}{shard_id}#{instant_ms:0{_INSTANT_DIGITS}d}"
+
+
+def interval_sk(interval_start_ms: int) -> str:
+    return f"{INTERVAL_PREFIX}{interval_start_ms:0{_INSTANT_DIGITS}d}"
 
 
 def range_sk(shard_id: str, interval_start_ms: int) -> str:

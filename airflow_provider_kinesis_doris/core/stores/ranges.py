@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
@@ -14,11 +14,14 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     BOUNDARY_PREFIX,
     FLOOR_KEY,
+    INTERVAL_PREFIX,
+    INTERVALS_KEY,
     RANGE_PREFIX,
     TOPOLOGY_KEY,
     boundary_from_item,
     boundary_sk,
     Floor,
+    interval_sk,
     range_sk,
     TopologyRecord,
 )
@@ -119,6 +122,12 @@ class RangeStore(StorePrimitives):
             return known
         item = self._get(range_sk(shard_id, interval_start_ms))
         return self._with_boundaries(item) if item is not None else None
+
+    def ranges_at(self, shard_ids: Sequence[str], interval_start_ms: int) -> dict[str, ShardRange]:
+        """The shards' stored ranges of the interval starting at ``interval_start_ms``, by shard, in
+        batches (BatchGetItem; their cuts are read as :meth:`get_range` reads them)."""
+        items = self._get_many([range_sk(shard_id, interval_start_ms) for shard_id in shard_ids])
+        return {item["shard_id"]: self._with_boundaries(item) for item in items.values()}
 
     def loaded_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
         """The range, if this store has seen it LOADED (no read: a loaded range's span and state
@@ -272,6 +281,60 @@ class RangeStore(StorePrimitives):
         item = self._get(FLOOR_KEY)
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return Floor(int(item["start_ms"]), int(item["end_ms"]))
+
+    # the interval grid ----------------------------------------------------------------------
+
+    def register_interval(self, start_ms: int, end_ms: int, *, register: bool = True) -> tuple[int, int] | None:
+        """Add ``[start_ms, end_ms)`` to the pipeline's interval grid, unless it overlaps an
+        interval of the grid without matching it. Ranges are stored only for registered intervals,
+        so a shard's stored range of an interval that fits is the one under its start, if any.
+
+        :param register: False: only check (an interval before the prune horizon, whose part of
+            the grid is pruned, plans no new range).
+        :return: ``(start_ms, end_ms)`` of the registered interval it overlaps without matching,
+            or None when it fits (and is registered now, or was).
+        """
+        self._register_stored_intervals()
+        # Registered intervals are disjoint: only the latest one starting before the end can
+        # overlap, or be this one.
+        latest = self._query(INTERVAL_PREFIX, high=interval_sk(end_ms - 1), descending=True, limit=1)
+        if latest:
+            stored = (int(latest[0]["start_ms"]), int(latest[0]["end_ms"]))
+            if stored == (start_ms, end_ms):
+                return None
+            if stored[1] > start_ms:
+                return stored
+        if not register:
+            return None
+        item = {"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms}
+        if self._put_new(item):
+            return None
+        # A concurrent planner registered an interval with the same start.
+        raced = self._get(interval_sk(start_ms))
+        assert raced is not None, "a put-once item existed a moment ago"
+        return None if int(raced["end_ms"]) == end_ms else (start_ms, int(raced["end_ms"]))
+
+    def _register_stored_intervals(self) -> None:
+        """Once per table: register the interval of every stored range (tables written before the
+        grid existed), then mark the grid complete. A run killed halfway does it again."""
+        if self._grid_complete or self._get(INTERVALS_KEY) is not None:
+            self._grid_complete = True
+            return
+        stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._query(RANGE_PREFIX)}
+        for start_ms, end_ms in sorted(stored):
+            self._put_new({"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms})
+        if stored:
+            log.info("pipeline %s: registered the %d intervals of its stored ranges", self.pipeline_id, len(stored))
+        self._put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._clock()})
+        self._grid_complete = True
+
+    def prune_grid(self, horizon_ms: int) -> int:
+        """Delete the grid's intervals that end by the horizon (with the shards' history before it).
+
+        :return: items deleted."""
+        old = [item["sk"] for item in self._query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
+        self._delete(old)
+        return len(old)
 
     # topology -------------------------------------------------------------------------------
 
