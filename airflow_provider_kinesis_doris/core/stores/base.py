@@ -58,6 +58,11 @@ class StorePrimitives:
         """Store ``item`` (it carries ``sk``) unless its key exists; False if it existed."""
         raise NotImplementedError
 
+    def _put_new_grouped(self, item: dict[str, Any]) -> bool:
+        """:meth:`_put_new`, possibly sent together with the puts of other threads (one request
+        for many items where the store can do that)."""
+        return self._put_new(item)
+
     def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
         attribute has the given value (``ABSENT``: does not exist). Returns the item as updated

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.grouped import GroupedPuts
 from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,8 @@ _BATCH_WRITE_MAX = 25
 """Requests per BatchWriteItem call (the API's limit)."""
 _BATCH_GET_MAX = 100
 """Keys per BatchGetItem call (the API's limit)."""
+_TRANSACTION_MAX = 100
+"""Items per TransactWriteItems call (the API's limit)."""
 _UNPROCESSED_RETRIES = 8
 
 
@@ -69,6 +72,7 @@ class DynamoCheckpointStore(CheckpointStore):
         self._page_size = page_size
         self._serializer = TypeSerializer()
         self._deserializer = TypeDeserializer()
+        self._grouped_puts = GroupedPuts(self._put_new_many, _TRANSACTION_MAX)
 
     def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
         """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
@@ -172,17 +176,50 @@ class DynamoCheckpointStore(CheckpointStore):
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _put_new(self, item: dict[str, Any]) -> bool:
-        attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
-        attributes["pk"] = {"S": self.pipeline_id}
         try:
-            self._client.put_item(
-                TableName=self.table_name, Item=attributes, ConditionExpression="attribute_not_exists(sk)"
-            )
+            self._client.put_item(**self._put_once(item))
         except ClientError as error:
             if _is_condition_failure(error):
                 return False
             raise
         return True
+
+    def _put_once(self, item: dict[str, Any]) -> dict[str, Any]:
+        attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
+        attributes["pk"] = {"S": self.pipeline_id}
+        return {"TableName": self.table_name, "Item": attributes, "ConditionExpression": "attribute_not_exists(sk)"}
+
+    def _put_new_grouped(self, item: dict[str, Any]) -> bool:
+        return self._grouped_puts.put_new(item)
+
+    def _put_new_many(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        """Put-once each item: one PutItem for a lone one, else TransactWriteItems (all or nothing;
+        a cancelled one names the items whose key existed, and is sent again without them)."""
+        if len(items) == 1:
+            return [self._put_new(items[0])]
+        written = [True] * len(items)
+        pending = list(range(len(items)))
+        for attempt in range(_UNPROCESSED_RETRIES):
+            try:
+                self._client.transact_write_items(TransactItems=[{"Put": self._put_once(items[i])} for i in pending])
+                return written
+            except ClientError as error:
+                if aws_error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
+            existed = {i for i, code in zip(pending, reasons) if code == "ConditionalCheckFailed"}
+            for i in existed:
+                written[i] = False
+            pending = [i for i in pending if i not in existed]
+            if not pending:
+                return written
+            if not existed:
+                # Cancelled for another reason (a concurrent transaction on an item, throttling).
+                time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise RuntimeError(
+            f"DynamoDB cancelled the put of {len(pending)} items of pipeline {self.pipeline_id} "
+            f"{_UNPROCESSED_RETRIES} times (table {self.table_name})"
+        )
 
     def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         names: dict[str, str] = {}

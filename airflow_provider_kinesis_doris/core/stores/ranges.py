@@ -71,7 +71,8 @@ class RangeStore(StorePrimitives):
             item["position"] = boundary.position.encode()
         if boundary.arrival_ms is not None:
             item["arrival_ms"] = boundary.arrival_ms
-        if self._put_new(item):
+        # Planning puts the cuts of many shards at once: grouped, one request carries several.
+        if self._put_new_grouped(item):
             return self._settle(boundary)
         stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"

@@ -351,3 +351,38 @@ def test_the_cuts_at_an_instant_are_read_in_batches_and_then_from_memory(dynamod
     assert gets == [1 + 30]  # the PENDING cut, and the shards without a cut
     assert cuts[shards[0]] == Boundary(shards[0], 5000, BoundaryKind.AT, Position(SEQ))
     assert cuts[shards[7]].kind is BoundaryKind.PENDING and cuts[shards[149]] is None
+
+
+def test_cuts_put_by_many_threads_go_in_transactions_and_each_gets_the_stored_one(
+    dynamodb_client: Any, table_name: str
+) -> None:
+    """64 threads put a cut each, 16 of them at an instant whose cut another writer stored first:
+    puts that queue while one request is on its way go together in one TransactWriteItems, the
+    transaction cancelled by the stored cuts is sent again without them, and every thread gets
+    the cut that is stored (ours, or the first writer's)."""
+    first = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    shards = [f"shardId-{n:012d}" for n in range(64)]
+    for shard_id in shards[:16]:
+        first.put_boundary(Boundary(shard_id, 5000, BoundaryKind.AT, Position(SEQ)))
+    store = DynamoCheckpointStore(dynamodb_client, table_name, PIPELINE)
+    puts, transactions = _count_calls(dynamodb_client, "PutItem"), _count_calls(dynamodb_client, "TransactWriteItems")
+    barrier = threading.Barrier(len(shards))
+    answers: dict[str, Boundary] = {}
+
+    def put(n: int) -> None:
+        barrier.wait()
+        answers[shards[n]] = store.put_boundary(Boundary(shards[n], 5000, BoundaryKind.AFTER, Position(SEQ + n)))
+
+    threads = [threading.Thread(target=put, args=(n,)) for n in range(len(shards))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert answers == {
+        shard_id: Boundary(shard_id, 5000, *((BoundaryKind.AT, Position(SEQ)) if n < 16 else (BoundaryKind.AFTER, Position(SEQ + n))))
+        for n, shard_id in enumerate(shards)
+    }
+    assert {shard_id: store.get_boundary(shard_id, 5000) for shard_id in shards} == answers
+    assert puts[0] + transactions[0] < len(shards) // 2, (puts, transactions)
+    assert transactions[0] >= 1

@@ -1,0 +1,101 @@
+"""Group commit of put-once writes (``core.stores.grouped``): who sends, what waits, what fails."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.stores.grouped import GroupedPuts
+
+
+class SlowTable:
+    """Put-once on a dict; each request takes as long as the test holds ``gate``."""
+
+    def __init__(self) -> None:
+        self.items: dict[str, Any] = {"taken": 0}
+        self.groups: list[list[str]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.fail_next: Exception | None = None
+
+    def send(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        self.gate.wait()
+        self.groups.append([item["sk"] for item in items])
+        if self.fail_next is not None:
+            error, self.fail_next = self.fail_next, None
+            raise error
+        answers = [item["sk"] not in self.items for item in items]
+        for item, new in zip(items, answers):
+            if new:
+                self.items[item["sk"]] = item
+        return answers
+
+
+class Writers:
+    """One thread per key, each putting it and keeping the answer (or the error)."""
+
+    def __init__(self, grouped: GroupedPuts, sks: list[str]) -> None:
+        self.answers: dict[str, Any] = {}
+        self.threads = [threading.Thread(target=self._put, args=(grouped, sk)) for sk in sks]
+        for thread in self.threads:
+            thread.start()
+
+    def _put(self, grouped: GroupedPuts, sk: str) -> None:
+        try:
+            self.answers[sk] = grouped.put_new({"sk": sk})
+        except Exception as error:  # noqa: BLE001 - the answer under test
+            self.answers[sk] = error
+
+    @classmethod
+    def behind_one(cls, table: SlowTable, grouped: GroupedPuts, sks: list[str]) -> dict[str, Any]:
+        """A writer's request held on its way while ``sks`` queue behind it; then released.
+
+        :return: every answer, the first writer's under "first"."""
+        table.gate.clear()
+        first = cls(grouped, ["first"])
+        while not grouped._sending:
+            pass
+        queued = cls(grouped, sks)
+        while len(grouped._queue) < len(sks):
+            pass
+        table.gate.set()
+        return first.join() | queued.join()
+
+    def join(self) -> dict[str, Any]:
+        for thread in self.threads:
+            thread.join(timeout=10)
+            assert not thread.is_alive()
+        return self.answers
+
+
+def test_a_lone_writer_sends_at_once_and_gets_its_answer() -> None:
+    table = SlowTable()
+    grouped = GroupedPuts(table.send, max_items=100)
+    assert grouped.put_new({"sk": "a"}) is True
+    assert grouped.put_new({"sk": "a"}) is False and grouped.put_new({"sk": "taken"}) is False
+    assert table.groups == [["a"], ["a"], ["taken"]]
+
+
+def test_writes_that_queue_while_a_request_is_on_its_way_go_together() -> None:
+    table = SlowTable()
+    grouped = GroupedPuts(table.send, max_items=4)
+    answers = Writers.behind_one(table, grouped, [f"q{n}" for n in range(6)] + ["taken"])
+    assert answers == {"first": True, **{f"q{n}": True for n in range(6)}, "taken": False}
+    assert table.groups[0] == ["first"] and [len(group) for group in table.groups[1:]] == [4, 3]
+    assert not grouped._sending and grouped._queue == []
+
+
+def test_every_writer_of_a_failed_group_gets_the_error_and_the_next_group_is_sent() -> None:
+    table = SlowTable()
+    grouped = GroupedPuts(table.send, max_items=3)
+    table.fail_next = RuntimeError("throttled")
+    answers = Writers.behind_one(table, grouped, ["a", "b", "c", "d", "e"])
+    failed = [sk for sk, answer in answers.items() if isinstance(answer, RuntimeError)]
+    assert failed == ["first"]
+    assert {sk: answers[sk] for sk in "abcde"} == dict.fromkeys("abcde", True)
+    with pytest.raises(RuntimeError, match="throttled"):
+        table.fail_next = RuntimeError("throttled")
+        grouped.put_new({"sk": "z"})
