@@ -7,8 +7,9 @@ the process makes by operation (botocore's ``_make_api_call``, in every client a
 
 One JSON line per shard count: seconds of the loaded and the quiet interval, AWS calls per shard
 by operation (GetRecords calls that returned records are counted apart: they are the data path,
-not the control plane), DynamoDB items written, checkpoint items per shard, and the driver's peak
-RSS. Each count has a checkpoint table of its own (moto's Query reads its whole table).
+not the control plane), the seconds spent inside each operation's calls (summed over the driver's
+threads: where the interval's time goes), DynamoDB write calls, checkpoint items per shard, and
+the driver's peak RSS. Each count has a checkpoint table of its own (moto's Query reads its whole table).
 
 Then a history line: ``--history-intervals`` consecutive intervals of one small stream, each
 followed by a pruning that keeps the last ``--history-keep`` intervals (what the hourly pruning
@@ -74,6 +75,9 @@ class CallCounter:
     def __init__(self, *, by_caller: bool = False) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] | None = None
+        self.seconds: Counter[str] = Counter()
+        """Seconds spent inside the calls of each operation (summed over the pool's threads)
+        during the last :meth:`counting`: where an interval's time goes."""
         self._original = botocore.client.BaseClient._make_api_call
         self._by_caller = by_caller
 
@@ -81,9 +85,10 @@ class CallCounter:
         counter, original = self, self._original
 
         def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+            started = time.perf_counter()
             response = original(client, operation, params)
             name = DATA_PAGES if operation == "GetRecords" and response.get("Records") else operation
-            counter._count(f"{name} <- {_caller()}" if counter._by_caller else name)
+            counter._count(f"{name} <- {_caller()}" if counter._by_caller else name, name, time.perf_counter() - started)
             return response
 
         botocore.client.BaseClient._make_api_call = counted  # type: ignore[method-assign]
@@ -95,16 +100,17 @@ class CallCounter:
     def by_caller(self) -> bool:
         return self._by_caller
 
-    def _count(self, operation: str) -> None:
+    def _count(self, key: str, operation: str, seconds: float) -> None:
         with self._lock:
             if self._counts is not None:
-                self._counts[operation] += 1
+                self._counts[key] += 1
+                self.seconds[operation] += seconds
 
     @contextmanager
     def counting(self) -> Iterator[Counter[str]]:
         counts: Counter[str] = Counter()
         with self._lock:
-            self._counts = counts
+            self._counts, self.seconds = counts, Counter()
         try:
             yield counts
         finally:
@@ -166,6 +172,8 @@ def measure(
         "calls_per_shard_quiet": _per_shard(quiet_calls, shards),
         "control_calls_per_shard_loaded": round(_control(loaded_calls) / shards, 2),
         "control_calls_per_shard_quiet": round(_control(quiet_calls) / shards, 2),
+        "call_seconds_loaded": loaded["call_seconds"],
+        "call_seconds_quiet": quiet["call_seconds"],
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
         "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -234,7 +242,10 @@ def _interval(
             driver_concurrency=concurrency, prune_state=False,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
-    return {"seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"]}
+    return {
+        "seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"],
+        "call_seconds": {operation: round(spent, 2) for operation, spent in sorted(counter.seconds.items())},
+    }
 
 
 def _by_operation(calls: Counter[str]) -> Counter[str]:

@@ -312,8 +312,11 @@ class _IntervalPlanner:
         """The interval's stored ranges, by shard, when it has its own (not the floor's)."""
         self.decided: dict[str, ShardPlan] = {}
         self.rewound: dict[str, ShardCheckpoint] = {}
+        self.listed: dict[str, ShardCheckpoint] = {}
+        """Each shard as this run's listing read it."""
 
     def plan_shard(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> ShardPlan:
+        self.listed[shard.shard_id] = checkpoint
         decision, shard_range = self._decide(shard, checkpoint)
         checkpoint = self.rewound.get(shard.shard_id, checkpoint)
         waiting_for = self._waiting_for(shard, shard_range)
@@ -423,11 +426,23 @@ class _IntervalPlanner:
     def _rewind_past(self, shard_range: ShardRange) -> None:
         """Keep the high-water mark from claiming records of a range that is not loaded (a
         backfill before the shard's earliest range). A range cut at the shard's end, or before
-        its birth, holds no record and moves nothing."""
+        its birth, holds no record and moves nothing.
+
+        Nor does a range at or after the mark this run listed (the steady state: no read). Since
+        then a commit can only have moved the mark by loaded ranges, or across intervals that hold
+        no record, and this range holds records and is not loaded; a pruning only across cuts that
+        are the mark's, which end before this range's end cut; a rewind only back."""
         empty = shard_range.start.kind is BoundaryKind.SHARD_END or (
             shard_range.start.kind is BoundaryKind.SHARD_START and shard_range.end.kind is BoundaryKind.SHARD_START
         )
-        if shard_range.state is RangeState.PLANNED and not empty:
+        listed = self.listed[shard_range.shard_id]
+        start_ms = shard_range.start.instant_ms
+        behind = (
+            listed.high_water_mark is not None
+            and listed.high_water_mark.instant_ms <= start_ms
+            and (listed.pruned_through_ms or 0) <= start_ms
+        )
+        if shard_range.state is RangeState.PLANNED and not empty and not behind:
             shard = self.store.rewind_high_water_mark(shard_range.shard_id, shard_range.start.instant_ms)
             self.rewound[shard.shard_id] = shard
 
