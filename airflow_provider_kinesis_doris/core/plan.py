@@ -204,11 +204,11 @@ def plan_interval(
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
         floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
-        stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {},
+        stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
         max_probe_pages=max_probe_pages, clock=clock,
     )  # fmt: skip
     for generation in parent_generations(listed):
-        map_bounded(lambda shard: planner.plan_shard(shard, checkpoints[shard.shard_id]), generation, concurrency)
+        map_bounded(planner.plan_shard, generation, concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
     return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
 
@@ -293,6 +293,7 @@ class _IntervalPlanner:
         trim_horizon_ms: int,
         prune_horizon_ms: int | None,
         stored: dict[str, ShardRange],
+        checkpoints: dict[str, ShardCheckpoint],
         max_probe_pages: int,
         clock: Callable[[], int],
     ) -> None:
@@ -312,11 +313,11 @@ class _IntervalPlanner:
         """The interval's stored ranges, by shard, when it has its own (not the floor's)."""
         self.decided: dict[str, ShardPlan] = {}
         self.rewound: dict[str, ShardCheckpoint] = {}
-        self.listed: dict[str, ShardCheckpoint] = {}
+        self.checkpoints = checkpoints
         """Each shard as this run's listing read it."""
 
-    def plan_shard(self, shard: ShardInfo, checkpoint: ShardCheckpoint) -> ShardPlan:
-        self.listed[shard.shard_id] = checkpoint
+    def plan_shard(self, shard: ShardInfo) -> ShardPlan:
+        checkpoint = self.checkpoints[shard.shard_id]
         decision, shard_range = self._decide(shard, checkpoint)
         checkpoint = self.rewound.get(shard.shard_id, checkpoint)
         waiting_for = self._waiting_for(shard, shard_range)
@@ -366,7 +367,7 @@ class _IntervalPlanner:
         A quiet interval older than the prune horizon has no range to replay, but its cuts outlive
         the ranges pruned before it, and decide it without reading Kinesis."""
         start = self.store.get_boundary(shard_id, self.start_ms)
-        if start is None or start.kind not in _POSITIONED:
+        if start is None or start.position is None:
             return False
         end = self.store.get_boundary(shard_id, self.end_ms)
         return end is not None and start.same_cut(end)
@@ -435,7 +436,7 @@ class _IntervalPlanner:
         empty = shard_range.start.kind is BoundaryKind.SHARD_END or (
             shard_range.start.kind is BoundaryKind.SHARD_START and shard_range.end.kind is BoundaryKind.SHARD_START
         )
-        listed = self.listed[shard_range.shard_id]
+        listed = self.checkpoints[shard_range.shard_id]
         start_ms = shard_range.start.instant_ms
         behind = (
             listed.high_water_mark is not None
@@ -528,13 +529,10 @@ class _IntervalPlanner:
         )
 
 
-_POSITIONED = (BoundaryKind.AT, BoundaryKind.AFTER)
-
-
 def _holds_no_record(shard_range: ShardRange) -> bool:
     """A range between two cuts at the same record (a shard created after the interval keeps its
     stored NOT_CREATED range instead, cut at the shard's start)."""
-    return shard_range.start.kind in _POSITIONED and shard_range.start.same_cut(shard_range.end)
+    return shard_range.start.position is not None and shard_range.start.same_cut(shard_range.end)
 
 
 def _in_pruned_span(checkpoint: ShardCheckpoint, start_ms: int, end_ms: int) -> bool:

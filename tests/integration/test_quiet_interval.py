@@ -5,8 +5,6 @@ DynamoDB, the Doris stand-in)."""
 from __future__ import annotations
 
 import json
-from collections import Counter
-from typing import Any
 
 import pytest
 
@@ -15,31 +13,13 @@ from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
+from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
 from tests.conftest import DORIS_PASSWORD
 
 pytestmark = pytest.mark.integration
 
 QUIET_MS = 50
-
-
-class CountingKinesis:
-    """The real boto3 Kinesis client, counting the calls that open or read a shard."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def get_shard_iterator(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls["GetShardIterator"] += 1
-        return self._client.get_shard_iterator(**kwargs)
-
-    def get_records(self, **kwargs: Any) -> dict[str, Any]:
-        self.calls["GetRecords"] += 1
-        return self._client.get_records(**kwargs)
 
 
 def _no_runner(job, credentials):  # type: ignore[no-untyped-def]
@@ -68,13 +48,14 @@ def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client)
     wait_past(later_end)
     assert world["run"](loaded_start, quiet_start).summary()["loaded"] == 10
 
-    counting = CountingKinesis(kinesis_client)
+    counting = CountingClient(kinesis_client)
     quiet = run_interval(
         world["config"], quiet_start, quiet_end, kinesis=counting, store=store,
         credentials=Credentials(doris_password=DORIS_PASSWORD), runner=_no_runner,
     )  # fmt: skip
 
-    assert counting.calls == Counter(), f"the quiet interval read Kinesis: {dict(counting.calls)}"
+    reads = {name: counting.calls[name] for name in ("get_shard_iterator", "get_records")}
+    assert reads == {"get_shard_iterator": 0, "get_records": 0}, f"the quiet interval read Kinesis: {reads}"
     assert quiet.summary()["records"] == 0 and quiet.commit is None
     assert {s.decision for s in quiet.plan.shards} == {ShardDecision.EMPTY} and quiet.plan.ranges == ()
     for shard in shards:

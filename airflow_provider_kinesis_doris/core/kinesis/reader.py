@@ -390,7 +390,7 @@ def _is_empty(start: Boundary, end: Boundary) -> bool:
     """Ranges known to be empty without reading: ending at the shard's start, or from a cut to itself."""
     if end.kind is BoundaryKind.SHARD_START:
         return True
-    return end.is_concrete and (start.kind, start.position) == (end.kind, end.position)
+    return start.same_cut(end)
 
 
 def holds_a_record(start: Boundary, end: Boundary) -> bool:
@@ -399,8 +399,8 @@ def holds_a_record(start: Boundary, end: Boundary) -> bool:
     instant existed when it was probed, so that record arrived before it); two different AFTER
     cuts hold the later one's record."""
     if start.kind is BoundaryKind.AT:
-        return end.kind is not BoundaryKind.SHARD_START and (end.kind, end.position) != (start.kind, start.position)
-    return start.kind is BoundaryKind.AFTER and end.kind is BoundaryKind.AFTER and end.position != start.position
+        return end.kind is not BoundaryKind.SHARD_START and not start.same_cut(end)
+    return start.kind is BoundaryKind.AFTER and end.kind is BoundaryKind.AFTER and not start.same_cut(end)
 
 
 def _is_at_cut(end: Boundary, state: _ReadState) -> bool:

@@ -346,7 +346,7 @@ class CheckpointStore(ChunkStore):
         """The latest stored cut after the mark, by the horizon and the shard's next range, that is
         still the mark's cut: no record arrived between the two, so every interval between is
         ``EMPTY``. None when there is none."""
-        if mark.kind not in (BoundaryKind.AT, BoundaryKind.AFTER):
+        if mark.position is None:  # only an AT or AFTER cut can be met again
             return None
         shard_id = mark.shard_id
         following = self._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, mark.instant_ms), limit=1)

@@ -11,20 +11,11 @@ from airflow_provider_kinesis_doris.core.kinesis import boundaries
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary, scan_forward
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 
 STREAM = "events"
 T0 = 1_700_000_000_000
-
-
-class Counting:
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        self.calls[name] += 1
-        return getattr(self._client, name)
 
 
 def _stream(*arrivals_after_t0: int) -> tuple[FakeKinesis, ShardInfo, list[int]]:
@@ -51,7 +42,7 @@ def _scan(kinesis: Any, shard: ShardInfo, earlier: Boundary | None, instant_ms: 
 
 def test_a_quiet_shard_ends_where_it_started_after_its_record_and_an_empty_page() -> None:
     kinesis, shard, (last,) = _stream(1_000)
-    counting = Counting(kinesis)
+    counting = CountingClient(kinesis)
 
     cut = _scan(counting, shard, _after(shard, T0 + 10_000, last), T0 + 20_000)
 
@@ -59,7 +50,7 @@ def test_a_quiet_shard_ends_where_it_started_after_its_record_and_an_empty_page(
     assert counting.calls == Counter(get_shard_iterator=1, get_records=2)
 
 
-class ZeroBehindWithRecords(Counting):
+class ZeroBehindWithRecords(CountingClient):
     """Kinesis as a page ending in the middle of one millisecond's records reports it: 0 behind."""
 
     def get_records(self, **kwargs: Any) -> dict[str, Any]:
@@ -130,7 +121,7 @@ def test_an_earlier_record_that_is_gone_falls_back_to_the_probe() -> None:
 )
 def test_without_a_cut_after_a_record_or_before_the_seal_nothing_is_read(earlier: Boundary | None, instant_ms: int) -> None:
     kinesis, shard, _ = _stream(1_000)
-    counting = Counting(kinesis)
+    counting = CountingClient(kinesis)
 
     assert _scan(counting, shard, earlier, instant_ms) is None
     assert counting.calls == Counter()
