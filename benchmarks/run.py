@@ -51,7 +51,7 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, map_record
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
-from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, sealed_end, wait_past
 from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, local_client
 
 log = logging.getLogger("benchmark")
@@ -250,8 +250,8 @@ def payload(event_id: int, record_bytes: int) -> bytes:
     return json.dumps(head, separators=(",", ":")).encode()
 
 
-def put_events(kinesis: Any, stream: str, event_ids: range, record_bytes: int) -> None:
-    put_records(kinesis, stream, ((f"pk-{i}", payload(i, record_bytes)) for i in event_ids))
+def put_events(kinesis: Any, stream: str, event_ids: range, record_bytes: int) -> list[dict[str, Any]]:
+    return put_records(kinesis, stream, ((f"pk-{i}", payload(i, record_bytes)) for i in event_ids))
 
 
 def produce(stack: Stack, stream: str, records: int, record_bytes: int) -> Interval:
@@ -269,8 +269,9 @@ def produce(stack: Stack, stream: str, records: int, record_bytes: int) -> Inter
     # Two producers: one encodes and signs while the emulator stores the other's batch.
     shares = [range(first, records, PRODUCERS) for first in range(PRODUCERS)]
     with ThreadPoolExecutor(max_workers=PRODUCERS) as pool:
-        list(pool.map(lambda ids: put_events(stack.kinesis, stream, ids, record_bytes), shares))
-    end = now_ms() + 1
+        results = [entry for put in pool.map(lambda ids: put_events(stack.kinesis, stream, ids, record_bytes), shares)
+                   for entry in put]  # fmt: skip
+    end = sealed_end(stack.kinesis, stream, results)
     quiet_end = end + 50
     wait_past(quiet_end)
     for shard in stack.kinesis.list_shards(StreamName=stream)["Shards"]:

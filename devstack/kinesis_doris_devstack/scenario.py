@@ -8,6 +8,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms
+
 EVENTS_DDL = """CREATE TABLE IF NOT EXISTS `{table}` (
     event_id BIGINT NOT NULL,
     user_id VARCHAR(32) NULL,
@@ -130,3 +132,27 @@ def wait_past(instant_ms: int, margin_ms: int = 5) -> None:
     remaining = instant_ms + margin_ms - now_ms()
     if remaining > 0:
         time.sleep(remaining / 1000)
+
+
+def sealed_end(kinesis: Any, stream: str, results: Iterable[dict[str, Any]]) -> int:
+    """An interval end after every record that ``results`` (put result entries) names, waited past.
+
+    The end is taken from the arrival stamps the service gave the records, not only from the host
+    clock: on a loaded CI machine kinesis-mock has stamped a record later than the host clock read
+    right after the put returned, and an end from that clock then left the record outside the
+    interval.
+    """
+    last_of_shard: dict[str, int] = {}
+    for entry in results:
+        shard, sequence = entry["ShardId"], int(entry["SequenceNumber"])
+        last_of_shard[shard] = max(sequence, last_of_shard.get(shard, sequence))
+    end = now_ms()
+    for shard, sequence in last_of_shard.items():
+        iterator = kinesis.get_shard_iterator(
+            StreamName=stream, ShardId=shard, ShardIteratorType="AT_SEQUENCE_NUMBER",
+            StartingSequenceNumber=str(sequence),
+        )["ShardIterator"]  # fmt: skip
+        (record,) = kinesis.get_records(ShardIterator=iterator, Limit=1)["Records"]
+        end = max(end, arrival_ms(record["ApproximateArrivalTimestamp"]))
+    wait_past(end + 1)
+    return end + 1

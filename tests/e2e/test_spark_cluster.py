@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
-from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, sealed_end, wait_past
 from kinesis_doris_devstack.stack import start_spark_cluster
 from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
 
@@ -76,10 +76,9 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
     create_stream(kinesis_client, stream, 3)
     start = now_ms()
     wait_past(start)
-    put_events(kinesis_client, stream, [event(i) for i in range(90)])
-    put_events(kinesis_client, stream, [{"user_id": "bad"}])  # no event_id: dead letter
-    end = now_ms() + 1
-    wait_past(end)
+    results = put_events(kinesis_client, stream, [event(i) for i in range(90)])
+    results += put_events(kinesis_client, stream, [{"user_id": "bad"}])  # no event_id: dead letter
+    end = sealed_end(kinesis_client, stream, results)
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     credentials = Credentials(doris_password=DORIS_PASSWORD, aws_access_key_id="testing", aws_secret_access_key=AWS_SECRET)
 

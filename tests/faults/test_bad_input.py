@@ -21,7 +21,7 @@ from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
 from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.core.model import RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig
-from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, sealed_end, wait_past
 from tests.faults.trial import (
     CHECKPOINT_TABLE,
     DB,
@@ -57,10 +57,8 @@ class World:
         """Put ``payloads`` inside a fresh interval; return it, sealed."""
         start = now_ms()
         wait_past(start)
-        put_records(self.kinesis, self.stream, payloads)
-        end = now_ms() + 1
-        wait_past(end)
-        return start, end
+        results = put_records(self.kinesis, self.stream, payloads)
+        return start, sealed_end(self.kinesis, self.stream, results)
 
     def run(self, start: int, end: int, config: PipelineConfig | None = None) -> IntervalResult:
         return run_with(config or self.config, start, end, self.kinesis, self.store)

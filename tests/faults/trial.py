@@ -35,7 +35,7 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from kinesis_doris_devstack.doris_server import DorisServer
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, client_error, runner_with, with_clients
 from tests.faults.tally import Delivery, ProofTally
-from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, sealed_end, wait_past
 
 DB = "proof"
 CHECKPOINT_TABLE = "proof_checkpoints"
@@ -226,13 +226,14 @@ def _payloads(rng: random.Random, first_id: int, count: int, produced: Produced)
 
 
 def _put(kinesis: Any, stream: str, records: list[tuple[str, bytes, int]], kpl: bool, rng: random.Random,
-         produced: Produced) -> None:  # fmt: skip
-    """Put ``records`` plainly, or packed into KPL aggregates of 1..4 user records."""
+         produced: Produced) -> list[dict[str, Any]]:  # fmt: skip
+    """Put ``records`` plainly, or packed into KPL aggregates of 1..4 user records; return the
+    put result entries."""
     if not kpl:
         results = put_records(kinesis, stream, ((key, data) for key, data, _ in records))
         for result, (_, _, identifier) in zip(results, records):
             produced.position_of[(result["ShardId"], Position(int(result["SequenceNumber"])))] = identifier
-        return
+        return results
     groups: list[list[tuple[str, bytes, int]]] = []
     remaining = list(records)
     while remaining:
@@ -250,6 +251,7 @@ def _put(kinesis: Any, stream: str, records: list[tuple[str, bytes, int]], kpl: 
     for result, group in zip(results, groups):
         for index, (_, _, identifier) in enumerate(group):
             produced.position_of[(result["ShardId"], Position(int(result["SequenceNumber"]), index))] = identifier
+    return results
 
 
 def _wait_active(kinesis: Any, stream: str) -> None:
@@ -282,13 +284,12 @@ def produce(kinesis: Any, stream: str, spec: TrialSpec) -> tuple[Produced, int, 
     half = spec.events // 2
     start = now_ms()
     wait_past(start)
-    _put(kinesis, stream, _payloads(rng, first_id, half, produced), spec.kpl, rng, produced)
+    results = _put(kinesis, stream, _payloads(rng, first_id, half, produced), spec.kpl, rng, produced)
     if spec.reshard:
         _reshard(kinesis, stream, spec.reshard)
-    _put(kinesis, stream, _payloads(rng, first_id + half, spec.events - half, produced), spec.kpl, rng, produced)
-    end = now_ms() + 1
-    wait_past(end)
-    return produced, start, end
+    results += _put(kinesis, stream, _payloads(rng, first_id + half, spec.events - half, produced), spec.kpl, rng,
+                    produced)  # fmt: skip
+    return produced, start, sealed_end(kinesis, stream, results)
 
 
 # --- faults ------------------------------------------------------------------------------------

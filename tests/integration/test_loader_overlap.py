@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
 from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
-from kinesis_doris_devstack.scenario import event, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_records, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
 
@@ -93,10 +93,8 @@ def _one_shard_interval(kinesis_client: Any, stream: str) -> tuple[int, int]:
     """``EVENTS`` events, all in one shard (one partition key), inside a sealed interval."""
     start = now_ms()
     wait_past(start)
-    put_records(kinesis_client, stream, (("one-key", json.dumps(event(i)).encode()) for i in range(EVENTS)))
-    end = now_ms() + 1
-    wait_past(end)
-    return start, end
+    results = put_records(kinesis_client, stream, (("one-key", json.dumps(event(i)).encode()) for i in range(EVENTS)))
+    return start, sealed_end(kinesis_client, stream, results)
 
 
 def test_a_chunk_loads_while_the_next_one_is_read_in_chunk_order(world, kinesis_client) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
 
@@ -22,10 +22,9 @@ def _three_intervals(kinesis_client, stream: str) -> tuple[list[int], list[int]]
     for batch in range(3):
         wait_past(bounds[-1])
         new = [batch * 100 + i for i in range(25)]
-        put_events(kinesis_client, stream, [event(i) for i in new])
+        results = put_events(kinesis_client, stream, [event(i) for i in new])
         ids += new
-        bounds.append(now_ms() + 1)
-    wait_past(bounds[-1])
+        bounds.append(sealed_end(kinesis_client, stream, results))
     return bounds, ids
 
 
@@ -63,9 +62,7 @@ def test_bad_records_go_to_the_dead_letter_table_and_nothing_is_dropped(world, k
     wait_past(start)
     payloads = [("k1", json.dumps(event(1)).encode()), ("k2", b"{not json"), ("k3", b"\xff\xfe binary"),
                 ("k4", json.dumps({"user_id": "no-id"}).encode()), ("k5", json.dumps(event(5)).encode())]  # fmt: skip
-    put_records(kinesis_client, world["stream"], payloads)
-    end = now_ms() + 1
-    wait_past(end)
+    end = sealed_end(kinesis_client, world["stream"], put_records(kinesis_client, world["stream"], payloads))
 
     summary = world["run"](start, end).summary()
 
@@ -99,8 +96,8 @@ def test_intervals_without_records_start_no_runner_and_still_commit(world, kines
     wait_past(start + 50)
     first = world["run"](start, start + 50, runner=no_runner)
     loaded_start = start + 50
-    put_events(kinesis_client, world["stream"], [event(i) for i in range(10)])
-    loaded_end = now_ms() + 1
+    loaded = put_events(kinesis_client, world["stream"], [event(i) for i in range(10)])
+    loaded_end = sealed_end(kinesis_client, world["stream"], loaded)
     wait_past(loaded_end + 50)
     world["run"](loaded_start, loaded_end)
     after = world["run"](loaded_end, loaded_end + 50, runner=no_runner)

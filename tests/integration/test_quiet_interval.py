@@ -14,7 +14,7 @@ from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Po
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD
 
 pytestmark = pytest.mark.integration
@@ -34,18 +34,19 @@ def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client)
     stream, store = world["stream"], world["store"]
     loaded_start = now_ms()
     wait_past(loaded_start)
-    put_events(kinesis_client, stream, [event(i) for i in range(10)])
-    quiet_start = now_ms() + 1
+    loaded = put_events(kinesis_client, stream, [event(i) for i in range(10)])
+    quiet_start = sealed_end(kinesis_client, stream, loaded)
     quiet_end = quiet_start + QUIET_MS
     wait_past(quiet_end)
     shards = kinesis_client.list_shards(StreamName=stream)["Shards"]
-    for number, shard in enumerate(shards):  # one later record in every shard
+    later_puts = [  # one later record in every shard
         kinesis_client.put_record(
             StreamName=stream, PartitionKey="later", Data=json.dumps(event(100 + number)).encode(),
             ExplicitHashKey=shard["HashKeyRange"]["StartingHashKey"],
         )  # fmt: skip
-    later_end = now_ms() + 1
-    wait_past(later_end)
+        for number, shard in enumerate(shards)
+    ]
+    later_end = sealed_end(kinesis_client, stream, later_puts)
     assert world["run"](loaded_start, quiet_start).summary()["loaded"] == 10
 
     counting = CountingClient(kinesis_client)

@@ -16,7 +16,7 @@ from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
-from kinesis_doris_devstack.scenario import event, now_ms, put_records, wait_past
+from kinesis_doris_devstack.scenario import event, now_ms, put_records, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
 
@@ -32,10 +32,8 @@ def _produce(world: dict[str, Any], kinesis_client: Any, payloads: list[dict[str
     """The payloads in one shard (one partition key), in order; the interval around them."""
     start = now_ms()
     wait_past(start)
-    put_records(kinesis_client, world["stream"], [("one-shard", json.dumps(p).encode()) for p in payloads])
-    end = now_ms() + 1
-    wait_past(end)
-    return start, end
+    results = put_records(kinesis_client, world["stream"], [("one-shard", json.dumps(p).encode()) for p in payloads])
+    return start, sealed_end(kinesis_client, world["stream"], results)
 
 
 def _strict(world: dict[str, Any], **changes: Any) -> Any:
