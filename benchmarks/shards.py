@@ -11,6 +11,9 @@ not the control plane), the seconds spent inside each operation's calls (summed 
 threads: where the interval's time goes), DynamoDB write calls, checkpoint items per shard, and
 the driver's peak RSS. Each count has a checkpoint table of its own (moto's Query reads its whole table).
 
+A third interval shows the steady state of a pipeline with data flowing (``steady``): its start
+cut stored by the run before, records in it and after it.
+
 Then a history line: ``--history-intervals`` consecutive intervals of one small stream, each
 followed by a pruning that keeps the last ``--history-keep`` intervals (what the hourly pruning
 keeps, one retention period and label window, scaled down), with the checkpoint items per shard
@@ -159,7 +162,9 @@ def measure(
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
     quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency)
+    steady = _steady_interval(config, stack, counter, start + 2 * interval_ms, interval_ms, records_per_shard, concurrency)
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
+    steady_calls = _by_operation(steady["calls"])
     items = _item_count(stack, config)
     stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
     return {
@@ -172,13 +177,17 @@ def measure(
         "calls_per_shard_quiet": _per_shard(quiet_calls, shards),
         "control_calls_per_shard_loaded": round(_control(loaded_calls) / shards, 2),
         "control_calls_per_shard_quiet": round(_control(quiet_calls) / shards, 2),
+        "steady_s": steady["seconds"],
+        "calls_per_shard_steady": _per_shard(steady_calls, shards),
+        "control_calls_per_shard_steady": round(_control(steady_calls) / shards, 2),
         "call_seconds_loaded": loaded["call_seconds"],
         "call_seconds_quiet": quiet["call_seconds"],
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
         "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         **({"calls_per_shard_by_caller_loaded": _per_shard(loaded["calls"], shards),
-            "calls_per_shard_by_caller_quiet": _per_shard(quiet["calls"], shards)} if counter.by_caller else {}),
+            "calls_per_shard_by_caller_quiet": _per_shard(quiet["calls"], shards),
+            "calls_per_shard_by_caller_steady": _per_shard(steady["calls"], shards)} if counter.by_caller else {}),
     }
 
 
@@ -225,6 +234,27 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
     config = replace(pipeline_config(stack, name, table, ChunkLimits()), checkpoint_table=f"{CHECKPOINT_TABLE}_{table}")
     DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id).create_table_if_missing()
     return config
+
+
+def _steady_interval(
+    config: PipelineConfig, stack: Stack, counter: CallCounter, quiet_end: int, interval_ms: int,
+    records_per_shard: int, concurrency: int,
+) -> dict[str, Any]:
+    """An interval as a pipeline with data flowing runs it: the cut at its start stored by the run
+    before, records in it and after it (its end cut is a record, found by one probe).
+
+    The intervals before it down to ``quiet_end`` run unmeasured, as one, once its records are in
+    (they have passed while the quiet interval ran)."""
+    start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+    wait_past(start)
+    produced = put_per_shard(stack.kinesis, config.stream_name, records_per_shard)
+    _interval(config, stack, counter, quiet_end, start, concurrency)
+    wait_past(start + interval_ms)
+    put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
+    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency)
+    if steady["records"] != produced:
+        raise RuntimeError(f"{config.stream_name}: the steady interval loaded {steady['records']} of {produced} records")
+    return steady
 
 
 def _interval(

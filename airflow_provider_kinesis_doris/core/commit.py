@@ -19,6 +19,7 @@ from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import boundary_from_dict
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 
 log = logging.getLogger(__name__)
@@ -52,9 +53,15 @@ def commit_reports(
         by_shard.setdefault(report.shard_id, []).append(report)
     shard_ids = sorted(by_shard)
     known = known or {}
+    map_bounded(lambda shard_id: _mark_loaded(store, by_shard[shard_id]), shard_ids, concurrency)
+    # Read once every reported range is marked: see CheckpointStore.loaded_through.
+    last_interval_start_ms = store.latest_interval_start()
     commits = map_bounded(
-        lambda shard_id: _commit_shard(store, shard_id, by_shard[shard_id], known.get(shard_id)), shard_ids, concurrency
-    )
+        lambda shard_id: _commit_shard(
+            store, shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id), last_interval_start_ms
+        ),
+        shard_ids, concurrency,
+    )  # fmt: skip
     result = CommitResult()
     for shard_id, (mark, drained) in zip(shard_ids, commits):
         result.high_water_marks[shard_id] = mark
@@ -63,11 +70,11 @@ def commit_reports(
     return result
 
 
-def _commit_shard(
-    store: CheckpointStore, shard_id: str, reports: Sequence[RangeReport], known: ShardCheckpoint | None
-) -> tuple[str, bool]:
-    """:return: the shard's mark after the commit, described, and whether this commit drained it."""
+def _mark_loaded(store: CheckpointStore, reports: Sequence[RangeReport]) -> None:
     for report in reports:
+        if report.end is not None:
+            # The end the loader settled: the commit's walk reads it next.
+            store.remember_boundary(boundary_from_dict(report.end))
         store.mark_range_loaded(
             report.shard_id,
             report.interval_start_ms,
@@ -78,7 +85,14 @@ def _commit_shard(
                 "dead_lettered": report.dead_lettered,
             },
         )
-    shard = _advance(store, shard_id, reports[-1].millis_behind_latest, known)
+
+
+def _commit_shard(
+    store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
+    last_interval_start_ms: int | None,
+) -> tuple[str, bool]:  # fmt: skip
+    """:return: the shard's mark after the commit, described, and whether this commit drained it."""
+    shard = _advance(store, shard_id, lag_ms, known, last_interval_start_ms)
     mark = shard.high_water_mark
     described = mark.describe(position=False) if mark else "none"
     # Drained follows from the stored ranges (the mark reached the shard's end), whichever
@@ -93,10 +107,16 @@ def _commit_shard(
     return described, True
 
 
-def _advance(store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None) -> ShardCheckpoint:
+def _advance(
+    store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
+    last_interval_start_ms: int | None,
+) -> ShardCheckpoint:  # fmt: skip
     """Fenced on ``known``'s counter, else on the counter read in the same call; a lost race is
     read again and retried."""
     first = iter([known])
     return retry_on_conflict(
-        lambda: store.advance_high_water_mark(shard_id, last_lag_ms=lag_ms, known=next(first, None)), f"shard {shard_id}"
+        lambda: store.advance_high_water_mark(
+            shard_id, last_lag_ms=lag_ms, known=next(first, None), last_interval_start_ms=last_interval_start_ms
+        ),
+        f"shard {shard_id}",
     )

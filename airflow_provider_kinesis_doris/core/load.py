@@ -21,7 +21,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -229,12 +229,13 @@ def _read_and_load(clients: LoadClients, shard_range: ShardRange, report: RangeR
     """One pass over the range; chunks whose first position is in ``sent`` were loaded (and
     counted) by an earlier pass of this run. Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
-    recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms,
+                                      keyed_by_range=shard_range.chunk_limits is not None)  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(clients.kinesis, shard_range, store)
     contents = _settled_contents(store, shard_range)
-    by_span = {(chunk.first, chunk.last): chunk for chunk in recorded}
-    spans = sorted({*by_span, *((content.first, content.last) for content in contents.values())})
+    by_label = {chunk.label: chunk for chunk in recorded}
+    spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})
     records = _past_a_trimmed_head(iter(reader), spans, _loaded_spans(recorded), shard_range)
     mapped = follow_contents((map_record(record, pipeline.mapping) for record in records), contents)
     # Only the load thread touches ``report``, ``clients.doris`` and the chunk log until the last
@@ -246,8 +247,7 @@ def _read_and_load(clients: LoadClients, shard_range: ShardRange, report: RangeR
                 in_flight.result()
             if chunk.first in sent:
                 continue
-            recorded_chunk = by_span.get((chunk.first, chunk.last))
-            in_flight = loads.submit(_load_chunk, clients, shard_range, chunk, recorded_chunk, report, sent)
+            in_flight = loads.submit(_load_chunk, clients, shard_range, chunk, by_label, report, sent)
         if in_flight is not None:
             in_flight.result()
     return reader.outcome
@@ -292,9 +292,9 @@ def _past_a_trimmed_head(
 
 
 def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:
-    """The limits the range's first run stored: a concurrent run with other limits then still
-    cuts the same chunks, under the same labels."""
-    rows, size = store.settle_chunk_limits(
+    """The limits stored with the range (by its planner, or else by its first loader): a
+    concurrent run with other limits then still cuts the same chunks, under the same labels."""
+    rows, size = shard_range.chunk_limits or store.settle_chunk_limits(
         shard_range.shard_id, shard_range.interval_start_ms, proposed.max_rows, proposed.max_bytes
     )
     if (rows, size) != (proposed.max_rows, proposed.max_bytes):
@@ -306,9 +306,11 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
 
 
 def _load_chunk(
-    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, recorded: ChunkRecord | None, report: RangeReport,
-    sent: set[Position],
+    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, recorded: Mapping[str, ChunkRecord],
+    report: RangeReport, sent: set[Position],
 ) -> None:  # fmt: skip
+    """Load one chunk's rows and dead letters; ``recorded``: the range's chunks by label, as this
+    pass read them when it began."""
     pipeline = clients.job.pipeline
     settled = _settle_content(clients.store, shard_range, chunk)
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
@@ -316,8 +318,9 @@ def _load_chunk(
         label = chunk_label(*ids)
         try:
             loaded = _load_once(
-                clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body, recorded
-            )
+                clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body,
+                recorded.get(label),
+            )  # fmt: skip
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
                 raise
@@ -334,8 +337,9 @@ def _load_chunk(
         body = b"".join(dead.as_row(pipeline.stream_name) + b"\n" for dead in chunk.dead_letters)
         label = dead_letter_label(*ids)
         loaded = _load_once(
-            clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body, None
-        )
+            clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body,
+            recorded.get(label),
+        )  # fmt: skip
         if loaded is None:
             report.dead_letters_already_loaded += len(chunk.dead_letters)
         else:
@@ -406,15 +410,17 @@ def _load_once(
     table: str,
     options: StreamLoadOptions,
     body: bytes,
-    recorded: ChunkRecord | None,
+    known: ChunkRecord | None,
 ) -> Any:
     """Load ``body`` under ``label`` unless the intent log or Doris proves it loaded.
 
+    :param known: the chunk as recorded when this pass began, or None. An intent another run
+        records after that is not missed: ours is put once, so we then load as a run that did not
+        settle every attempt (Doris refuses a label it holds).
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
     store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
     shard_id, interval_start_ms = shard_range.shard_id, shard_range.interval_start_ms
-    known = recorded if recorded is not None and recorded.label == label else store.get_chunk(label, shard_id, interval_start_ms)
     if known is not None and known.state in _LOADED_STATES:
         return None
     if known is not None and known.state == CHUNK_INTENT:

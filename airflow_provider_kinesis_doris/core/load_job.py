@@ -253,13 +253,15 @@ def boundary_to_dict(boundary: Boundary) -> dict[str, Any]:
         "instant_ms": boundary.instant_ms,
         "kind": boundary.kind.value,
         "position": boundary.position.encode() if boundary.position else None,
+        "arrival_ms": boundary.arrival_ms,
     }
 
 
 def boundary_from_dict(data: Mapping[str, Any]) -> Boundary:
     position = data.get("position")
     return Boundary(
-        data["shard_id"], int(data["instant_ms"]), BoundaryKind(data["kind"]), Position.decode(position) if position else None
+        data["shard_id"], int(data["instant_ms"]), BoundaryKind(data["kind"]), Position.decode(position) if position else None,
+        data.get("arrival_ms"),
     )
 
 
@@ -273,6 +275,7 @@ def range_to_dict(shard_range: ShardRange) -> dict[str, Any]:
         "start": boundary_to_dict(shard_range.start),
         "end": boundary_to_dict(shard_range.end),
         "state": shard_range.state.value,
+        "chunk_limits": list(shard_range.chunk_limits) if shard_range.chunk_limits else None,
     }
 
 
@@ -286,6 +289,7 @@ def range_from_dict(data: Mapping[str, Any]) -> ShardRange:
         start=boundary_from_dict(data["start"]),
         end=boundary_from_dict(data["end"]),
         state=RangeState(data["state"]),
+        chunk_limits=tuple(data["chunk_limits"]) if data.get("chunk_limits") else None,  # type: ignore[arg-type]
     )
 
 

@@ -110,6 +110,10 @@ class ShardRange:
     start: Boundary
     end: Boundary
     state: RangeState = RangeState.PLANNED
+    chunk_limits: tuple[int, int] | None = None
+    """``(max rows, max bytes)`` every run cuts the range's chunks with (their labels follow the
+    spans), stored with the range when it was planned. None: not known yet (a range stored before
+    planners stored them; its first loader settles them)."""
 
     def __post_init__(self) -> None:
         if self.interval_end_ms <= self.interval_start_ms:

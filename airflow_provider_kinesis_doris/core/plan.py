@@ -157,6 +157,7 @@ def plan_interval(
     max_probe_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+    chunk_limits: tuple[int, int] | None = None,
 ) -> Plan:
     """Plan the sealed interval ``[interval_start_ms, interval_end_ms)`` and persist its ranges.
 
@@ -173,6 +174,8 @@ def plan_interval(
     :param clock: now, in epoch ms.
     :param concurrency: shards planned at the same time (a generation of the lineage at a time:
         parents are decided before their children).
+    :param chunk_limits: ``(max rows, max bytes)`` stored with each new range, so its loaders need
+        not settle them (``ShardRange.chunk_limits``); a replayed range keeps its own.
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
     """
@@ -205,7 +208,7 @@ def plan_interval(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
         floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
         stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
-        max_probe_pages=max_probe_pages, clock=clock,
+        max_probe_pages=max_probe_pages, clock=clock, chunk_limits=chunk_limits,
     )  # fmt: skip
     for generation in parent_generations(listed):
         map_bounded(planner.plan_shard, generation, concurrency)
@@ -296,6 +299,7 @@ class _IntervalPlanner:
         checkpoints: dict[str, ShardCheckpoint],
         max_probe_pages: int,
         clock: Callable[[], int],
+        chunk_limits: tuple[int, int] | None,
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -307,6 +311,7 @@ class _IntervalPlanner:
         self.relaxed = relaxed
         self.trim_horizon_ms = trim_horizon_ms
         self.max_probe_pages = max_probe_pages
+        self.chunk_limits = chunk_limits
         self.clock = clock
         self.prune_horizon_ms = prune_horizon_ms
         self.stored = stored
@@ -470,6 +475,7 @@ class _IntervalPlanner:
             # end of a new range is rarely stored yet (a killed attempt, or the next interval run
             # first): resolved without reading first, and put once all the same.
             end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True),
+            chunk_limits=self.chunk_limits,
         )
 
     def _boundary(

@@ -590,6 +590,43 @@ def test_a_chain_of_children_born_after_a_planned_interval_loads_in_one_run() ->
     assert machine.store.get_shard("shardId-000000000006").high_water_mark.instant_ms == T0 + 3 * IV
 
 
+def test_quiet_intervals_after_one_planned_before_a_shard_existed_are_no_hole() -> None:
+    """Machine counterexample (8,000 examples, after quiet intervals stopped storing ranges):
+    interval 1 ran before the split children existed; a record arrived in one child at interval
+    3's start, so its interval 2 was quiet (EMPTY: cuts only), and a later run of interval 0 gave
+    it a range. Its loaded run stopped at the gap before interval 3's range for good: the gap's
+    last interval (2) was planned after the child existed, and no rule looked past its quiet
+    cuts to interval 1. The merge child waited for ever, and the closed child never drained."""
+    for relaxed_order in (False, True):
+        machine = _play(seal, seal, run(1), merge, seal, split, produce(1), merge, shards=2, relaxed_order=relaxed_order)
+        assert machine.store.get_shard("shardId-000000000003").state is ShardState.DRAINED
+
+
+def test_a_gap_whose_proof_of_the_shards_birth_was_pruned_is_crossed_by_the_prune_horizon() -> None:
+    """Machine counterexample (200 examples, after the one above was fixed): a merge child's
+    interval 1 ran before it existed, its intervals 2 and 3 were quiet, and pruning then took
+    its parents' ranges of interval 1, the only proof that the child did not exist yet. Its
+    loaded run stopped at the gap for good (never drained). Before the prune horizon no range
+    can be planned and records are past retention: the walk crosses such a gap."""
+    machine = RunOrders()
+    machine.create(shards=3, initial_position="INTERVAL", relaxed_order=True, chunk_rows=3)
+    none, down = Fault("none"), Fault("doris_down")
+    steps: list[Step] = [
+        merge, lambda m: m.seal(3129), lambda m: m.seal(18920), lambda m: m.prune(5, None), lambda m: m.prune(1, None),
+        lambda m: m.run(1, none), split, lambda m: m.prune(1, 3), lambda m: m.seal(173), lambda m: m.seal(302),
+        lambda m: m.prune(6, None), merge, lambda m: m.produce([0, 88019, 8_687_680_541_284, 16877748]), produce(1),
+        lambda m: m.prune(4, 1), lambda m: m.run(4, none), split, produce(1), produce(1, hash_key=1),
+        lambda m: m.seal(4), lambda m: m.prune(4, 4), lambda m: m.produce([1_465_513_935_388_278_528, 262797189]),
+        lambda m: m.seal(824), lambda m: m.run(2, down), lambda m: m.prune(4, 3), lambda m: m.prune(1, None),
+        lambda m: m.prune(2, None),
+    ]  # fmt: skip
+    for step in steps:
+        step(machine)
+        machine.no_checkpoint_past_unloaded_data()
+    machine.teardown()
+    assert machine.store.get_shard("shardId-000000000006").state is ShardState.DRAINED
+
+
 def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None:
     """Interval 1 runs first (the mark passes it), then interval 0 is planned: the mark must not
     stay past interval 0's records until they are loaded, and the child of a later split waits."""

@@ -259,3 +259,43 @@ def test_contents_round_trip_in_runs_and_refuse_what_a_checkpoint_item_cannot_ho
     alternating = ChunkContent(first, last, 200_000, tuple(range(0, 200_000, 2)))
     with pytest.raises(ChunkContentTooLarge, match=f"more than the {MAX_CONTENT_CHARS}"):
         alternating.encode()
+
+
+# --- chunk limits are stored with the range when it is planned ------------------------------------
+
+
+def test_a_retry_with_other_chunk_limits_cuts_the_chunks_the_range_was_planned_with() -> None:
+    """The planner stores its chunk limits with each new range, so no loader has to settle them;
+    a retry configured with other limits still cuts (and labels) the same chunks, and settles
+    nothing (a loader-settled limit would have been written by the failed attempt's loader)."""
+    kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    with pytest.raises(InjectedCrash):
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, store, FailOnNthCall(doris, "load_idempotently", 2))
+    (planned,) = store.ranges_for_shard(SHARD)
+    assert planned.chunk_limits == (2, ChunkLimits().max_bytes)
+
+    settled = FailOnNthCall(store, "settle_chunk_limits", 1, error=lambda *_: AssertionError("limits settled"))
+    _run(_config(chunk_limits=ChunkLimits(max_rows=10)), kinesis, settled, doris)
+
+    assert list(doris.sent.values()) == [1, 1]  # the first chunk, then the one that failed; no third label
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
+
+
+def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_first_loader() -> None:
+    """Tables written by earlier versions: a stored range without limits is settled by its first
+    loader, as before, and its job carries no limits."""
+    kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    with pytest.raises(InjectedCrash):
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "chunks_for_range", 1), doris)
+    (key,) = [key for key in store.table.items if key[1].startswith("range#")]
+    for attribute in ("chunk_max_rows", "chunk_max_bytes"):
+        del store.table.items[key][attribute]
+    assert store.ranges_for_shard(SHARD)[0].chunk_limits is None
+
+    _run(_config(chunk_limits=ChunkLimits(max_rows=1)), kinesis, store, doris)
+
+    assert (store.table.items[key]["chunk_max_rows"], len(store.chunks_for_range(SHARD, T0))) == (1, 3)
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})

@@ -246,3 +246,25 @@ def test_a_partly_loaded_sweep_retried_after_trimming_is_not_re_cut_under_new_la
         with pytest.raises(DataTrimmed, match="cannot be loaded exactly once"):
             _run_with(_sweep_config(), 0, kinesis, store, doris)
         assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
+
+
+def test_a_later_interval_run_while_a_commit_marks_its_ranges_is_walked_by_one_of_the_two_commits() -> None:
+    """The commit does not look for ranges after the grid's latest interval, which it reads once
+    its ranges are marked LOADED: a run that registers a later interval after that read commits
+    after them, so one of the two commits moves the mark across both ranges. Here run 2 plans,
+    loads and commits just before run 1 marks its range loaded (run 2's walk stops at that range);
+    a grid read before the marks would have left the mark at the end of interval 1 for good."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for k in range(3):
+        _put(kinesis, k, T0 + k * IV + 1_000)
+    kinesis.now_ms = T0 + 4 * IV
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    _run(0, kinesis, store, doris)
+    rival = MemoryCheckpointStore("p", store.table, clock=lambda: kinesis.now_ms)
+
+    _run(1, kinesis, FailOnNthCall(store, "mark_range_loaded", 1, before=lambda: _run(2, kinesis, rival, doris)), doris)
+
+    (shard,) = MemoryCheckpointStore("p", store.table).list_shard_checkpoints()
+    assert shard.high_water_mark is not None and shard.high_water_mark.instant_ms == T0 + 3 * IV
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})

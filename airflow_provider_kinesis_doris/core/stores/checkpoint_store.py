@@ -86,6 +86,7 @@ class CheckpointStore(ChunkStore):
         expected_counter: int | None = None,
         last_lag_ms: int | None = None,
         known: ShardCheckpoint | None = None,
+        last_interval_start_ms: int | None = None,
     ) -> ShardCheckpoint:
         """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
 
@@ -100,6 +101,7 @@ class CheckpointStore(ChunkStore):
         :param known: the shard as this run last read or wrote it, instead of a read. The write is
             fenced on its counter, so a stale one (even one whose mark a rewind has dropped since)
             costs a conflict, never a wrong mark; with nothing to write, the shard is read after all.
+        :param last_interval_start_ms: see :meth:`loaded_through`.
         :return: the shard after the update.
         :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
         """
@@ -107,7 +109,7 @@ class CheckpointStore(ChunkStore):
         if expected_counter is not None and shard.lease_counter != expected_counter:
             raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
         current = shard.high_water_mark
-        mark = self.loaded_through(shard_id, current)
+        mark = self.loaded_through(shard_id, current, last_interval_start_ms)
         changes: dict[str, Any] = {}
         if mark is not None and mark != current:
             changes.update(boundary_attributes(mark, "hwm_"))
@@ -115,20 +117,26 @@ class CheckpointStore(ChunkStore):
             changes["last_lag_ms"] = last_lag_ms
         if not changes:
             # Nothing to write means nothing fenced: a known shard must be read to be trusted.
-            return shard if known is None else self.advance_high_water_mark(shard_id, expected_counter=expected_counter)
+            if known is None:
+                return shard
+            return self.advance_high_water_mark(
+                shard_id, expected_counter=expected_counter, last_interval_start_ms=last_interval_start_ms
+            )
         hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
         advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected)
         if mark is not None and "hwm_kind" in changes:
             log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
         return advanced
 
-    def _range_from(self, cut: Boundary) -> ShardRange | None:
+    def _range_from(self, cut: Boundary, last_interval_start_ms: int | None = None) -> ShardRange | None:
         """The range of the interval starting at ``cut``'s instant or, when there is none, the next
         stored range if nothing lies between (:meth:`_nothing_between`). One Query either way (none
-        for a range this store has seen LOADED)."""
+        for a range this store has seen LOADED, or after the latest interval)."""
         known = self.loaded_range(cut.shard_id, cut.instant_ms)
         if known is not None:
             return known
+        if last_interval_start_ms is not None and cut.instant_ms > last_interval_start_ms:
+            return None
         items = self._query(f"{RANGE_PREFIX}{cut.shard_id}#", low=range_sk(cut.shard_id, cut.instant_ms), limit=1)
         if not items:
             return None
@@ -140,19 +148,48 @@ class CheckpointStore(ChunkStore):
     def _nothing_between(self, cut: Boundary, following: ShardRange) -> bool:
         """Whether the intervals between ``cut`` and the next stored range hold no record of the
         shard. They have no range when their runs listed the shards before this one existed (a
-        later run of an earlier interval gave it the range that ends at ``cut``). Empty for sure:
-        the range starts at the very same cut, ``cut`` is the shard's end, the range starts at the
-        shard's start, or the interval before the range was planned before the shard existed."""
+        later run of an earlier interval gave it the range that ends at ``cut``), or when the shard
+        was quiet in them (``EMPTY``: only their cuts are stored, the next range's start cut).
+        Empty for sure: the range starts at the very same cut, ``cut`` is the shard's end, the
+        range starts at the shard's start, or the intervals before the range, or before the quiet
+        intervals that lead to it, hold nothing to load (:meth:`_nothing_to_load_before`)."""
         nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
         if cut.same_cut(following.start) or (cut.is_concrete and nothing_between):
             return True
-        return self._planned_before_it_existed(cut.shard_id, following.interval_start_ms)
+        if self._nothing_to_load_before(cut.shard_id, following.interval_start_ms):
+            return True
+        quiet_from = self._earliest_same_cut(cut, following.start)
+        return quiet_from is not None and self._nothing_to_load_before(cut.shard_id, quiet_from)
+
+    def _nothing_to_load_before(self, shard_id: str, until_ms: int) -> bool:
+        """Whether the intervals without a range up to ``until_ms`` hold nothing any run can load:
+        the interval ending there was planned before the shard existed, or ``until_ms`` is not
+        after the prune horizon. Before the horizon no range is planned any more and records are
+        past the stream's retention; the proof that the shard did not exist may be pruned."""
+        if self._planned_before_it_existed(shard_id, until_ms):
+            return True
+        horizon_ms = self.prune_horizon()
+        return horizon_ms is not None and until_ms <= horizon_ms
+
+    def _earliest_same_cut(self, after: Boundary, cut: Boundary) -> int | None:
+        """The earliest instant after ``after`` whose stored cut of the shard is ``cut`` (no record
+        lies between the two), before ``cut``'s own instant; None if there is none."""
+        items = self._query(
+            f"{BOUNDARY_PREFIX}{cut.shard_id}#", low=boundary_sk(cut.shard_id, after.instant_ms + 1),
+            high=boundary_sk(cut.shard_id, cut.instant_ms - 1),
+        )  # fmt: skip
+        stored = (self._settle(boundary_from_item(item)) for item in items)
+        return next((boundary.instant_ms for boundary in stored if boundary.same_cut(cut)), None)
 
     def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
         """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
         this shard was registered. Every run registers each shard it lists before it plans any
         range, so that run did not list this one: it was created later, after the interval's end
-        (runs plan sealed intervals only), and holds no record before ``until_ms``."""
+        (runs plan sealed intervals only), and holds no record before ``until_ms``.
+
+        An ancestor quiet in that interval (``EMPTY``) has no range of it; then it took a record
+        after the interval, so its cut at ``until_ms`` is a position, and the child's cut there is
+        its start (``SHARD_START``, created after), which the walk crosses without this."""
         shard = self.get_shard(shard_id)
         if shard is None or shard.registered_ms is None:
             return False
@@ -198,13 +235,20 @@ class CheckpointStore(ChunkStore):
         )  # fmt: skip
         return rewound
 
-    def loaded_through(self, shard_id: str, since: Boundary | None = None) -> Boundary | None:
+    def loaded_through(
+        self, shard_id: str, since: Boundary | None = None, last_interval_start_ms: int | None = None
+    ) -> Boundary | None:
         """End of the contiguous run of LOADED ranges from the shard's earliest range.
 
         Walks forward from ``since`` (the stored high-water mark, which lies on that run) one range
         at a time, so a run reads the ranges loaded since the mark moved, not the shard's history.
 
         :param since: a boundary the run is known to reach; None: start at the earliest range.
+        :param last_interval_start_ms: the grid's latest interval start
+            (:meth:`latest_interval_start`), read after the caller's ranges were marked LOADED: the
+            walk does not look for ranges after it. A range there belongs to a run that registered
+            its interval after that read, so its commit walks after those ranges were marked, and
+            moves the mark across them and its own range itself.
         :return: the run's end, or None if the earliest range is not loaded.
         """
         # The stored mark is a copy of a boundary taken when it moved; a PENDING cut may have been
@@ -216,7 +260,7 @@ class CheckpointStore(ChunkStore):
                 return None
             mark = first.end
         while mark.kind is not BoundaryKind.SHARD_END:
-            following = self._range_from(mark)
+            following = self._range_from(mark, last_interval_start_ms)
             if following is None:
                 break
             # Across an empty gap, everything before the next range is loaded: its children may

@@ -85,12 +85,16 @@ class ChunkStore(RangeStore):
         item = self._get(chunk_sk(shard_id, interval_start_ms, label)) or self._get(legacy_chunk_sk(label))
         return chunk_from_item(item) if item else None
 
-    def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
+    def chunks_for_range(self, shard_id: str, interval_start_ms: int, *, keyed_by_range: bool = False) -> list[ChunkRecord]:
         """The chunks recorded for one range, ordered by their first position (one Query of the
         range's own chunk items; ranges planned before chunks were keyed by range also look at
-        the pipeline's chunk items of that older layout)."""
+        the pipeline's chunk items of that older layout).
+
+        :param keyed_by_range: the caller knows the range is of the current layout (it came with
+            its chunk limits, see ``ShardRange.chunk_limits``); else its item is read to find out.
+        """
         items = self._query(range_chunks_prefix(shard_id, interval_start_ms))
-        range_item = self._get(range_sk(shard_id, interval_start_ms))
+        range_item = None if keyed_by_range else self._get(range_sk(shard_id, interval_start_ms))
         if range_item is not None and "planned_ms" not in range_item:
             items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
         chunks = (chunk_from_item(item) for item in items)

@@ -52,6 +52,12 @@ class RangeStore(StorePrimitives):
         for item in self._get_many(sks).values():
             self._settle(boundary_from_item(item))
 
+    def remember_boundary(self, boundary: Boundary) -> None:
+        """Remember a concrete boundary that another process read from or stored in this table (a
+        loader's report carries the end it settled): :meth:`get_boundary` then answers it from
+        memory, as it would after reading it."""
+        self._settle(boundary)
+
     def _settle(self, boundary: Boundary) -> Boundary:
         if boundary.is_concrete:
             self._settled_boundaries[(boundary.shard_id, boundary.instant_ms)] = boundary
@@ -186,6 +192,8 @@ class RangeStore(StorePrimitives):
             "planned_ms": self._clock(),
             "updated_ms": self._clock(),
         }
+        if shard_range.chunk_limits is not None:
+            item["chunk_max_rows"], item["chunk_max_bytes"] = shard_range.chunk_limits
         if self._put_new(item):
             return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
         stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
@@ -270,6 +278,10 @@ class RangeStore(StorePrimitives):
             start=start,
             end=end,
             state=RangeState(item["state"]),
+            # Ranges of the layout without a planning time may have chunks keyed the older way: their
+            # loader settles the limits and looks for those (chunks_for_range).
+            chunk_limits=(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
+            if "chunk_max_rows" in item and "planned_ms" in item else None,
         )
 
     # floor ----------------------------------------------------------------------------------
@@ -314,6 +326,16 @@ class RangeStore(StorePrimitives):
         raced = self._get(interval_sk(start_ms))
         assert raced is not None, "a put-once item existed a moment ago"
         return None if int(raced["end_ms"]) == end_ms else (start_ms, int(raced["end_ms"]))
+
+    def latest_interval_start(self) -> int | None:
+        """The start of the grid's latest interval (one Query), or None when the grid is empty or
+        not complete yet. No range starts later, but those of runs that register a later interval
+        after this read."""
+        if not self._grid_complete and self._get(INTERVALS_KEY) is None:
+            return None
+        self._grid_complete = True
+        latest = self._query(INTERVAL_PREFIX, descending=True, limit=1)
+        return int(latest[0]["start_ms"]) if latest else None
 
     def _register_stored_intervals(self) -> None:
         """Once per table: register the interval of every stored range (tables written before the
