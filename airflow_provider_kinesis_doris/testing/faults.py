@@ -53,20 +53,23 @@ class FailOnNthCall:
     concurrent runs sharing a wrapper fail exactly ``times`` calls in total.
 
     :param target: the real object (a boto3 client, a checkpoint store, ...).
-    :param method: the method to fail.
+    :param method: the method to fail, or several whose calls are numbered together.
     :param nth: the first failing call, from 1.
     :param error: builds the error to raise (default: :func:`crash`).
     :param times: consecutive calls that fail.
     :param before: called instead of failing, then the real method runs (to interleave a
         concurrent writer at exactly that call); ``error`` is then not used.
+    :param applied: the failing calls reach the target first and raise after it answered: their
+        effect stays and their answer is lost (a process killed while its write was on the wire).
     """
 
-    def __init__(self, target: Any, method: str, nth: int, error: ErrorFactory = crash, *, times: int = 1,
-                 before: Callable[[], None] | None = None) -> None:  # fmt: skip
+    def __init__(self, target: Any, method: str | tuple[str, ...], nth: int, error: ErrorFactory = crash, *,
+                 times: int = 1, before: Callable[[], None] | None = None, applied: bool = False) -> None:  # fmt: skip
         if nth < 1 or times < 1:
             raise ValueError(f"nth and times must be positive, got nth={nth} times={times}")
         self._target = target
-        self._method = method
+        self._methods = (method,) if isinstance(method, str) else method
+        self._applied = applied
         self._first, self._last = nth, nth + times - 1
         self._error = error
         self._before = before
@@ -75,11 +78,11 @@ class FailOnNthCall:
         self.fired = 0
 
     def __repr__(self) -> str:
-        return f"FailOnNthCall({self._method} #{self._first}..{self._last} of {type(self._target).__name__})"
+        return f"FailOnNthCall({'/'.join(self._methods)} #{self._first}..{self._last} of {type(self._target).__name__})"
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._target, name)
-        if name != self._method:
+        if name not in self._methods:
             return attribute
 
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -90,9 +93,12 @@ class FailOnNthCall:
                 self.fired += fires
             if fires and self._before is not None:
                 self._before()
-            elif fires:
+            elif fires and not self._applied:
                 raise self._error(name, number)
-            return attribute(*args, **kwargs)
+            answer = attribute(*args, **kwargs)
+            if fires and self._before is None:
+                raise self._error(name, number)
+            return answer
 
         return call
 

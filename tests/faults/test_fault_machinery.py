@@ -37,6 +37,19 @@ def test_the_chosen_calls_fail_and_the_others_reach_the_target() -> None:
     assert (wrapped.calls, wrapped.fired) == (4, 2)
 
 
+def test_an_applied_failure_reaches_the_target_and_several_methods_share_one_count() -> None:
+    """``applied``: the chosen call takes effect and its answer is lost (a write on the wire when
+    the process died); calls of the listed methods are numbered together."""
+    target = Counter()
+    wrapped = FailOnNthCall(target, ("bump", "peek"), 2, applied=True)
+
+    assert wrapped.bump() == 1
+    with pytest.raises(InjectedCrash, match="call 2 of bump"):
+        wrapped.bump(10)
+    assert target.value == 11 and wrapped.peek() == 11
+    assert (wrapped.calls, wrapped.fired) == (3, 1)
+
+
 def test_client_errors_carry_the_aws_code() -> None:
     wrapped = FailOnNthCall(Counter(), "bump", 1, client_error("ExpiredIteratorException"))
 

@@ -68,7 +68,9 @@ SOURCE_FAULTS = {
     "kinesis_throttled": "ProvisionedThroughputExceededException",
     "kinesis_iterator_expired": "ExpiredIteratorException",
 }
-STORE_FAULTS = ("dynamodb_throttled", "dynamodb_conditional_conflict")
+STORE_FAULTS = ("dynamodb_throttled", "dynamodb_conditional_conflict", "crash_after_dynamodb_write")
+# Writes of the checkpoint store: put-once items one by one, and the grouped cut puts.
+DYNAMODB_WRITES = ("put_item", "transact_write_items")
 LABEL_EXPIRED = "label_expired"
 FAULT_KINDS = (*CRASHES, *SINK_FAULTS, *SOURCE_FAULTS, *STORE_FAULTS, LABEL_EXPIRED)
 
@@ -333,6 +335,11 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
         client = FailOnNthCall(dynamodb, method, spec.nth, client_error("ProvisionedThroughputExceededException"))
         faulty = DynamoCheckpointStore(client, CHECKPOINT_TABLE, config.pipeline_id)
         return Armed(kinesis, faulty, lambda: client.fired)
+    if spec.fault == "crash_after_dynamodb_write":
+        # The run dies among its writes (a grouped cut put, a range, a chunk record), after
+        # DynamoDB applied the one on the wire; the retry meets the items it never heard of.
+        client = FailOnNthCall(dynamodb, DYNAMODB_WRITES, 1 + 2 * spec.times, applied=True)
+        return Armed(kinesis, DynamoCheckpointStore(client, CHECKPOINT_TABLE, config.pipeline_id), lambda: client.fired)
     if spec.fault == "dynamodb_conditional_conflict":
         rival = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
         wrapped = FailOnNthCall(store, "advance_high_water_mark", spec.nth, before=lambda: _bump_counters(rival))
