@@ -182,6 +182,7 @@ def measure(
         "control_calls_per_shard_steady": round(_control(steady_calls) / shards, 2),
         "call_seconds_loaded": loaded["call_seconds"],
         "call_seconds_quiet": quiet["call_seconds"],
+        "call_seconds_steady": steady["call_seconds"],
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
         "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -627,6 +627,15 @@ def test_a_gap_whose_proof_of_the_shards_birth_was_pruned_is_crossed_by_the_prun
     assert machine.store.get_shard("shardId-000000000006").state is ShardState.DRAINED
 
 
+def test_a_pruning_killed_among_its_deletes_then_a_lower_horizon_keeps_every_cut_a_range_needs() -> None:
+    """Machine counterexample (30,000 examples): a pruning recorded its span through interval 1
+    and was killed before deleting anything; the next pruning came with a lower horizon (a longer
+    retention), deleted the cuts up to the recorded span but only the ranges up to its own
+    horizon, and the replay of interval 1 met a range whose start cut was gone. A recorded span
+    is now finished whatever the horizon."""
+    _play(seal, seal, run(0), run(1), lambda m: m.prune(2, 3), lambda m: m.prune(1, None), run(1))
+
+
 def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None:
     """Interval 1 runs first (the mark passes it), then interval 0 is planned: the mark must not
     stay past interval 0's records until they are loaded, and the child of a later split waits."""

@@ -87,5 +87,9 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
             sum(v for k, v in loaded.items() if k != "GetRecords (with records)"), abs=0.05
         )
         assert line["dynamodb_items_written"] > 0 and line["checkpoint_items_per_shard"] > 0
+        # The steady interval starts at a stored cut and ends at a record: per shard one probe
+        # (its end) and one read, and no empty page at the tip.
+        steady = line["calls_per_shard_steady"]
+        assert line["steady_s"] > 0 and steady["GetShardIterator"] == 2 and "GetRecords" not in steady
     assert set(final) == {"targets", "figures", "met"}
     assert final["met"]["quiet_s_max"] is None  # 256 shards were not run

@@ -334,7 +334,8 @@ class CheckpointStore(ChunkStore):
 
         The span goes on the shard item first (a fenced write), so a planner that meets it never
         plans those intervals again (``PRUNED``), and a run killed among the deletes leaves a
-        prefix deleted that the next pruning finishes: ranges go before the cuts they reference.
+        prefix deleted that the next pruning finishes, whatever its horizon: ranges go before the
+        cuts they reference.
 
         :param shard: the shard as read (its listing); the span is written fenced on its counter.
         :return: items deleted.
@@ -343,7 +344,10 @@ class CheckpointStore(ChunkStore):
         shard_id, mark = shard.shard_id, shard.high_water_mark
         if mark is None:
             return 0
-        limit, pruned = min(horizon_ms, mark.instant_ms), shard.pruned_through_ms or 0
+        pruned = shard.pruned_through_ms or 0
+        # A span already recorded is history whatever this horizon (a pruning killed among its
+        # deletes, then a lower horizon: a longer retention); its cuts go only with its ranges.
+        limit = max(min(horizon_ms, mark.instant_ms), pruned)
         loaded: list[dict[str, Any]] = []
         quiet, reached = None, pruned
         for item in self._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
