@@ -163,10 +163,17 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
     """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
     clients = LoadClients.from_job(job, credentials or Credentials.load(job.credentials_file))
     try:
-        for index in indices:
-            yield load_range(clients, job.ranges[index])
+        yield from load_ranges(clients, indices)
     finally:
         clients.doris.close()
+
+
+def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> Iterator[RangeReport]:
+    """Load the ranges ``indices`` (default: every range, partition by partition) of the clients'
+    job one after the other, with these clients."""
+    job = clients.job
+    for index in indices if indices is not None else (i for group in job.groups for i in group):
+        yield load_range(clients, job.ranges[index], fresh=index in job.fresh)
 
 
 def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
@@ -195,7 +202,7 @@ def raise_first_failure(reports: Sequence[RangeReport]) -> None:
         raise failures[0].to_error()
 
 
-def load_range(clients: LoadClients, shard_range: ShardRange) -> RangeReport:
+def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = False) -> RangeReport:
     """Read ``shard_range`` and load it, chunk by chunk, exactly once.
 
     A chunk whose rows Doris refuses (data quality) gets those records settled as dead letters
@@ -207,10 +214,11 @@ def load_range(clients: LoadClients, shard_range: ShardRange) -> RangeReport:
     sent: set[Position] = set()
     while True:
         try:
-            outcome = _read_and_load(clients, shard_range, report, sent)
+            outcome = _read_and_load(clients, shard_range, report, sent, fresh)
             break
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
+            fresh = False  # the pass recorded chunks and amended a content
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
@@ -225,15 +233,19 @@ def load_range(clients: LoadClients, shard_range: ShardRange) -> RangeReport:
     return report
 
 
-def _read_and_load(clients: LoadClients, shard_range: ShardRange, report: RangeReport, sent: set[Position]) -> Any:
+def _read_and_load(
+    clients: LoadClients, shard_range: ShardRange, report: RangeReport, sent: set[Position], fresh: bool
+) -> Any:
     """One pass over the range; chunks whose first position is in ``sent`` were loaded (and
-    counted) by an earlier pass of this run. Returns the reader's outcome."""
+    counted) by an earlier pass of this run; ``fresh``: nothing of the range is recorded yet but
+    what concurrent runs write (``LoadJob.fresh``). Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
-    recorded = store.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms,
-                                      keyed_by_range=shard_range.chunk_limits is not None)  # fmt: skip
+    recorded = [] if fresh else store.chunks_for_range(
+        shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
+    )  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(clients.kinesis, shard_range, store)
-    contents = _settled_contents(store, shard_range)
+    contents = {} if fresh else _settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})
     records = _past_a_trimmed_head(iter(reader), spans, _loaded_spans(recorded), shard_range)

@@ -140,7 +140,9 @@ class PipelineConfig:
         if callable(weights):
             # With a partition of its own for every range there is nothing to balance.
             weights = weights() if assignment or partitions < len(ranges) else None
-        return LoadJob(self, ranges, group_ranges(ranges, parents, partitions, weights, assignment))
+        new = set(plan.new_ranges)
+        fresh = frozenset(index for index, shard_range in enumerate(ranges) if shard_range in new)
+        return LoadJob(self, ranges, group_ranges(ranges, parents, partitions, weights, assignment), fresh=fresh)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe and without the password; ``mapping.transform`` travels as ``transform_path``."""
@@ -184,12 +186,16 @@ class LoadJob:
     :param pipeline: the settings of the pipeline the ranges belong to.
     :param groups: indices into ``ranges``, one list per Spark partition, parents first.
     :param credentials_file: path of the 0600 credentials file executors read, if any.
+    :param fresh: indices of the ranges this run's plan stored (``NEW``): no earlier attempt has
+        recorded anything of them, so their loaders do not read the chunk log before the first
+        pass (a concurrent run's records are met by the put-once writes and Doris's labels).
     """
 
     pipeline: PipelineConfig
     ranges: tuple[ShardRange, ...]
     groups: tuple[tuple[int, ...], ...]
     credentials_file: str | None = None
+    fresh: frozenset[int] = frozenset()
 
     def __post_init__(self) -> None:
         if self.pipeline.doris.password:
@@ -209,6 +215,7 @@ class LoadJob:
                 "ranges": [range_to_dict(r) for r in self.ranges],
                 "groups": [list(g) for g in self.groups],
                 "credentials_file": self.credentials_file,
+                "fresh": sorted(self.fresh),
             },
             sort_keys=True,
         )
@@ -221,6 +228,7 @@ class LoadJob:
             ranges=tuple(range_from_dict(r) for r in data["ranges"]),
             groups=tuple(tuple(g) for g in data["groups"]),
             credentials_file=data["credentials_file"],
+            fresh=frozenset(data.get("fresh", ())),
         )
 
     def doris_config(self, credentials: Credentials) -> DorisConnectionConfig:

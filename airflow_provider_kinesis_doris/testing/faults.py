@@ -16,7 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 
 
 class InjectedCrash(Exception):
@@ -117,7 +117,7 @@ def runner_with(wrap: ClientsWrap) -> Callable[[LoadJob, Credentials], list[Rang
         for group in job.partition_groups():
             clients = wrap(LoadClients.from_job(job, credentials))
             try:
-                reports.extend(load_range(clients, job.ranges[index]) for index in group)
+                reports.extend(load_ranges(clients, group))
             finally:
                 clients.doris.close()
         return reports

@@ -44,7 +44,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
 )
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
@@ -339,7 +339,7 @@ class RunOrders(RuleBasedStateMachine):
     def _run_interval(self, k: int, kinesis: Any) -> None:
         def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
             clients = LoadClients(job=job, kinesis=kinesis, store=self.store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
-            return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
+            return list(load_ranges(clients))
 
         result = run_interval(
             self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,

@@ -51,7 +51,7 @@ _MARKER = re.compile(rb"#id=(\d+)#")
 
 # Where a crash strikes: the store or Kinesis method that raises, and on which call.
 CRASHES = {
-    "crash_after_planning": ("store", "chunks_for_range"),
+    "crash_after_planning": ("store", "settle_chunk_content"),
     "crash_while_reading": ("kinesis", "get_records"),
     "crash_before_load": ("store", "put_chunk_intent"),
     "crash_after_doris_commit": ("store", "record_chunk_outcome"),

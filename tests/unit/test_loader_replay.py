@@ -26,7 +26,7 @@ from airflow_provider_kinesis_doris.core.chunks import (
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -35,6 +35,7 @@ from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
+from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
@@ -70,7 +71,7 @@ def _config(**changes: Any) -> PipelineConfig:
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
+        return list(load_ranges(clients))
 
     return run_interval(
         config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(), runner=runner,
@@ -289,7 +290,7 @@ def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_fir
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
     store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "chunks_for_range", 1), doris)
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "settle_chunk_content", 1), doris)
     (key,) = [key for key in store.table.items if key[1].startswith("range#")]
     for attribute in ("chunk_max_rows", "chunk_max_bytes"):
         del store.table.items[key][attribute]
@@ -299,3 +300,22 @@ def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_fir
 
     assert (store.table.items[key]["chunk_max_rows"], len(store.chunks_for_range(SHARD, T0))) == (1, 3)
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
+
+
+def test_a_range_this_run_planned_is_loaded_without_reading_the_chunk_log_and_its_retry_reads_it() -> None:
+    """A ``NEW`` range has nothing recorded but what a concurrent run writes (met by the put-once
+    writes and the labels): its first pass reads no chunk list and no contents. The retry of a run
+    that died after loading a chunk replays the stored range, reads them, and sends nothing twice."""
+    kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
+    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    first = CountingClient(FailOnNthCall(store, "put_chunk_intent", 2))
+    with pytest.raises(InjectedCrash):
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, first, doris)
+    assert (first.calls["chunks_for_range"], first.calls["chunk_contents_for_range"]) == (0, 0)
+
+    retry = CountingClient(store)
+    _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, retry, doris)
+
+    assert (retry.calls["chunks_for_range"], retry.calls["chunk_contents_for_range"]) == (1, 1)
+    assert list(doris.sent.values()) == [1, 1]
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
@@ -87,7 +87,7 @@ def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         seen.append(job.partition_groups())
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
+        return list(load_ranges(clients))
 
     def run(k: int) -> None:
         for n in range(12):

@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
 )
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_range
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -48,7 +48,7 @@ def _config() -> PipelineConfig:
 def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
+        return list(load_ranges(clients))
 
     return run_interval(
         _config(), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
@@ -216,7 +216,7 @@ def _sweep_config() -> PipelineConfig:
 def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return [load_range(clients, job.ranges[i]) for group in job.partition_groups() for i in group]
+        return list(load_ranges(clients))
 
     return run_interval(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
                         credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms)  # fmt: skip
