@@ -331,17 +331,20 @@ class RangeStore(StorePrimitives):
         """The start of the grid's latest interval (one Query), or None when the grid is empty or
         not complete yet. No range starts later, but those of runs that register a later interval
         after this read."""
-        if not self._grid_complete and self._get(INTERVALS_KEY) is None:
+        if not self._grid_is_complete():
             return None
-        self._grid_complete = True
         latest = self._query(INTERVAL_PREFIX, descending=True, limit=1)
         return int(latest[0]["start_ms"]) if latest else None
+
+    def _grid_is_complete(self) -> bool:
+        """Whether the grid holds every stored range's interval (its marker item, read once)."""
+        self._grid_complete = self._grid_complete or self._get(INTERVALS_KEY) is not None
+        return self._grid_complete
 
     def _register_stored_intervals(self) -> None:
         """Once per table: register the interval of every stored range (tables written before the
         grid existed), then mark the grid complete. A run killed halfway does it again."""
-        if self._grid_complete or self._get(INTERVALS_KEY) is not None:
-            self._grid_complete = True
+        if self._grid_is_complete():
             return
         stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._query(RANGE_PREFIX)}
         for start_ms, end_ms in sorted(stored):
