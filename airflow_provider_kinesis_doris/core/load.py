@@ -324,14 +324,15 @@ def _load_chunk(
     """Load one chunk's rows and dead letters; ``recorded``: the range's chunks by label, as this
     pass read them when it began."""
     pipeline = clients.job.pipeline
-    settled = _settle_content(clients.store, shard_range, chunk)
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
+    first_label = chunk_label(*ids) if chunk.row_count else dead_letter_label(*ids)
+    settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label))
     if chunk.row_count:
         label = chunk_label(*ids)
         try:
             loaded = _load_once(
                 clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body,
-                recorded.get(label),
+                recorded.get(label), intent_put=intent_put,
             )  # fmt: skip
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
@@ -350,7 +351,7 @@ def _load_chunk(
         label = dead_letter_label(*ids)
         loaded = _load_once(
             clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body,
-            recorded.get(label),
+            recorded.get(label), intent_put=intent_put and label == first_label,
         )  # fmt: skip
         if loaded is None:
             report.dead_letters_already_loaded += len(chunk.dead_letters)
@@ -400,18 +401,30 @@ def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[P
     return {content.first: content for content in contents}
 
 
-def _settle_content(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> str:
+def _settle_content(
+    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None
+) -> tuple[str, bool]:
     """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
-    sent; the first run to settle it wins and every later or concurrent run follows. Returns the
-    stored content."""
-    stored = store.settle_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, chunk.content.encode())
+    sent; the first run to settle it wins and every later or concurrent run follows. A chunk whose
+    first label (``first_label``, recorded as ``known``) has no intent yet gets it in the same
+    write, when its content is not settled either.
+
+    :return: the stored content, and whether this call put the intent of ``first_label``.
+    """
+    content = chunk.content.encode()
+    interval_start_ms = shard_range.interval_start_ms
+    if known is None and store.put_chunk_intent_with_content(
+        first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content
+    ):
+        return content, True
+    stored = store.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
     if ChunkContent.decode(stored) != chunk.content:
         # A concurrent run settled it first with another mapping outcome; the retry follows it.
         raise ChunkContentChanged(
             f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
             "run with other dead letters while this run cut it; nothing of it is sent by this run"
         )
-    return stored
+    return stored, False
 
 
 def _load_once(
@@ -423,12 +436,15 @@ def _load_once(
     options: StreamLoadOptions,
     body: bytes,
     known: ChunkRecord | None,
+    *,
+    intent_put: bool = False,
 ) -> Any:
     """Load ``body`` under ``label`` unless the intent log or Doris proves it loaded.
 
     :param known: the chunk as recorded when this pass began, or None. An intent another run
         records after that is not missed: ours is put once, so we then load as a run that did not
         settle every attempt (Doris refuses a label it holds).
+    :param intent_put: this pass put the label's intent already (with the chunk's content).
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
     store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
@@ -456,7 +472,8 @@ def _load_once(
     # failure of our own send prove the chunk not loaded.
     settled_by_us = True
     if known is None:
-        settled_by_us = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms)
+        if not intent_put:
+            settled_by_us = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms)
     elif known.state != CHUNK_INTENT:
         # Known not loaded (never sent, or a definite Fail): a fresh intent, so the label window of
         # this attempt starts now.

@@ -38,7 +38,7 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
@@ -203,12 +203,12 @@ def plan_interval(
     horizon_ms = trim_horizon(kinesis, stream_name, clock)
     # The cuts at the interval's start, stored by the previous interval's run, and the interval's
     # ranges of an earlier attempt: batched reads.
-    store.prefetch_boundaries(shard_ids, interval_start_ms)
+    uncut = store.prefetch_boundaries(shard_ids, interval_start_ms)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
         floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
         stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
-        max_probe_pages=max_probe_pages, clock=clock, chunk_limits=chunk_limits,
+        max_probe_pages=max_probe_pages, clock=clock, chunk_limits=chunk_limits, uncut=uncut,
     )  # fmt: skip
     for generation in parent_generations(listed):
         map_bounded(planner.plan_shard, generation, concurrency)
@@ -300,6 +300,7 @@ class _IntervalPlanner:
         max_probe_pages: int,
         clock: Callable[[], int],
         chunk_limits: tuple[int, int] | None,
+        uncut: set[str],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -320,6 +321,9 @@ class _IntervalPlanner:
         self.rewound: dict[str, ShardCheckpoint] = {}
         self.checkpoints = checkpoints
         """Each shard as this run's listing read it."""
+        self.uncut = uncut
+        """Shards with no cut stored at the interval's start when the run began: a new range's
+        start there is resolved without reading first (put once all the same)."""
 
     def plan_shard(self, shard: ShardInfo) -> ShardPlan:
         checkpoint = self.checkpoints[shard.shard_id]
@@ -413,12 +417,17 @@ class _IntervalPlanner:
         none when the new one would hold no record (``EMPTY``: nothing is stored)."""
         if stored is None:
             proposed = self._new_range(shard, interval_start_ms, interval_end_ms, first_ms)
-            if _holds_no_record(proposed):
-                return ShardDecision.EMPTY, None
+            end_stored = _holds_no_record(proposed)
+            if end_stored:
+                # No range: the quiet interval's end cut is stored alone (later walks read it), and
+                # the stored one decides.
+                proposed = replace(proposed, end=self.store.put_boundary(proposed.end))
+                if _holds_no_record(proposed):
+                    return ShardDecision.EMPTY, None
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
             self._rewind_past(proposed)
-            stored = self.store.create_range(proposed)
+            stored = self.store.create_range(proposed, with_end=not end_stored)
             # A concurrent planner of the same interval may have stored it first: follow the store.
             decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
         else:
@@ -463,7 +472,7 @@ class _IntervalPlanner:
         return latest is not None and latest.kind is BoundaryKind.SHARD_END
 
     def _new_range(self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int) -> ShardRange:
-        start = self._boundary(shard, first_ms)
+        start = self._boundary(shard, first_ms, unstored=first_ms == self.start_ms and shard.shard_id in self.uncut)
         return ShardRange(
             pipeline_id=self.store.pipeline_id,
             stream_name=self.stream_name,
@@ -473,18 +482,20 @@ class _IntervalPlanner:
             start=start,
             # A start whose record arrived at or after the end is the end's cut too: no probe. The
             # end of a new range is rarely stored yet (a killed attempt, or the next interval run
-            # first): resolved without reading first, and put once all the same.
-            end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True),
+            # first): resolved without reading first, and put once with the range (or alone when the
+            # interval is quiet) all the same.
+            end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True, put=False),
             chunk_limits=self.chunk_limits,
         )
 
     def _boundary(
-        self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None, *, unstored: bool = False
+        self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None, *, unstored: bool = False,
+        put: bool = True,
     ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
             self.kinesis, self.store, self.stream_name, shard, instant_ms,
-            created_after=created_after, earlier=earlier, unstored=unstored, trim_horizon_ms=self.trim_horizon_ms,
+            created_after=created_after, earlier=earlier, unstored=unstored, put=put, trim_horizon_ms=self.trim_horizon_ms,
             max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
 

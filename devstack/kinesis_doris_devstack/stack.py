@@ -203,7 +203,7 @@ def start_kinesalite(log_dir: Path, *, timeout: float = 30.0) -> ServiceProcess:
 def start_dynamodb(log_dir: Path, *, timeout: float = 60.0) -> ServiceProcess:
     """moto in server mode (used for DynamoDB only)."""
     port = free_port()
-    argv = [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)]
+    argv = [sys.executable, "-m", "kinesis_doris_devstack.moto_server", "-H", LOOPBACK, "-p", str(port)]
     process, log_path = _spawn("dynamodb", argv, {}, log_dir)
     endpoint = f"http://{LOOPBACK}:{port}"
     _wait_http("moto", process, endpoint, log_path, timeout)

@@ -49,14 +49,15 @@ SHORT_LABEL_KEEP_SECONDS = 1
 RECOVERY_RUNS = 6
 _MARKER = re.compile(rb"#id=(\d+)#")
 
-# Where a crash strikes: the store or Kinesis method that raises, and on which call.
+# Where a crash strikes: the store or Kinesis method that raises, and whether the call it replaces
+# was applied first (the process dies right after it).
 CRASHES = {
-    "crash_after_planning": ("store", "settle_chunk_content"),
-    "crash_while_reading": ("kinesis", "get_records"),
-    "crash_before_load": ("store", "put_chunk_intent"),
-    "crash_after_doris_commit": ("store", "record_chunk_outcome"),
-    "crash_before_checkpoint": ("store", "mark_range_loaded"),
-    "crash_mid_checkpoint": ("store", "advance_high_water_mark"),
+    "crash_after_planning": ("store", "put_chunk_intent_with_content", False),
+    "crash_while_reading": ("kinesis", "get_records", False),
+    "crash_before_load": ("store", "put_chunk_intent_with_content", True),
+    "crash_after_doris_commit": ("store", "record_chunk_outcome", False),
+    "crash_before_checkpoint": ("store", "mark_range_loaded", False),
+    "crash_mid_checkpoint": ("store", "advance_high_water_mark", False),
 }
 SINK_FAULTS = ("publish_timeout", "http_500", "reset_before_commit", "reset_after_commit",
                "too_many_versions", "running_txn_limit", "slow")  # fmt: skip
@@ -69,8 +70,8 @@ SOURCE_FAULTS = {
     "kinesis_iterator_expired": "ExpiredIteratorException",
 }
 STORE_FAULTS = ("dynamodb_throttled", "dynamodb_conditional_conflict", "crash_after_dynamodb_write")
-# Writes of the checkpoint store: put-once items one by one, and the grouped cut puts.
-DYNAMODB_WRITES = ("put_item", "transact_write_items")
+# Writes of the checkpoint store: items one by one, and grouped or together in transactions.
+DYNAMODB_WRITES = ("put_item", "update_item", "transact_write_items")
 LABEL_EXPIRED = "label_expired"
 FAULT_KINDS = (*CRASHES, *SINK_FAULTS, *SOURCE_FAULTS, *STORE_FAULTS, LABEL_EXPIRED)
 
@@ -318,8 +319,8 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
     dynamodb = aws_client("dynamodb", stack.dynamodb_endpoint)
     store = DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, config.pipeline_id)
     if spec.fault in CRASHES:
-        target, method = CRASHES[spec.fault]
-        wrapped = FailOnNthCall(kinesis if target == "kinesis" else store, method, spec.nth)
+        target, method, applied = CRASHES[spec.fault]
+        wrapped = FailOnNthCall(kinesis if target == "kinesis" else store, method, spec.nth, applied=applied)
         if target == "kinesis":
             return Armed(wrapped, store, lambda: wrapped.fired)
         return Armed(kinesis, wrapped, lambda: wrapped.fired)

@@ -78,3 +78,42 @@ def test_cli_up_then_down(tmp_path: Path) -> None:
     down = subprocess.run([*command, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
     assert json.loads(down.stdout) == {"stopped": ["dynamodb"]}
     assert not _pid_alive(pid)
+
+
+def test_a_cancelled_transaction_leaves_every_item_it_named_as_it_was(dynamodb_client) -> None:  # type: ignore[no-untyped-def]
+    """The devstack's moto rolls a cancelled transaction back item by item (moto_server.py): the
+    put, update and delete it applied before the failed condition are undone, other items kept."""
+    table = "rollback-check"
+    dynamodb_client.create_table(
+        TableName=table,
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for sk, value in (("updated", "before"), ("deleted", "kept"), ("untouched", "same")):
+        dynamodb_client.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": sk}, "v": {"S": value}})
+
+    def key(sk: str) -> dict[str, dict[str, str]]:
+        return {"pk": {"S": "p"}, "sk": {"S": sk}}
+
+    with pytest.raises(dynamodb_client.exceptions.TransactionCanceledException):
+        dynamodb_client.transact_write_items(TransactItems=[
+            {"Put": {"TableName": table, "Item": {**key("new"), "v": {"S": "x"}}}},
+            {"Update": {"TableName": table, "Key": key("updated"), "UpdateExpression": "SET v = :v",
+                        "ExpressionAttributeValues": {":v": {"S": "after"}}}},
+            {"Delete": {"TableName": table, "Key": key("deleted")}},
+            {"Put": {"TableName": table, "Item": {**key("untouched"), "v": {"S": "y"}},
+                     "ConditionExpression": "attribute_not_exists(sk)"}},
+        ])  # fmt: skip
+    items = dynamodb_client.query(
+        TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}}
+    )["Items"]
+    assert {item["sk"]["S"]: item["v"]["S"] for item in items} == {"updated": "before", "deleted": "kept", "untouched": "same"}
+    dynamodb_client.transact_write_items(TransactItems=[
+        {"Put": {"TableName": table, "Item": {**key("new"), "v": {"S": "x"}}}},
+        {"Delete": {"TableName": table, "Key": key("deleted")}},
+    ])  # fmt: skip
+    items = dynamodb_client.query(
+        TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "p"}}
+    )["Items"]
+    assert sorted(item["sk"]["S"] for item in items) == ["new", "untouched", "updated"]

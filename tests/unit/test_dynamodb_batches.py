@@ -55,3 +55,21 @@ def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoChec
         )
     with stubber, pytest.raises(RuntimeError, match=r"left 1 deletes of pipeline p unprocessed after 8 attempts"):
         store._delete(["a"])
+
+
+def test_a_write_rejected_while_a_transaction_holds_its_item_is_sent_again(
+    stubbed: tuple[DynamoCheckpointStore, Stubber],
+) -> None:
+    """Another run's grouped writes (a transaction) hold the shard item: DynamoDB rejects the
+    single-item write, unapplied, and botocore does not retry that error."""
+    store, stubber = stubbed
+    for _ in range(2):
+        stubber.add_client_error("update_item", "TransactionConflictException", http_status_code=400)
+    stubber.add_response("update_item", {"Attributes": {**_key("shard#s"), "state": {"S": "DRAINED"}}})
+    with stubber:
+        assert store._update("shard#s", {"state": "DRAINED"}, {}) == {"pk": "p", "sk": "shard#s", "state": "DRAINED"}
+    stubber.assert_no_pending_responses()
+    for _ in range(dynamodb._UNPROCESSED_RETRIES):
+        stubber.add_client_error("put_item", "TransactionConflictException", http_status_code=400)
+    with stubber, pytest.raises(store._client.exceptions.ClientError, match="TransactionConflictException"):
+        store._put_new({"sk": "x"})

@@ -290,7 +290,7 @@ def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_fir
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
     store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "settle_chunk_content", 1), doris)
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "put_chunk_intent_with_content", 1), doris)
     (key,) = [key for key in store.table.items if key[1].startswith("range#")]
     for attribute in ("chunk_max_rows", "chunk_max_bytes"):
         del store.table.items[key][attribute]
@@ -308,7 +308,7 @@ def test_a_range_this_run_planned_is_loaded_without_reading_the_chunk_log_and_it
     that died after loading a chunk replays the stored range, reads them, and sends nothing twice."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
     store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
-    first = CountingClient(FailOnNthCall(store, "put_chunk_intent", 2))
+    first = CountingClient(FailOnNthCall(store, "put_chunk_intent_with_content", 2))
     with pytest.raises(InjectedCrash):
         _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, first, doris)
     assert (first.calls["chunks_for_range"], first.calls["chunk_contents_for_range"]) == (0, 0)

@@ -159,6 +159,7 @@ def resolve_boundary(
     created_after: bool = False,
     earlier: Boundary | None = None,
     unstored: bool = False,
+    put: bool = True,
     trim_horizon_ms: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
@@ -172,6 +173,8 @@ def resolve_boundary(
         that ends at ``instant_ms``); see :func:`carried_forward`.
     :param unstored: the caller expects no stored boundary (the end of a range it is about to
         create): resolve first and put once, without reading first. A stored one still wins.
+    :param put: store the cut found (False: the caller stores it, with the range it ends, and
+        follows the stored one).
     :param trim_horizon_ms: instants before it may have lost records to retention: a probe there
         would land on the first record still kept and cut the shard in the wrong place.
     :param max_pages: GetRecords calls the probe may make.
@@ -201,6 +204,8 @@ def resolve_boundary(
             client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages,
             clock=clock,
         )
+    if not put:
+        return proposed
     winner = store.put_boundary(proposed)
     lost = "" if winner == proposed else f" (stored by another writer; we probed {proposed.describe()})"
     log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, winner.describe(), lost)

@@ -7,7 +7,13 @@ from typing import Any, Protocol
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Boundary
-from airflow_provider_kinesis_doris.core.stores.items import shard_from_item, shard_sk, ShardCheckpoint, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.items import (
+    shard_attributes,
+    shard_from_item,
+    shard_sk,
+    ShardCheckpoint,
+    wall_clock_ms,
+)
 
 
 class StorePrimitives:
@@ -32,6 +38,9 @@ class StorePrimitives:
         """Concrete boundaries seen (they never change): ``RangeStore.get_boundary``."""
         self._loaded_ranges: dict[str, Mapping[str, Any]] = {}
         """Range items seen LOADED, by sort key (their span and state never change again)."""
+        self._planned_ranges: dict[str, Mapping[str, Any]] = {}
+        """Range items seen PLANNED, by sort key: marking one LOADED needs no answer but whether it
+        applied (a grouped write)."""
         self._grid_complete = False
         """The table's interval grid is known to hold every stored range's interval."""
 
@@ -58,10 +67,25 @@ class StorePrimitives:
         """Store ``item`` (it carries ``sk``) unless its key exists; False if it existed."""
         raise NotImplementedError
 
+    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+        """Store every item of ``items`` if none of their keys exists, else none (atomically);
+        whether they were stored."""
+        raise NotImplementedError
+
     def _put_new_grouped(self, item: dict[str, Any]) -> bool:
         """:meth:`_put_new`, possibly sent together with the puts of other threads (one request
         for many items where the store can do that)."""
-        return self._put_new(item)
+        return self._put_new_grouped_all([item])[0]
+
+    def _put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        """:meth:`_put_new_grouped` of each item (each put once on its own, in one request where
+        the store can); whether each was stored."""
+        return [self._put_new(item) for item in items]
+
+    def _update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        """:meth:`_update` that answers only whether it applied, possibly sent together with the
+        writes of other threads."""
+        return self._update(sk, changes, expected) is not None
 
     def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
@@ -84,14 +108,22 @@ class StorePrimitives:
         return shard
 
     def _fenced_update(
-        self, shard: ShardCheckpoint, changes: Mapping[str, Any], *, extra_expected: Mapping[str, Any]
+        self, shard: ShardCheckpoint, changes: Mapping[str, Any], *, extra_expected: Mapping[str, Any],
+        grouped: bool = False,
     ) -> ShardCheckpoint:
         """Apply ``changes`` and bump the counter, if the counter is still the one read.
 
+        :param grouped: the write may go with other threads' writes (:meth:`_update_grouped`).
         :return: the shard as updated."""
         all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._clock()}
         expected = {"lease_counter": shard.lease_counter, **extra_expected}
-        updated = self._update(shard_sk(shard.shard_id), all_changes, expected)
+        if grouped:
+            # The counter held, so the stored shard was ``shard``: it is now that with the changes.
+            applied = self._update_grouped(shard_sk(shard.shard_id), all_changes, expected)
+            merged = {**shard_attributes(shard), **all_changes}
+            updated = {name: value for name, value in merged.items() if value is not None} if applied else None
+        else:
+            updated = self._update(shard_sk(shard.shard_id), all_changes, expected)
         if updated is None:
             stored = self.get_shard(shard.shard_id)
             raise lease_conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)

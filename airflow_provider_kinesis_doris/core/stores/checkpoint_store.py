@@ -61,7 +61,8 @@ class CheckpointStore(ChunkStore):
             "updated_ms": self._clock(),
         }
         item["registered_ms"] = item["updated_ms"]
-        if self._put_new(item):
+        # A new stream's first run registers every shard at once: grouped, one request carries several.
+        if self._put_new_grouped(item):
             parents = list(info.parent_ids)
             log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
             return shard_from_item(item)
@@ -123,7 +124,8 @@ class CheckpointStore(ChunkStore):
                 shard_id, expected_counter=expected_counter, last_interval_start_ms=last_interval_start_ms
             )
         hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
-        advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected)
+        # The commit moves many shards' marks at once: grouped, one request carries several.
+        advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected, grouped=True)
         if mark is not None and "hwm_kind" in changes:
             log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
         return advanced

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Position
@@ -31,7 +32,22 @@ class ChunkStore(RangeStore):
         :return: whether this call created the intent (False: another attempt had recorded the
             chunk already, and may have sent it).
         """
-        item = {
+        return self._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms))
+
+    def put_chunk_intent_with_content(
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str
+    ) -> bool:
+        """:meth:`settle_chunk_content` and :meth:`put_chunk_intent` in one write, for a chunk of which
+        nothing is stored yet (a run loading it for the first time): both items are put, or neither.
+
+        :return: whether both were put. False: one of them existed and nothing was written; the
+            caller settles the content, then puts the intent.
+        """
+        content_item = self._content_item(shard_id, interval_start_ms, first, content)
+        return self._put_new_all([content_item, self._intent_item(label, shard_id, first, last, interval_start_ms)])
+
+    def _intent_item(self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int) -> dict[str, Any]:
+        return {
             "sk": chunk_sk(shard_id, interval_start_ms, label),
             "kind": "chunk",
             "label": label,
@@ -42,7 +58,10 @@ class ChunkStore(RangeStore):
             "state": CHUNK_INTENT,
             "updated_ms": self._clock(),
         }
-        return self._put_new(item)
+
+    def _content_item(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> dict[str, Any]:
+        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()}
 
     def record_chunk_outcome(
         self,
@@ -108,10 +127,10 @@ class ChunkStore(RangeStore):
 
         :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
         """
-        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
-        if self._put_new({"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()}):
+        item = self._content_item(shard_id, interval_start_ms, first, content)
+        if self._put_new(item):
             return content
-        item = self._get(sk)
+        item = self._get(item["sk"])
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["content"])
 

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.stores.grouped import GroupedPuts
+from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,12 @@ _UNPROCESSED_RETRIES = 8
 
 def _is_condition_failure(error: ClientError) -> bool:
     return aws_error_code(error) == "ConditionalCheckFailedException"
+
+
+def _written_key(write: tuple[str, dict[str, Any]]) -> str:
+    """The sort key a grouped write names (a transaction may name an item once)."""
+    _, request = write
+    return str((request.get("Key") or request["Item"])["sk"]["S"])
 
 
 class DynamoCheckpointStore(CheckpointStore):
@@ -72,7 +78,7 @@ class DynamoCheckpointStore(CheckpointStore):
         self._page_size = page_size
         self._serializer = TypeSerializer()
         self._deserializer = TypeDeserializer()
-        self._grouped_puts = GroupedPuts(self._put_new_many, _TRANSACTION_MAX)
+        self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
 
     def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
         """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
@@ -176,52 +182,79 @@ class DynamoCheckpointStore(CheckpointStore):
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
     def _put_new(self, item: dict[str, Any]) -> bool:
-        try:
-            self._client.put_item(**self._put_once(item))
-        except ClientError as error:
-            if _is_condition_failure(error):
-                return False
-            raise
-        return True
+        return self._write_one(("Put", self._put_once(item)))
 
     def _put_once(self, item: dict[str, Any]) -> dict[str, Any]:
         attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
         attributes["pk"] = {"S": self.pipeline_id}
         return {"TableName": self.table_name, "Item": attributes, "ConditionExpression": "attribute_not_exists(sk)"}
 
-    def _put_new_grouped(self, item: dict[str, Any]) -> bool:
-        return self._grouped_puts.put_new(item)
+    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+        return all(self._write_many([("Put", self._put_once(item)) for item in items], all_or_nothing=True))
 
-    def _put_new_many(self, items: Sequence[dict[str, Any]]) -> list[bool]:
-        """Put-once each item: one PutItem for a lone one, else TransactWriteItems (all or nothing;
-        a cancelled one names the items whose key existed, and is sent again without them)."""
-        if len(items) == 1:
-            return [self._put_new(items[0])]
-        written = [True] * len(items)
-        pending = list(range(len(items)))
+    def _put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        return self._grouped.write_all([("Put", self._put_once(item)) for item in items])
+
+    def _update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        return self._grouped.write(("Update", self._update_request(sk, changes, expected)))
+
+    def _write_one(self, write: tuple[str, dict[str, Any]]) -> bool:
+        operation, request = write
+        send = self._client.put_item if operation == "Put" else self._client.update_item
+        try:
+            self._outside_transactions(send, request)
+        except ClientError as error:
+            if _is_condition_failure(error):
+                return False
+            raise
+        return True
+
+    def _outside_transactions(self, send: Callable[..., Any], request: Mapping[str, Any]) -> Any:
+        """``send(**request)``, a write of one item, sent again while DynamoDB rejects it because
+        a transaction on that item is under way (another run's grouped writes); botocore does not
+        retry that rejection, and the write was not applied."""
         for attempt in range(_UNPROCESSED_RETRIES):
             try:
-                self._client.transact_write_items(TransactItems=[{"Put": self._put_once(items[i])} for i in pending])
+                return send(**request)
+            except ClientError as error:
+                if aws_error_code(error) != "TransactionConflictException" or attempt == _UNPROCESSED_RETRIES - 1:
+                    raise
+            time.sleep(min(0.05 * 2**attempt, 2.0))
+        raise AssertionError("unreachable")
+
+    def _write_many(self, writes: Sequence[tuple[str, dict[str, Any]]], *, all_or_nothing: bool = False) -> list[bool]:
+        """Apply each conditional write whose condition holds: one request for a lone one, else
+        TransactWriteItems (all or nothing; a cancelled one names the writes whose condition
+        failed, and is sent again without them, unless ``all_or_nothing``: then none is written)."""
+        if len(writes) == 1:
+            return [self._write_one(writes[0])]
+        written = [True] * len(writes)
+        pending = list(range(len(writes)))
+        for attempt in range(_UNPROCESSED_RETRIES):
+            try:
+                self._client.transact_write_items(TransactItems=[{writes[i][0]: writes[i][1]} for i in pending])
                 return written
             except ClientError as error:
                 if aws_error_code(error) != "TransactionCanceledException":
                     raise
                 reasons = [reason.get("Code") for reason in error.response.get("CancellationReasons", [])]
-            existed = {i for i, code in zip(pending, reasons) if code == "ConditionalCheckFailed"}
-            for i in existed:
+            failed = {i for i, code in zip(pending, reasons) if code == "ConditionalCheckFailed"}
+            if failed and all_or_nothing:
+                return [False] * len(writes)
+            for i in failed:
                 written[i] = False
-            pending = [i for i in pending if i not in existed]
+            pending = [i for i in pending if i not in failed]
             if not pending:
                 return written
-            if not existed:
+            if not failed:
                 # Cancelled for another reason (a concurrent transaction on an item, throttling).
                 time.sleep(min(0.05 * 2**attempt, 2.0))
         raise RuntimeError(
-            f"DynamoDB cancelled the put of {len(pending)} items of pipeline {self.pipeline_id} "
+            f"DynamoDB cancelled the writes of {len(pending)} items of pipeline {self.pipeline_id} "
             f"{_UNPROCESSED_RETRIES} times (table {self.table_name})"
         )
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
+    def _update_request(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any]:
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         sets, removes, conditions = [], [], ["attribute_exists(sk)"]
@@ -242,19 +275,21 @@ class DynamoCheckpointStore(CheckpointStore):
         clauses = [f"SET {', '.join(sets)}"] if sets else []
         if removes:
             clauses.append(f"REMOVE {', '.join(removes)}")
-        expression = " ".join(clauses)
         request: dict[str, Any] = {
             "TableName": self.table_name,
             "Key": self._key(sk),
-            "UpdateExpression": expression,
+            "UpdateExpression": " ".join(clauses),
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
-            "ReturnValues": "ALL_NEW",
         }
         if values:
             request["ExpressionAttributeValues"] = values
+        return request
+
+    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
-            response = self._client.update_item(**request)
+            request = {**self._update_request(sk, changes, expected), "ReturnValues": "ALL_NEW"}
+            response = self._outside_transactions(self._client.update_item, request)
         except ClientError as error:
             if _is_condition_failure(error):
                 return None

@@ -1,65 +1,81 @@
-"""Put-once writes from the driver's pool, sent in groups.
+"""Conditional writes from the driver's pool, sent in groups.
 
-Planning resolves the cuts of many shards at once (``driver_concurrency`` threads), and each cut
-is a put-once item. :class:`GroupedPuts` lets the puts that arrive while one group is on its way
-wait and go together in the next (group commit): no timer, so a lone writer waits for nothing, and
-a group is as large as the writes that queue during one round trip.
+Planning stores the cuts and ranges of many shards at once (``driver_concurrency`` threads), and
+the commit marks their ranges loaded and moves their marks the same way; each is a conditional
+write of one item. :class:`GroupedWrites` lets the writes that arrive while one group is on its
+way wait and go together in the next (group commit): no timer, so a lone writer waits for nothing,
+and a group is as large as the writes that queue during one round trip. Two writes of the same
+item never share a group (a transaction may name an item once): the later one waits for the next.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 
 class _Entry:
-    def __init__(self, item: dict[str, Any]) -> None:
+    def __init__(self, item: Any, ready: threading.Event) -> None:
         self.item = item
-        self.ready = threading.Event()
+        self.ready = ready
+        """Shared by the entries of one writer: set when one of them is answered or made lead."""
         self.written: bool | None = None
         self.error: BaseException | None = None
         self.lead = False
         """Woken to send the next group instead of with its answer."""
 
+    @property
+    def answered(self) -> bool:
+        return self.written is not None or self.error is not None
 
-class GroupedPuts:
-    """:param send: put each item unless its key exists; the answer per item, in order (True:
-        written). It may write some and fail: the items of a group then all raise its error.
-    :param max_items: items per group."""
 
-    def __init__(self, send: Callable[[Sequence[dict[str, Any]]], list[bool]], max_items: int) -> None:
+class GroupedWrites:
+    """:param send: apply each write whose condition holds; the answer per write, in order (True:
+        written, False: its condition failed). It may write some and fail: the writes of a group
+        then all raise its error.
+    :param max_items: writes per group.
+    :param key: the item a write names."""
+
+    def __init__(
+        self, send: Callable[[Sequence[Any]], list[bool]], max_items: int, key: Callable[[Any], Hashable]
+    ) -> None:
         self._send = send
         self._max_items = max_items
+        self._key = key
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []
         self._sending = False
 
-    def put_new(self, item: dict[str, Any]) -> bool:
-        """Store ``item`` unless its key exists; False if it existed."""
-        entry = _Entry(item)
-        with self._lock:
-            self._queue.append(entry)
-            entry.lead, self._sending = not self._sending, True
-        while not entry.lead:
-            entry.ready.wait()
-            entry.ready.clear()
-            if entry.error is not None:
-                raise entry.error
-            if entry.written is not None:
-                return entry.written
-        self._send_groups_until(entry)
-        if entry.error is not None:
-            raise entry.error
-        assert entry.written is not None
-        return entry.written
+    def write(self, item: Any) -> bool:
+        """Apply the write ``item`` if its condition holds; False if it did not."""
+        return self.write_all([item])[0]
 
-    def _send_groups_until(self, own: _Entry) -> None:
-        """Send groups from the head of the queue until ``own`` is answered, then hand the
-        sending to the next waiting writer, if any."""
-        while own.written is None and own.error is None:
+    def write_all(self, items: Sequence[Any]) -> list[bool]:
+        """Apply each write of ``items`` whose condition holds (in one group when they fit); the
+        answer per write. A group's error is raised once every write of ``items`` is answered."""
+        ready = threading.Event()
+        entries = [_Entry(item, ready) for item in items]
+        with self._lock:
+            self._queue.extend(entries)
+            entries[0].lead, self._sending = not self._sending, True
+        while not all(entry.answered for entry in entries):
+            if any(entry.lead for entry in entries):
+                self._send_groups_until(entries)
+            else:
+                ready.wait()
+                ready.clear()
+        error = next((entry.error for entry in entries if entry.error is not None), None)
+        if error is not None:
+            raise error
+        return [bool(entry.written) for entry in entries]
+
+    def _send_groups_until(self, own: Sequence[_Entry]) -> None:
+        """Send groups from the head of the queue until every entry of ``own`` is answered, then
+        hand the sending to the next waiting writer, if any."""
+        while not all(entry.answered for entry in own):
             with self._lock:
-                group, self._queue = self._queue[: self._max_items], self._queue[self._max_items :]
+                group, self._queue = self._next_group()
             try:
                 answers = self._send([entry.item for entry in group])
                 if len(answers) != len(group):
@@ -71,7 +87,7 @@ class GroupedPuts:
                 for entry, written in zip(group, answers):
                     entry.written = written
             for entry in group:
-                if entry is not own:
+                if entry not in own:
                     entry.ready.set()
         with self._lock:
             if self._queue:
@@ -79,3 +95,17 @@ class GroupedPuts:
                 self._queue[0].ready.set()
             else:
                 self._sending = False
+
+    def _next_group(self) -> tuple[list[_Entry], list[_Entry]]:
+        """The group to send from the queue, and what stays queued."""
+        group: list[_Entry] = []
+        rest: list[_Entry] = []
+        keys: set[Hashable] = set()
+        for entry in self._queue:
+            key = self._key(entry.item)
+            if len(group) < self._max_items and key not in keys:
+                keys.add(key)
+                group.append(entry)
+            else:
+                rest.append(entry)
+        return group, rest

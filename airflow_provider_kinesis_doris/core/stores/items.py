@@ -214,6 +214,25 @@ def shard_from_item(item: Mapping[str, Any]) -> ShardCheckpoint:
     )
 
 
+def shard_attributes(shard: ShardCheckpoint) -> dict[str, Any]:
+    """The attributes :func:`shard_from_item` reads, from ``shard``: with a write's changes laid
+    over them (None removes), the shard as that write left it, without reading it back."""
+    return {
+        "shard_id": shard.shard_id,
+        "parent_ids": list(shard.parent_ids),
+        "starting_hash_key": str(shard.starting_hash_key),
+        "ending_hash_key": str(shard.ending_hash_key),
+        "state": shard.state.value,
+        "lease_counter": shard.lease_counter,
+        **boundary_attributes(shard.high_water_mark, "hwm_"),
+        "last_lag_ms": shard.last_lag_ms,
+        "updated_ms": shard.updated_ms,
+        "registered_ms": shard.registered_ms,
+        "pruned_from_ms": shard.pruned_from_ms,
+        "pruned_through_ms": shard.pruned_through_ms,
+    }
+
+
 def _optional_int(item: Mapping[str, Any], name: str) -> int | None:
     return int(item[name]) if name in item else None
 

@@ -60,12 +60,16 @@ class MemoryCheckpointStore(CheckpointStore):
             return [copy.deepcopy(self.table.items[k]) for k in keys[:limit]]
 
     def _put_new(self, item: dict[str, Any]) -> bool:
-        key = (self.pipeline_id, item["sk"])
-        stored = {name: value for name, value in copy.deepcopy(item).items() if value is not None}
+        return self._put_new_all([item])
+
+    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+        keys = [(self.pipeline_id, item["sk"]) for item in items]
         with self.table.lock:
-            if key in self.table.items:
+            if any(key in self.table.items for key in keys):
                 return False
-            self.table.items[key] = {**stored, "pk": self.pipeline_id}
+            for key, item in zip(keys, items):
+                stored = {name: value for name, value in copy.deepcopy(item).items() if value is not None}
+                self.table.items[key] = {**stored, "pk": self.pipeline_id}
             return True
 
     def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -44,13 +44,18 @@ class RangeStore(StorePrimitives):
         item = self._get(boundary_sk(shard_id, instant_ms))
         return self._settle(boundary_from_item(item)) if item else None
 
-    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> None:
+    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> set[str]:
         """Read the shards' boundaries at ``instant_ms`` in batches (BatchGetItem), so that
         :meth:`get_boundary` answers the concrete ones from memory: a run plans every shard from
-        the cut at its interval's start, which the previous interval stored."""
-        sks = [boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]
-        for item in self._get_many(sks).values():
-            self._settle(boundary_from_item(item))
+        the cut at its interval's start, which the previous interval stored.
+
+        :return: the shards with no boundary stored there when read.
+        """
+        shard_ids = list(shard_ids)
+        stored = [boundary_from_item(item) for item in self._get_many([boundary_sk(s, instant_ms) for s in shard_ids]).values()]
+        for boundary in stored:
+            self._settle(boundary)
+        return set(shard_ids) - {boundary.shard_id for boundary in stored}
 
     def remember_boundary(self, boundary: Boundary) -> None:
         """Remember a concrete boundary that another process read from or stored in this table (a
@@ -65,6 +70,14 @@ class RangeStore(StorePrimitives):
 
     def put_boundary(self, boundary: Boundary) -> Boundary:
         """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
+        # Planning puts the cuts of many shards at once: grouped, one request carries several.
+        if self._put_new_grouped(self._boundary_item(boundary)):
+            return self._settle(boundary)
+        stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def _boundary_item(self, boundary: Boundary) -> dict[str, Any]:
         item = {
             "sk": boundary_sk(boundary.shard_id, boundary.instant_ms),
             "kind": "boundary",
@@ -77,12 +90,7 @@ class RangeStore(StorePrimitives):
             item["position"] = boundary.position.encode()
         if boundary.arrival_ms is not None:
             item["arrival_ms"] = boundary.arrival_ms
-        # Planning puts the cuts of many shards at once: grouped, one request carries several.
-        if self._put_new_grouped(item):
-            return self._settle(boundary)
-        stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
-        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
-        return stored
+        return item
 
     def resolve_pending(self, proposed: Boundary) -> Boundary:
         """Replace the stored PENDING boundary with the concrete ``proposed`` one, only if it is
@@ -166,17 +174,23 @@ class RangeStore(StorePrimitives):
         return self._with_boundaries(items[0]) if items else None
 
     def _with_boundaries(self, item: Mapping[str, Any]) -> ShardRange:
+        sk = range_sk(item["shard_id"], int(item["interval_start_ms"]))
         if item["state"] == RangeState.LOADED.value:
-            self._loaded_ranges[range_sk(item["shard_id"], int(item["interval_start_ms"]))] = item
+            self._loaded_ranges[sk] = item
+        else:
+            self._planned_ranges[sk] = item
         shard_id = item["shard_id"]
         start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
         end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
         return self._range_from_item(item, {b.instant_ms: b for b in (start, end) if b is not None})
 
-    def create_range(self, shard_range: ShardRange) -> ShardRange:
-        """Store a PLANNED range once. Its two boundaries must already be stored.
+    def create_range(self, shard_range: ShardRange, *, with_end: bool = False) -> ShardRange:
+        """Store a PLANNED range once. Its two boundaries must already be stored, unless
+        ``with_end``: then its end is put once in the same request (a range is never stored
+        without its cuts).
 
-        :return: the stored range: ours, or the one a concurrent planner stored first.
+        :return: the stored range: ours, or the one a concurrent planner stored first (and with the
+            end cut a concurrent resolver stored first).
         """
         item = {
             "sk": range_sk(shard_range.shard_id, shard_range.interval_start_ms),
@@ -194,7 +208,15 @@ class RangeStore(StorePrimitives):
         }
         if shard_range.chunk_limits is not None:
             item["chunk_max_rows"], item["chunk_max_bytes"] = shard_range.chunk_limits
-        if self._put_new(item):
+        # Planning stores the ranges of many shards at once: grouped, one request carries several.
+        if with_end:
+            end_written, written = self._put_new_grouped_all([self._boundary_item(shard_range.end), item])
+        else:
+            end_written, written = True, self._put_new_grouped(item)
+        if end_written:
+            self._settle(shard_range.end)
+        if written and end_written:
+            self._planned_ranges[item["sk"]] = item
             return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
         stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
@@ -213,7 +235,15 @@ class RangeStore(StorePrimitives):
             "counts": dict(counts or {}),
             "updated_ms": self._clock(),
         }
-        updated = self._update(sk, changes, {"state": RangeState.PLANNED.value})
+        planned = self._planned_ranges.pop(sk, None)
+        expected = {"state": RangeState.PLANNED.value}
+        if planned is not None:
+            # The commit marks many shards' ranges at once: grouped, one request carries several.
+            # The range was PLANNED as this store read it, and only its loaded state changes.
+            applied = self._update_grouped(sk, changes, expected)
+            updated = {**planned, **changes} if applied else None
+        else:
+            updated = self._update(sk, changes, expected)
         stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
         if stored is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")

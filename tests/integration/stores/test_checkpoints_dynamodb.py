@@ -288,6 +288,14 @@ def test_a_chunks_content_is_settled_once_and_outcomes_can_be_conditional(store:
 
     assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is True
     assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is False
+    # Content and intent together: both are put, or neither (here the content existed).
+    assert store.put_chunk_intent_with_content("kd:p:s:eee", SHARD, first, Position(SEQ + 3), 1000, "") is False
+    assert store.get_chunk("kd:p:s:eee", SHARD, 1000) is None
+    other = Position(SEQ + 4)
+    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1") is True
+    assert store.settle_chunk_content(SHARD, 1000, other, "") == "1"
+    assert store.get_chunk("kd:p:s:fff", SHARD, 1000).state == "INTENT"  # type: ignore[union-attr]
+    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1") is False
     store.record_chunk_outcome("kd:p:s:ddd", "VISIBLE", shard_id=SHARD, interval_start_ms=1000)
     kept = store.record_chunk_outcome(
         "kd:p:s:ddd", "NOT_LOADED", shard_id=SHARD, interval_start_ms=1000, expected_state="INTENT"

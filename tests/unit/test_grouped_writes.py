@@ -1,4 +1,4 @@
-"""Group commit of put-once writes (``core.stores.grouped``): who sends, what waits, what fails."""
+"""Group commit of conditional writes (``core.stores.grouped``): who sends, what waits, what fails."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.grouped import GroupedPuts
+from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
+
+
+def _sk(item: dict[str, Any]) -> str:
+    return str(item["sk"])
 
 
 class SlowTable:
@@ -37,20 +41,21 @@ class SlowTable:
 class Writers:
     """One thread per key, each putting it and keeping the answer (or the error)."""
 
-    def __init__(self, grouped: GroupedPuts, sks: list[str]) -> None:
+    def __init__(self, grouped: GroupedWrites, sks: list[str]) -> None:
         self.answers: dict[str, Any] = {}
         self.threads = [threading.Thread(target=self._put, args=(grouped, sk)) for sk in sks]
         for thread in self.threads:
             thread.start()
 
-    def _put(self, grouped: GroupedPuts, sk: str) -> None:
+    def _put(self, grouped: GroupedWrites, name: str) -> None:
         try:
-            self.answers[sk] = grouped.put_new({"sk": sk})
+            # "<sk>~<n>": another write of the item <sk>.
+            self.answers[name] = grouped.write({"sk": name.split("~")[0]})
         except Exception as error:  # noqa: BLE001 - the answer under test
-            self.answers[sk] = error
+            self.answers[name] = error
 
     @classmethod
-    def behind_one(cls, table: SlowTable, grouped: GroupedPuts, sks: list[str]) -> dict[str, Any]:
+    def behind_one(cls, table: SlowTable, grouped: GroupedWrites, sks: list[str]) -> dict[str, Any]:
         """A writer's request held on its way while ``sks`` queue behind it; then released.
 
         :return: every answer, the first writer's under "first"."""
@@ -73,15 +78,15 @@ class Writers:
 
 def test_a_lone_writer_sends_at_once_and_gets_its_answer() -> None:
     table = SlowTable()
-    grouped = GroupedPuts(table.send, max_items=100)
-    assert grouped.put_new({"sk": "a"}) is True
-    assert grouped.put_new({"sk": "a"}) is False and grouped.put_new({"sk": "taken"}) is False
+    grouped = GroupedWrites(table.send, key=_sk, max_items=100)
+    assert grouped.write({"sk": "a"}) is True
+    assert grouped.write({"sk": "a"}) is False and grouped.write({"sk": "taken"}) is False
     assert table.groups == [["a"], ["a"], ["taken"]]
 
 
 def test_writes_that_queue_while_a_request_is_on_its_way_go_together() -> None:
     table = SlowTable()
-    grouped = GroupedPuts(table.send, max_items=4)
+    grouped = GroupedWrites(table.send, key=_sk, max_items=4)
     answers = Writers.behind_one(table, grouped, [f"q{n}" for n in range(6)] + ["taken"])
     assert answers == {"first": True, **{f"q{n}": True for n in range(6)}, "taken": False}
     assert table.groups[0] == ["first"] and [len(group) for group in table.groups[1:]] == [4, 3]
@@ -90,7 +95,7 @@ def test_writes_that_queue_while_a_request_is_on_its_way_go_together() -> None:
 
 def test_every_writer_of_a_failed_group_gets_the_error_and_the_next_group_is_sent() -> None:
     table = SlowTable()
-    grouped = GroupedPuts(table.send, max_items=3)
+    grouped = GroupedWrites(table.send, key=_sk, max_items=3)
     table.fail_next = RuntimeError("throttled")
     answers = Writers.behind_one(table, grouped, ["a", "b", "c", "d", "e"])
     failed = [sk for sk, answer in answers.items() if isinstance(answer, RuntimeError)]
@@ -98,4 +103,22 @@ def test_every_writer_of_a_failed_group_gets_the_error_and_the_next_group_is_sen
     assert {sk: answers[sk] for sk in "abcde"} == dict.fromkeys("abcde", True)
     with pytest.raises(RuntimeError, match="throttled"):
         table.fail_next = RuntimeError("throttled")
-        grouped.put_new({"sk": "z"})
+        grouped.write({"sk": "z"})
+
+
+def test_two_writes_of_one_item_never_share_a_group() -> None:
+    table = SlowTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=10)
+    answers = Writers.behind_one(table, grouped, ["d~1", "d~2", "e"])
+    assert table.groups[1:] == [["d", "e"], ["d"]]
+    assert answers["e"] is True and sorted([answers["d~1"], answers["d~2"]]) == [False, True]
+
+
+def test_the_writes_of_one_writer_go_in_one_group_and_are_answered_each() -> None:
+    table = SlowTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=10)
+    assert grouped.write_all([{"sk": "end"}, {"sk": "range"}, {"sk": "taken"}]) == [True, True, False]
+    assert table.groups == [["end", "range", "taken"]]
+    # Two writes of one item: the second goes in the next group.
+    assert grouped.write_all([{"sk": "again"}, {"sk": "again"}]) == [True, False]
+    assert table.groups[1:] == [["again"], ["again"]]
