@@ -95,8 +95,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
     :param waiting_warn_after: a child shard that has waited for its parents longer than this
         (its run fails with ``ShardsWaiting`` and is retried) is logged as an error.
-    :param use_spark: load with Spark (default). ``False`` loads the ranges one after the other in
-        the task's own process: for small streams, where Spark's start-up (~15 s) dominates.
+    :param use_spark: load with Spark (default). ``False`` loads the ranges in the task's own
+        process, ``driver_concurrency`` range groups at a time (each holds at most two chunks in
+        memory): for small streams, where Spark's start-up (~15 s) dominates.
     :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
     :param spark_remote: a Spark Connect URL (``sc://...``) to run through instead. (templated)
     :param spark_submit: run through ``spark-submit`` instead of in the task's process.
@@ -104,8 +105,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param spark_python: Python interpreter of the executors (default: the task's own).
     :param parallelism: Spark partitions at most (default: one per shard range).
     :param driver_concurrency: shards whose planning, empty check and commit (DynamoDB and Kinesis
-        calls in the task's process) run at the same time. Raise it for streams of hundreds of
-        shards; throttled calls are retried with backoff by botocore.
+        calls in the task's process) run at the same time, and range groups loaded at the same time
+        with ``use_spark=False``. Raise it for streams of hundreds of shards; throttled calls are
+        retried with backoff by botocore.
     :param prune_state: once an hour, one run deletes the checkpoint table's history of each shard
         that is loaded and older than the stream's retention plus Doris's label window
         (``core.prune``), so the table does not grow with the pipeline's age. Set False to keep
@@ -239,7 +241,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.use_spark:
             runner = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
         else:
-            runner = steps.loading(run_here, "the load in the task's process (use_spark=False)")
+            lanes = self.driver_concurrency
+            runner = steps.loading(
+                lambda job, credentials: run_here(job, credentials, lanes=lanes), "the load in the task's process (use_spark=False)"
+            )
         try:
             result = run_interval(
                 config, _ms(start), _ms(end),

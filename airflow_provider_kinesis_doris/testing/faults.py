@@ -107,7 +107,8 @@ ClientsWrap = Callable[[LoadClients], LoadClients]
 
 
 def runner_with(wrap: ClientsWrap) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
-    """``run_here`` with the load's clients passed through ``wrap`` (fresh clients per range group).
+    """``run_here`` in one lane (the groups one after the other, so a fault's call count means the
+    same in every run), with the load's clients passed through ``wrap`` (fresh clients per group).
 
     :param wrap: returns the clients to use, e.g. with a :class:`FailOnNthCall` store.
     """

@@ -4,11 +4,13 @@ stand-in), without Spark or Airflow: the invariants the pipeline promises, end t
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import replace
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.pipeline import run_here
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 
@@ -39,6 +41,28 @@ def test_consecutive_intervals_load_every_record_exactly_once(world, kinesis_cli
     for shard_id in shard_ids:
         mark = world["store"].get_shard(shard_id).high_water_mark
         assert mark is not None and mark.instant_ms == bounds[3]
+
+
+def test_the_in_process_runner_loads_range_groups_side_by_side_each_with_its_own_clients(
+    world, kinesis_client, caplog
+) -> None:  # type: ignore[no-untyped-def]
+    """``run_here`` loads the job's groups in lanes (threads); every range is reported once, and
+    each group is loaded by a thread of its own."""
+    bounds, ids = _three_intervals(kinesis_client, world["stream"])
+
+    def runner(job, credentials):  # type: ignore[no-untyped-def]
+        assert len(job.partition_groups()) == 2  # one group per shard
+        return run_here(job, credentials, lanes=2)
+
+    for i in range(3):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.load"):
+            result = world["run"](bounds[i], bounds[i + 1], runner=runner)
+        shard_by_thread = {r.threadName: r.getMessage().split()[1] for r in caplog.records if "rows loaded" in r.getMessage()}
+        assert len(result.reports) == 2
+        assert sorted(shard_by_thread.values()) == sorted(report.shard_id for report in result.reports)
+        assert len(shard_by_thread) == 2, f"both groups were loaded by one thread: {shard_by_thread}"
+    assert [row[0] for row in world["rows"]()] == sorted(ids)
 
 
 def test_out_of_order_runs_and_replays_tile_the_shards(world, kinesis_client) -> None:
