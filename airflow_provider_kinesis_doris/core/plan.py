@@ -495,8 +495,8 @@ class _IntervalPlanner:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
             self.kinesis, self.store, self.stream_name, shard, instant_ms,
-            created_after=created_after, earlier=earlier, unstored=unstored, put=put, trim_horizon_ms=self.trim_horizon_ms,
-            max_pages=self.max_probe_pages, clock=self.clock,
+            created_after=created_after, earlier=earlier, unstored=unstored, put=put,
+            trim_horizon_ms=self.trim_horizon_ms, max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:

@@ -243,7 +243,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         else:
             lanes = self.driver_concurrency
             runner = steps.loading(
-                lambda job, credentials: run_here(job, credentials, lanes=lanes), "the load in the task's process (use_spark=False)"
+                lambda job, credentials: run_here(job, credentials, lanes=lanes),
+                "the load in the task's process (use_spark=False)",
             )
         try:
             result = run_interval(

@@ -37,7 +37,8 @@ def _named_items(backend: Any, transact_items: list[dict[str, Any]]) -> list[tup
         if table is None:
             continue
         try:
-            key = op.get("Key") or {name: op["Item"][name] for name in (table.hash_key_attr, table.range_key_attr) if name}
+            names = (table.hash_key_attr, table.range_key_attr)
+            key = op.get("Key") or {name: op["Item"][name] for name in names if name}
             hash_key, range_key = backend.get_keys_value(table, key)
         except Exception:  # noqa: BLE001 - a malformed request: moto answers it, and writes nothing
             continue

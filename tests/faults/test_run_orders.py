@@ -94,9 +94,11 @@ class KillableStore(MemoryCheckpointStore):
         """Count writes from now on, failing or interleaving at the given write."""
         self.writes, self.kill_at, self.interleave = 0, kill_at, interleave
 
-    def _put_new(self, item: dict[str, Any]) -> bool:
+    def _put_new_all(self, items: Any) -> bool:
+        # Every put goes through here (the in-memory ``_put_new`` too): a write of several items at
+        # once (a chunk's content with its intent) is one request, applied whole or not at all.
         self._before_write()
-        return super()._put_new(item)
+        return super()._put_new_all(items)
 
     def _delete(self, sks: Any) -> None:
         for sk in sks:

@@ -46,7 +46,9 @@ class ChunkStore(RangeStore):
         content_item = self._content_item(shard_id, interval_start_ms, first, content)
         return self._put_new_all([content_item, self._intent_item(label, shard_id, first, last, interval_start_ms)])
 
-    def _intent_item(self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int) -> dict[str, Any]:
+    def _intent_item(
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+    ) -> dict[str, Any]:
         return {
             "sk": chunk_sk(shard_id, interval_start_ms, label),
             "kind": "chunk",

@@ -52,7 +52,8 @@ class RangeStore(StorePrimitives):
         :return: the shards with no boundary stored there when read.
         """
         shard_ids = list(shard_ids)
-        stored = [boundary_from_item(item) for item in self._get_many([boundary_sk(s, instant_ms) for s in shard_ids]).values()]
+        items = self._get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
+        stored = [boundary_from_item(item) for item in items]
         for boundary in stored:
             self._settle(boundary)
         return set(shard_ids) - {boundary.shard_id for boundary in stored}
