@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,3 +123,29 @@ def test_the_writes_of_one_writer_go_in_one_group_and_are_answered_each() -> Non
     # Two writes of one item: the second goes in the next group.
     assert grouped.write_all([{"sk": "again"}, {"sk": "again"}]) == [True, False]
     assert table.groups[1:] == [["again"], ["again"]]
+
+
+def test_writers_of_several_writes_each_queued_behind_one_another_all_get_their_answers() -> None:
+    """Sixteen threads, each with a range and its cut (two writes), and a slow request in front:
+    every write is answered, in groups, none twice, and the sending is handed on to the end."""
+    table = SlowTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=5)
+    table.gate.clear()
+    answers: dict[int, Any] = {}
+
+    def write(n: int) -> None:
+        answers[n] = grouped.write_all([{"sk": f"cut{n}"}, {"sk": f"range{n}"}, {"sk": "taken"}])
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.2)  # let the writers queue behind the first request
+    table.gate.set()
+    for thread in threads:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    assert answers == {n: [True, True, False] for n in range(16)}
+    sent = [sk for group in table.groups for sk in group]
+    assert sorted(sk for sk in sent if sk != "taken") == sorted(f"{kind}{n}" for kind in ("cut", "range") for n in range(16))
+    assert all(len(group) <= 5 and len(set(group)) == len(group) for group in table.groups)
+    assert not grouped._sending and grouped._queue == []
