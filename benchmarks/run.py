@@ -45,7 +45,8 @@ from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credential
 from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
-from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL, arrival_ms
+from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import arrival_ms
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy

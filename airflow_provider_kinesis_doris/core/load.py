@@ -16,15 +16,16 @@ sent again under a fresh intent. See docs/checkpoints.md, "Chunks", for what thi
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
 from typing import Any, NoReturn
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
@@ -45,6 +46,7 @@ from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, b
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
 from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -126,23 +128,10 @@ class LoadClients:
 
     @classmethod
     def from_job(cls, job: LoadJob, credentials: Credentials) -> LoadClients:
-        import boto3
-        import botocore.session
-
-        core_session = botocore.session.get_session()
-        # botocore parses every record's arrival stamp through dateutil (~25 µs each); Kinesis
-        # sends epoch seconds, which the standard library turns into a datetime ten times faster.
-        core_session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_epoch_timestamp)
         pipeline = job.pipeline
-        session = boto3.session.Session(
-            aws_access_key_id=credentials.aws_access_key_id,
-            aws_secret_access_key=credentials.aws_secret_access_key,
-            aws_session_token=credentials.aws_session_token,
-            region_name=pipeline.aws.region_name,
-            botocore_session=core_session,
-        )
-        kinesis = session.client("kinesis", endpoint_url=pipeline.aws.kinesis_endpoint_url)
-        dynamodb = session.client("dynamodb", endpoint_url=pipeline.aws.dynamodb_endpoint_url)
+        kinesis = _aws_client("kinesis", pipeline.aws.kinesis_endpoint_url, pipeline.aws.region_name, credentials)
+        skip_record_parsing(kinesis)
+        dynamodb = _aws_client("dynamodb", pipeline.aws.dynamodb_endpoint_url, pipeline.aws.region_name, credentials)
         return cls(
             job=job,
             kinesis=kinesis,
@@ -151,12 +140,28 @@ class LoadClients:
         )
 
 
-def _epoch_timestamp(value: object) -> datetime:
-    if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=timezone.utc)
-    from botocore.utils import parse_timestamp
+_CLIENTS_LOCK = threading.Lock()
 
-    return parse_timestamp(value)
+
+@functools.cache
+def _botocore_session() -> Any:
+    """One botocore session per process: a client built from it reuses the service models the
+    first one loaded (a new session reads and parses them again, ~0.1 CPU-s a client)."""
+    import botocore.session
+
+    return botocore.session.get_session()
+
+
+def _aws_client(service: str, endpoint_url: str | None, region_name: str | None, credentials: Credentials) -> Any:
+    # Credentials go to the client, never into the shared session; a session is not safe to build
+    # clients from in several threads at once (the in-process runner's lanes).
+    with _CLIENTS_LOCK:
+        return _botocore_session().create_client(
+            service, region_name=region_name, endpoint_url=endpoint_url,
+            aws_access_key_id=credentials.aws_access_key_id,
+            aws_secret_access_key=credentials.aws_secret_access_key,
+            aws_session_token=credentials.aws_session_token,
+        )  # fmt: skip
 
 
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:

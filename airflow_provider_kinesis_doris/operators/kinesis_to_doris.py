@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
 
@@ -27,6 +27,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
+from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
@@ -97,7 +98,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         (its run fails with ``ShardsWaiting`` and is retried) is logged as an error.
     :param use_spark: load with Spark (default). ``False`` loads the ranges in the task's own
         process, ``driver_concurrency`` range groups at a time (each holds at most two chunks in
-        memory): for small streams, where Spark's start-up (~15 s) dominates.
+        memory): for small streams, where Spark's start-up (~15 s) dominates. ``"auto"`` decides
+        per run: in process when the run's estimated records are at most
+        ``in_process_max_records``, with Spark otherwise (``core.runner_choice``: the estimate
+        comes from each shard's latest loaded intervals; a shard without any counts at Kinesis's
+        write limit). The decision and its inputs are logged and returned in XCom (``runner``).
+    :param in_process_max_records: with ``use_spark="auto"``, the largest estimate loaded without
+        Spark (default 500,000).
     :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
     :param spark_remote: a Spark Connect URL (``sc://...``) to run through instead. (templated)
     :param spark_submit: run through ``spark-submit`` instead of in the task's process.
@@ -153,7 +160,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         dead_letter_table_properties: Mapping[str, str] | None = None,
         relaxed_order: bool = False,
         waiting_warn_after: timedelta = timedelta(hours=1),
-        use_spark: bool = True,
+        use_spark: bool | Literal["auto"] = True,
+        in_process_max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS,
         spark_master: str = "local[*]",
         spark_remote: str | None = None,
         spark_submit: bool = False,
@@ -185,7 +193,12 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.waiting_warn_after = waiting_warn_after
+        if use_spark not in (True, False, "auto"):
+            raise AirflowException(f"use_spark must be True, False or 'auto', got {use_spark!r}")
+        if in_process_max_records < 0:
+            raise AirflowException(f"in_process_max_records must be 0 or more, got {in_process_max_records}")
         self.use_spark = use_spark
+        self.in_process_max_records = in_process_max_records
         self.spark_master = spark_master
         self.spark_remote = spark_remote
         self.spark_submit = spark_submit
@@ -238,14 +251,15 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
             conf=self.spark_conf, python=self.spark_python,
         )  # fmt: skip
-        if self.use_spark:
-            runner = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
-        else:
-            lanes = self.driver_concurrency
-            runner = steps.loading(
-                lambda job, credentials: run_here(job, credentials, lanes=lanes),
-                "the load in the task's process (use_spark=False)",
-            )
+        lanes = self.driver_concurrency
+        spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
+        in_process = steps.loading(
+            lambda job, credentials: run_here(job, credentials, lanes=lanes),
+            f"the load in the task's process (use_spark={self.use_spark!r})",
+        )
+        auto = AutoRunner(store, spark=spark, in_process=in_process, max_records=self.in_process_max_records,
+                          concurrency=self.driver_concurrency) if self.use_spark == "auto" else None  # fmt: skip
+        runner = auto or (spark if self.use_spark else in_process)
         try:
             result = run_interval(
                 config, _ms(start), _ms(end),
@@ -263,7 +277,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         for shard_id, shard in result.summary()["shards"].items():
             self.log.info("shard %s: %s", shard_id, shard)
-        return result.xcom_summary()
+        summary = result.xcom_summary()
+        if auto is not None and auto.choice is not None:
+            summary["runner"] = auto.choice.summary()
+        return summary
 
     def _pipeline_config(
         self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import arrival_ms
 
 EVENTS_DDL = """CREATE TABLE IF NOT EXISTS `{table}` (
     event_id BIGINT NOT NULL,

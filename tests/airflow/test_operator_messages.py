@@ -75,7 +75,7 @@ with DAG(
         doris_table=os.environ.get("KD_MESSAGES_TABLE", "d.t"),
         checkpoint_table="{checkpoint_table}",
         seal_grace=timedelta(0),
-        use_spark=os.environ.get("KD_MESSAGES_USE_SPARK", "false") == "true",
+        use_spark={"true": True, "false": False}.get(os.environ.get("KD_MESSAGES_USE_SPARK", "false"), "auto"),
         transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
         spark_master="local[2]",
     )
@@ -322,6 +322,31 @@ def test_a_transform_that_does_not_import_fails_before_planning(
         "The operator's settings are invalid; nothing was planned or loaded: Cannot import transform "
         "'kd_no_such_module:prefix': ModuleNotFoundError: No module named 'kd_no_such_module'"
     ), message
+
+
+@pytest.mark.integration
+def test_auto_loads_a_small_interval_in_the_task_and_says_why_in_xcom(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+    returned: list[Any] = []
+    execute = KinesisToDorisOperator.execute
+    monkeypatch.setattr(KinesisToDorisOperator, "execute", lambda self, context: returned.append(execute(self, context)) or returned[-1])
+    monkeypatch.setenv("KD_MESSAGES_USE_SPARK", "auto")
+    end = _records_in_one_interval(kinesis_client, stack["stream"], [event(i) for i in range(4)])
+
+    dag_run = run(dags().load, end)
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    (xcom,) = returned
+    # One shard without a loaded interval: counted at 1,000 records/s over the 5-second interval.
+    assert xcom["runner"] == {
+        "runner": "in_process", "estimated_records": INTERVAL_S * 1_000, "ranges": 1, "shards_without_history": 1,
+        "in_process_max_records": 500_000,
+    }  # fmt: skip
+    assert xcom["loaded"] == 4
+    assert len(doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']}")) == 4
 
 
 # --- rows Doris refuses, in both runners ----------------------------------------------------------

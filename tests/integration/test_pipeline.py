@@ -65,6 +65,45 @@ def test_the_in_process_runner_loads_range_groups_side_by_side_each_with_its_own
     assert [row[0] for row in world["rows"]()] == sorted(ids)
 
 
+def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(world, kinesis_client) -> None:
+    """``use_spark="auto"``: shards without a loaded interval count at Kinesis's write limit over
+    the interval; later the estimate is the largest count of each shard's recent intervals."""
+    from airflow_provider_kinesis_doris.core.runner_choice import AutoRunner
+
+    bounds, ids = _three_intervals(kinesis_client, world["stream"])
+    used: list[str] = []
+
+    def recording(name):  # type: ignore[no-untyped-def]
+        def runner(job, credentials):  # type: ignore[no-untyped-def]
+            used.append(name)
+            return run_here(job, credentials)  # both load for real; only the choice is under test
+
+        return runner
+
+    def auto(max_records: int) -> AutoRunner:
+        return AutoRunner(world["store"], spark=recording("spark"), in_process=recording("here"), max_records=max_records)
+
+    first_width_s = (bounds[1] - bounds[0]) / 1000
+    unknown = auto(max_records=int(2 * first_width_s * 1000) - 1)
+    world["run"](bounds[0], bounds[1], runner=unknown)
+    assert unknown.choice is not None and unknown.choice.shards_without_history == 2
+    assert unknown.choice.estimated_records == sum(int(first_width_s * 1000) for _ in range(2))
+    assert used == ["spark"]
+
+    world["run"](bounds[1], bounds[2], runner=auto(max_records=10**6))
+    assert used == ["spark", "here"]
+    store = world["store"]
+    expected = sum(
+        max(counts["records"] for counts in store.recent_loaded_counts(shard.shard_id, 6).values())
+        for shard in store.list_shard_checkpoints()
+    )
+    counted = auto(max_records=expected - 1)
+    world["run"](bounds[2], bounds[3], runner=counted)
+    assert counted.choice is not None and counted.choice.shards_without_history == 0
+    assert counted.choice.estimated_records == expected > 0 and used == ["spark", "here", "spark"]
+    assert [row[0] for row in world["rows"]()] == sorted(ids)
+
+
 def test_out_of_order_runs_and_replays_tile_the_shards(world, kinesis_client) -> None:
     """Intervals run last-first, then replayed with a different chunk size: no gap, no duplicate."""
     bounds, ids = _three_intervals(kinesis_client, world["stream"])

@@ -78,3 +78,19 @@ def test_only_bytes_with_the_kpl_magic_may_be_aggregates() -> None:
     assert may_be_aggregate(b"\xf3\x89\x9a\xc2rest")
     assert not may_be_aggregate(b'{"id": 1}')
     assert not may_be_aggregate(b"")
+
+
+metadata_values = st.dictionaries(
+    st.text(min_size=1, max_size=20), st.one_of(st.text(max_size=40), st.integers(min_value=0, max_value=2**63)),
+    max_size=5,
+)
+
+
+@given(metadata_values)
+@settings(max_examples=300)
+def test_metadata_members_are_the_bytes_json_dumps_writes(metadata: dict) -> None:
+    # Any difference would change a chunk's body between a run before and after this encoder.
+    from airflow_provider_kinesis_doris.core.mapping import json_members
+
+    expected = json.dumps(metadata, ensure_ascii=False, separators=(",", ":")).encode("utf-8")[1:-1]
+    assert json_members(metadata) == expected

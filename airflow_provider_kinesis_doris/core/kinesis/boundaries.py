@@ -36,7 +36,8 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.kinesis.reader import arrival_ms, user_records
+from airflow_provider_kinesis_doris.core.kinesis.reader import user_records
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import record_arrival_ms
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import THROTTLING_ERRORS, backoff_delay, sequence_request
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
@@ -125,7 +126,7 @@ def _follow_to_cut(
         records = page.get("Records", [])
         if records:
             position = Position(int(records[0]["SequenceNumber"]))
-            arrival = arrival_ms(records[0]["ApproximateArrivalTimestamp"])
+            arrival = record_arrival_ms(records[0])
             return Boundary(shard_id, instant_ms, BoundaryKind.AT, position, arrival)
         next_iterator = page.get("NextShardIterator")
         if next_iterator is None:
@@ -254,7 +255,7 @@ def _scan_pages(client: Any, shard: ShardInfo, earlier: Boundary, instant_ms: in
             if user_records([last], shard.shard_id)[-1].position != earlier.position:
                 return None  # an aggregate that goes on after the earlier cut
         for record in records:
-            arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
+            arrival = record_arrival_ms(record)
             if arrival >= instant_ms:
                 return Boundary(shard.shard_id, instant_ms, BoundaryKind.AT, Position(int(record["SequenceNumber"])), arrival)
             last = record

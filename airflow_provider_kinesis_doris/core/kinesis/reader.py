@@ -24,7 +24,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import (
@@ -33,7 +32,14 @@ from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
     DataTrimmed,
 )
-from airflow_provider_kinesis_doris.core.kinesis.shard_pages import Pager, ShardClient, sequence_request
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
+    Pager,
+    ShardClient,
+    record_arrival_ms,
+    record_data,
+    sequence_request,
+    timestamp_of_ms,
+)
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
@@ -52,8 +58,6 @@ MAX_RECORDS_PER_CALL = 10_000
 IDLE_PAUSE_S = 0.2
 PROGRESS_EVERY_RECORDS = 100_000
 PROGRESS_EVERY_S = 10.0
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_ONE_MS = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +96,7 @@ def iterator_request(start: Boundary) -> dict[str, Any]:
     if start.kind is BoundaryKind.SHARD_START:
         return {"ShardIteratorType": "TRIM_HORIZON"}
     if start.kind is BoundaryKind.PENDING:
-        return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": _EPOCH + start.instant_ms * _ONE_MS}
+        return {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": timestamp_of_ms(start.instant_ms)}
     if start.kind in (BoundaryKind.AT, BoundaryKind.AFTER):
         assert start.position is not None
         return sequence_request("AT_SEQUENCE_NUMBER", start.position.sequence)
@@ -128,12 +132,6 @@ def beyond_end(record: KinesisRecord, end: Boundary) -> bool:
     if end.kind is BoundaryKind.PENDING:
         return record.arrival_ms >= end.instant_ms
     return end.kind is BoundaryKind.SHARD_START
-
-
-def arrival_ms(timestamp: datetime) -> int:
-    """A record's ApproximateArrivalTimestamp (botocore parses it to a float-derived datetime) as
-    integer epoch milliseconds, rounded so that 28.200999 s is 28 201 ms."""
-    return round((timestamp - _EPOCH) / _ONE_MS)
 
 
 class RangeReader:
@@ -374,8 +372,8 @@ def user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisRe
     users: list[KinesisRecord] = []
     for record in records:
         sequence = int(record["SequenceNumber"])
-        arrival = arrival_ms(record["ApproximateArrivalTimestamp"])
-        data = record["Data"]
+        arrival = record_arrival_ms(record)
+        data = record_data(record)
         if not may_be_aggregate(data):
             users.append(KinesisRecord(shard_id, Position(sequence), arrival, record["PartitionKey"], data))
             continue

@@ -5,10 +5,14 @@ an expired iterator renewed after the last record returned. The range reader
 
 from __future__ import annotations
 
+import binascii
+import json
 import logging
+import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -21,7 +25,8 @@ log = logging.getLogger(__name__)
 THROTTLING_ERRORS = frozenset({"ProvisionedThroughputExceededException", "LimitExceededException"})
 BACKOFF_BASE_S = 0.25
 BACKOFF_CAP_S = 8.0
-
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_ONE_MS = timedelta(milliseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,3 +156,65 @@ def _is_missing_sequence(error: ClientError) -> bool:
 
 def sequence_request(iterator_type: str, sequence: int) -> dict[str, Any]:
     return {"ShardIteratorType": iterator_type, "StartingSequenceNumber": str(sequence)}
+
+
+# --- records as the wire sends them -------------------------------------------------------------
+
+
+def skip_record_parsing(client: Any) -> None:
+    """Make ``client``'s GetRecords return its records as Kinesis sent them: ``Data`` base64 text,
+    ``ApproximateArrivalTimestamp`` epoch seconds. Read them with ``record_data`` and
+    ``record_arrival_ms``, which accept both forms.
+
+    botocore's parser walks the output model field by field for every record; that was most of a
+    bare client's CPU per record (``docs/benchmarks.md``, hot path). Here the body is decoded in
+    one ``json.loads`` and botocore parses only the rest of the response (iterator, lag, child
+    shards, errors). Registered on this client alone: no other client of the session changes.
+    """
+    client.meta.events.register("before-parse.kinesis.GetRecords", _take_records_unparsed)
+
+
+def _take_records_unparsed(response_dict: dict[str, Any], customized_response_dict: dict[str, Any], **_: Any) -> None:
+    if response_dict.get("status_code") != 200:
+        return  # errors go through botocore's parser untouched
+    body = json.loads(response_dict["body"])
+    records = body.pop("Records", None)
+    if records is None:
+        return
+    response_dict["body"] = json.dumps(body).encode()
+    # botocore adds these keys to what it parsed from the body.
+    customized_response_dict["Records"] = records
+
+
+def record_data(record: Mapping[str, Any]) -> bytes:
+    """A GetRecords record's payload, whether botocore decoded it (bytes) or not (base64 text)."""
+    data = record["Data"]
+    return binascii.a2b_base64(data) if isinstance(data, str) else data
+
+
+def record_arrival_ms(record: Mapping[str, Any]) -> int:
+    """A GetRecords record's ApproximateArrivalTimestamp in epoch milliseconds, whether botocore
+    parsed it (a datetime) or not (epoch seconds); the same number either way."""
+    stamp = record["ApproximateArrivalTimestamp"]
+    return epoch_seconds_ms(stamp) if isinstance(stamp, (int, float)) else arrival_ms(stamp)
+
+
+def arrival_ms(timestamp: datetime) -> int:
+    """A record's ApproximateArrivalTimestamp (botocore parses it to a float-derived datetime) as
+    integer epoch milliseconds, rounded so that 28.200999 s is 28 201 ms."""
+    return round((timestamp - _EPOCH) / _ONE_MS)
+
+
+def timestamp_of_ms(epoch_ms: int) -> datetime:
+    """The exact instant of ``epoch_ms`` as the datetime boto3 sends (AT_TIMESTAMP)."""
+    return _EPOCH + epoch_ms * _ONE_MS
+
+
+def epoch_seconds_ms(seconds: float) -> int:
+    """``arrival_ms(datetime.fromtimestamp(seconds, timezone.utc))`` without the datetime: the
+    seconds rounded half-even to microseconds (as ``fromtimestamp`` does), then to milliseconds
+    (as ``arrival_ms`` does), so a record gets the same arrival whichever client read it."""
+    fraction, whole = math.modf(seconds)
+    micros = int(whole) * 1_000_000 + round(fraction * 1e6)
+    millis, rest = divmod(micros, 1000)
+    return millis + (rest > 500 or (rest == 500 and millis % 2 == 1))

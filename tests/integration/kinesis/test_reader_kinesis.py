@@ -229,3 +229,39 @@ def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_clien
     end = cut(shard, instant, BoundaryKind.SHARD_END)
     with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
         read(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, start, end)
+
+
+def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_client, kinesis_mock_endpoint, stream) -> None:
+    from botocore.exceptions import ClientError
+
+    from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
+    from tests.conftest import _client
+
+    written = write_mixed(kinesis_client, stream, "wire")
+    shard = only_shard(kinesis_client, stream)
+    pending_end = sealed_instant()
+    wire_client = _client("kinesis", kinesis_mock_endpoint)
+    skip_record_parsing(wire_client)
+
+    iterator = wire_client.get_shard_iterator(StreamName=stream, ShardId=shard, ShardIteratorType="TRIM_HORIZON")
+    page = wire_client.get_records(ShardIterator=iterator["ShardIterator"])
+    # Records as sent (base64 text, epoch seconds); the rest of the response parsed by botocore.
+    assert all(isinstance(record["Data"], str) for record in page["Records"]) and len(page["Records"]) == 5
+    assert isinstance(page["MillisBehindLatest"], int) and isinstance(page["NextShardIterator"], str)
+
+    start = cut(shard, 0, BoundaryKind.SHARD_START)
+    parsed, _ = read(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, start, pending(MemoryCheckpointStore(PIPELINE), shard, pending_end))
+    store = MemoryCheckpointStore(PIPELINE)
+    unparsed, outcome = read(wire_client, store, stream, start, pending(store, shard, pending_end))
+    assert as_written(unparsed) == as_written(parsed) == written
+    assert [r.arrival_ms for r in unparsed] == [r.arrival_ms for r in parsed]
+    assert outcome.end.kind is BoundaryKind.AFTER and outcome.end.position == written[-1][0]
+
+    # An error answer still reaches botocore's parser whole: the same error either way.
+    bad = iterator["ShardIterator"][:-8] + "AAAAAAAA"
+    errors = []
+    for client in (kinesis_client, wire_client):
+        with pytest.raises(ClientError) as error:
+            client.get_records(ShardIterator=bad)
+        errors.append(error.value.response["Error"])
+    assert errors[0] == errors[1] and errors[0]["Code"]

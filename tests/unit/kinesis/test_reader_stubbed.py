@@ -34,10 +34,9 @@ from airflow_provider_kinesis_doris.core.kinesis.reader import (
     IDLE_PAUSE_S,
     RangeReader,
     ReadOutcome,
-    arrival_ms,
     iterator_request,
 )
-from airflow_provider_kinesis_doris.core.kinesis.shard_pages import BACKOFF_BASE_S, BACKOFF_CAP_S, backoff_delay
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import BACKOFF_BASE_S, BACKOFF_CAP_S, arrival_ms, backoff_delay
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"

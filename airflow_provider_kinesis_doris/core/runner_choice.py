@@ -1,0 +1,111 @@
+"""``use_spark="auto"``: load in this process when the planned work is small, start Spark otherwise.
+
+Spark's start costs about 15 s and 20 CPU-seconds on the local stack (JVM, Python workers), while
+this process loads about 60,000 records a CPU-second (``docs/benchmarks.md``, hot path): below a
+few hundred thousand records the start-up is most of the run.
+
+The work is estimated per range from what its shard carried in its latest loaded intervals (the
+counts the commit stores with each range), taking the largest of them. A shard with no loaded
+interval yet (a new pipeline, a child of a reshard) counts as full: Kinesis's write limit of
+1,000 records a second over the range's interval, so a first backfill of a busy stream goes to
+Spark.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
+from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.model import ShardRange
+from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IN_PROCESS_MAX_RECORDS = 500_000
+"""Estimated records of a run at most that ``use_spark="auto"`` loads without Spark."""
+SHARD_WRITE_LIMIT_RECORDS_PER_S = 1_000
+"""Kinesis's write limit per shard: what a shard without history may have carried."""
+
+IN_PROCESS = "in_process"
+SPARK = "spark"
+
+
+@dataclass(frozen=True)
+class RunnerChoice:
+    """Where a run loads and the inputs of that decision (logged, and in the task's XCom)."""
+
+    runner: str
+    estimated_records: int
+    ranges: int
+    shards_without_history: int
+    in_process_max_records: int
+
+    def summary(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def estimate_records(
+    store: CheckpointStore, ranges: Sequence[ShardRange], *, concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+) -> tuple[int, int]:
+    """The records ``ranges`` will hold at most, as far as the store knows, and how many of them
+    belong to shards without a loaded interval (counted at the write limit)."""
+
+    def one(shard_range: ShardRange) -> tuple[int, bool]:
+        counts = store.recent_loaded_counts(shard_range.shard_id, RECENT_INTERVALS)
+        carried = [interval.get("records", 0) for interval in counts.values()]
+        if carried:
+            return max(carried), False
+        seconds = max(shard_range.interval_end_ms - shard_range.interval_start_ms, 0) / 1000
+        return int(seconds * SHARD_WRITE_LIMIT_RECORDS_PER_S), True
+
+    estimates = map_bounded(one, ranges, concurrency)
+    return sum(records for records, _ in estimates), sum(unknown for _, unknown in estimates)
+
+
+class AutoRunner:
+    """A runner (``core.pipeline.Runner``) that loads a job in this process when its estimated
+    records are at most ``max_records``, with Spark otherwise; ``choice`` tells what it chose.
+
+    :param store: the pipeline's checkpoint store (the shards' recent counts).
+    :param spark: the Spark runner.
+    :param in_process: the in-process runner (``core.pipeline.run_here``).
+    :param max_records: the largest estimate loaded in process.
+    :param concurrency: the store's reads at the same time (one Query per range).
+    """
+
+    def __init__(
+        self,
+        store: CheckpointStore,
+        *,
+        spark: Any,
+        in_process: Any,
+        max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS,
+        concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
+    ) -> None:
+        if max_records < 0:
+            raise ValueError(f"in_process_max_records must be 0 or more, got {max_records}")
+        self._store = store
+        self._spark = spark
+        self._in_process = in_process
+        self._max_records = max_records
+        self._concurrency = concurrency
+        self.choice: RunnerChoice | None = None
+
+    def __call__(self, job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
+        ranges = job.ranges
+        records, unknown = estimate_records(self._store, ranges, concurrency=self._concurrency)
+        runner = IN_PROCESS if records <= self._max_records else SPARK
+        self.choice = RunnerChoice(runner, records, len(ranges), unknown, self._max_records)
+        log.info(
+            "use_spark=auto: loading %d ranges %s: about %d records (%d shards without a loaded interval, "
+            "counted at %d records/s), in process up to %d",
+            len(ranges), "in this process" if runner == IN_PROCESS else "with Spark", records, unknown,
+            SHARD_WRITE_LIMIT_RECORDS_PER_S, self._max_records,
+        )  # fmt: skip
+        return (self._in_process if runner == IN_PROCESS else self._spark)(job, credentials)
