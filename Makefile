@@ -76,7 +76,12 @@ test-af2:
 demo: $(VENV)/.installed node_modules/.installed
 	$(VENV)/bin/python -m kinesis_doris_devstack.demo
 
-bench: install
+# py-spy samples the in-process loader for the benchmark's split of its CPU (not needed by the tests).
+$(VENV)/.bench-installed: $(UV)
+	$(UV) pip install --quiet --python $(VENV)/bin/python py-spy==0.4.3
+	touch $@
+
+bench: install $(VENV)/.bench-installed
 	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
 
 # Per-interval control-plane cost by shard count (kinesis-mock, moto, the stand-in; no Spark).

@@ -4,14 +4,20 @@ One run starts kinesalite (volume), moto (DynamoDB) and the Doris stand-in as ch
 loopback, and for N records (then N/10):
 
 1. produces N JSON records of about ``--record-bytes`` into a fresh 4-shard stream;
-2. measures the floor: a raw boto3 GetRecords loop over every shard (``Limit=10000``) and a raw
-   Stream Load of the same bytes in the same chunks (``requests`` PUT straight to the BE);
-3. runs ``run_interval`` with the Spark runner on ``local[2]`` and again on ``local[1]`` (fresh
-   pipeline id and table, so the second run really loads);
-4. (at N) runs an interval without new data, which must not start Spark.
+2. measures the floor, a bare client: a boto3 GetRecords loop over every shard (``Limit=10000``)
+   and a Stream Load of the same bytes in the same chunks (``requests`` PUT straight to the BE),
+   with the CPU seconds each took in this process;
+3. runs ``run_interval`` with the Spark runner on ``local[2]``, then in this process
+   (``run_here``; fresh pipeline id and table, so the second run really loads), with the CPU
+   seconds of the loader's process tree (this process, the JVM, Spark's Python workers) and, for
+   the in-process run, a py-spy sampling profile split into read / decode+map / load / bookkeeping;
+4. (at N) runs an interval without new data, which must not start Spark;
+5. loads a small interval (``--auto-records``) with ``use_spark="auto"`` and times it from the end
+   of planning.
 
-It prints a table and, last, one JSON line with the figures. ``KINESIS_DORIS_PROFILE_DIR`` (read by
-``spark/source.py``) makes every Spark partition dump a cProfile file there.
+It prints a table and, last, one JSON line with the figures and the targets of the hot path.
+``KINESIS_DORIS_PROFILE_DIR`` (read by ``spark/source.py``) makes every Spark partition dump a
+cProfile file there.
 
 Usage::
 
@@ -25,13 +31,17 @@ import json
 import logging
 import math
 import os
+import shutil
+import signal
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +54,9 @@ from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.load import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.runner_choice import AutoRunner
 from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import arrival_ms
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -79,10 +91,17 @@ PROPERTIES ("replication_num" = "1")"""
 RESULT_KEYS = (
     "records", "e2e_s", "raw_read_s", "raw_load_s", "ratio_e2e_to_floor", "spark_fixed_cost_s",
     "empty_interval_s", "empty_interval_started_spark", "peak_rss_mb", "peak_rss_small_mb",
-    "peak_rss_loader_mb", "peak_rss_loader_small_mb", "get_records_calls_per_shard",
-    "get_records_min_per_shard", "get_records_ratio", "speedup_local2_over_local1", "small", "load_average",
-    "empty_interval_probe_s", "chunk_rows", "cpu_share",
+    "peak_rss_loader_mb", "peak_rss_loader_small_mb", "peak_rss_loader_parts_mb", "get_records_calls_per_shard",
+    "get_records_min_per_shard", "get_records_ratio", "small", "load_average",
+    "empty_interval_probe_s", "chunk_rows", "cpu_share", "in_process_s", "cpu_us_per_record",
+    "cpu_ratio_to_bare", "cpu_s_loader_parts", "cpu_split_in_process", "auto_small", "targets",
+    "cpu_us_per_record_marginal", "cpu_ratio_to_bare_marginal", "cpu_s_fixed",
 )  # fmt: skip
+LOADER_PARTS = ("driver", "jvm", "python_workers")
+"""The loader's process tree: this process, Spark's JVM, Spark's Python daemon and workers."""
+TARGETS = {"cpu_ratio_to_bare_max": 1.25, "ratio_e2e_to_floor_max": 1.25, "auto_small_s_max": 2.0}
+IN_PROCESS = "in_process"
+SPARK_MASTER = "local[2]"
 
 
 # --- memory and CPU of the process tree ---------------------------------------------------------
@@ -92,9 +111,10 @@ class RssSampler:
     """Samples the resident memory of this process and all its descendants every ``interval`` s.
 
     ``window()`` yields a dict that, once the block ends, holds the peak of the whole tree
-    (``tree_mb``), of the tree without the local stack's services (``loader_mb``), and per
-    service and for the loader the CPU seconds used per second of the block (``cpu_<name>``: 1.0
-    is one core busy throughout, the ceiling of a single-threaded server).
+    (``tree_mb``), of the tree without the local stack's services (``loader_mb``) and of each of
+    its ``LOADER_PARTS`` (``<part>_mb``), the loader's CPU seconds in all and per part
+    (``cpu_s_<part>``), and per service and for the loader the CPU seconds used per second of the
+    block (``cpu_<name>``: 1.0 is one core busy throughout, the ceiling of a single-threaded server).
 
     :param services: name → PID of the emulators and the stand-in (roots of their subtrees).
     """
@@ -104,7 +124,7 @@ class RssSampler:
         self._excluded_roots = set(services.values())
         self._interval = interval
         self._page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
-        self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
+        self._peaks = self._no_peaks()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rss-sampler", daemon=True)
@@ -120,41 +140,50 @@ class RssSampler:
     @contextmanager
     def window(self) -> Iterator[dict[str, float]]:
         with self._lock:
-            self._peaks = {"tree_mb": 0.0, "loader_mb": 0.0}
+            self._peaks = self._no_peaks()
         result: dict[str, float] = {}
-        cpu_before, started = cpu_seconds(self._services), time.perf_counter()
+        cpu_before, parts_before = cpu_seconds(self._services), loader_cpu_by_part(self._services)
+        started = time.perf_counter()
         try:
             yield result
         finally:
             self._sample()
             elapsed = time.perf_counter() - started
-            cpu_after = cpu_seconds(self._services)
+            cpu_after, parts_after = cpu_seconds(self._services), loader_cpu_by_part(self._services)
             with self._lock:
                 result.update({name: round(value, 1) for name, value in self._peaks.items()})
             result.update({f"cpu_{name}": round((cpu_after[name] - cpu_before[name]) / elapsed, 2) for name in cpu_after})
+            result["cpu_s_loader"] = round(cpu_after["loader"] - cpu_before["loader"], 2)
+            result.update({f"cpu_s_{part}": round(parts_after[part] - parts_before[part], 2) for part in LOADER_PARTS})
+
+    @staticmethod
+    def _no_peaks() -> dict[str, float]:
+        return {"tree_mb": 0.0, "loader_mb": 0.0, **{f"{part}_mb": 0.0 for part in LOADER_PARTS}}
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             self._sample()
 
     def _sample(self) -> None:
-        tree, loader = self._tree_rss_mb()
+        sizes = self._tree_rss_mb()
         with self._lock:
-            self._peaks["tree_mb"] = max(self._peaks["tree_mb"], tree)
-            self._peaks["loader_mb"] = max(self._peaks["loader_mb"], loader)
+            for name, size in sizes.items():
+                self._peaks[name] = max(self._peaks[name], size)
 
-    def _tree_rss_mb(self) -> tuple[float, float]:
+    def _tree_rss_mb(self) -> dict[str, float]:
+        parts = loader_parts(self._services)
         children = _children_by_parent()
-        tree_kb = loader_kb = 0
-        pending = [(os.getpid(), False)]
+        sizes_kb = dict.fromkeys(self._peaks, 0)
+        pending = [os.getpid()]
         while pending:
-            pid, excluded = pending.pop()
-            excluded = excluded or pid in self._excluded_roots
+            pid = pending.pop()
             kb = self._rss_kb(pid)
-            tree_kb += kb
-            loader_kb += 0 if excluded else kb
-            pending.extend((child, excluded) for child in children.get(pid, ()))
-        return tree_kb / 1024, loader_kb / 1024
+            sizes_kb["tree_mb"] += kb
+            if pid in parts:
+                sizes_kb["loader_mb"] += kb
+                sizes_kb[f"{parts[pid]}_mb"] += kb
+            pending.extend(children.get(pid, ()))
+        return {name: kb / 1024 for name, kb in sizes_kb.items()}
 
     def _rss_kb(self, pid: int) -> int:
         try:
@@ -175,20 +204,57 @@ def cpu_seconds(services: Mapping[str, int]) -> dict[str, float]:
     pending = [(os.getpid(), "loader")]
     while pending:
         pid, owner = pending.pop()
+        if _command_name(pid) == "py-spy":
+            continue  # the benchmark's profiler, not the loader
         owner = owner_of.get(pid, owner)
         totals[owner] += _cpu_ticks(pid) / ticks
         pending.extend((child, owner) for child in children.get(pid, ()))
     return totals
 
 
-def _cpu_ticks(pid: int) -> int:
+def loader_parts(services: Mapping[str, int]) -> dict[int, str]:
+    """The loader's processes (this process's tree without the services and a profiler), each
+    with its part of ``LOADER_PARTS``."""
+    children = _children_by_parent()
+    skipped = set(services.values())
+    parts: dict[int, str] = {}
+    pending = [os.getpid()]
+    while pending:
+        pid = pending.pop()
+        name = _command_name(pid)
+        if pid in skipped or name == "py-spy":
+            continue
+        parts[pid] = "driver" if pid == os.getpid() else "jvm" if name == "java" else "python_workers"
+        pending.extend(children.get(pid, ()))
+    return parts
+
+
+def loader_cpu_by_part(services: Mapping[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by the loader's live processes, per part (a process that already
+    ended counts in its parent's reaped children: Spark's workers end with their JVM)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    totals = dict.fromkeys(LOADER_PARTS, 0.0)
+    for pid, part in loader_parts(services).items():
+        totals[part] += _cpu_ticks(pid, with_children=pid != os.getpid()) / ticks
+    return totals
+
+
+def _command_name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
+
+
+def _cpu_ticks(pid: int, *, with_children: bool = True) -> int:
     try:
         with open(f"/proc/{pid}/stat") as handle:
             fields = handle.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0  # the process ended between the listing and the read
     # utime, stime, cutime, cstime (fields 14-17; the split starts at field 3).
-    return sum(int(value) for value in fields[11:15])
+    return sum(int(value) for value in fields[11 : 15 if with_children else 13])
 
 
 def _children_by_parent() -> dict[int, list[int]]:
@@ -290,16 +356,24 @@ def produce(stack: Stack, stream: str, records: int, record_bytes: int) -> Inter
 @dataclass
 class RawRead:
     seconds: float
+    cpu_s: float
     calls_per_shard: dict[str, int]
     pages: dict[str, list[list[dict[str, Any]]]] = field(repr=False)
 
 
+@dataclass(frozen=True)
+class RawLoad:
+    seconds: float
+    cpu_s: float
+
+
 def raw_read(kinesis: Any, stream: str) -> RawRead:
-    """Every shard from TRIM_HORIZON to its tip with plain GetRecords calls (``Limit=10000``)."""
+    """Every shard from TRIM_HORIZON to its tip with plain GetRecords calls (``Limit=10000``), by a
+    plain boto3 client; its CPU seconds are this thread's (the RSS sampler's are not counted)."""
     shard_ids = [shard["ShardId"] for shard in kinesis.list_shards(StreamName=stream)["Shards"]]
     calls: dict[str, int] = {}
     pages: dict[str, list[list[dict[str, Any]]]] = {}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     for shard_id in shard_ids:
         iterator = kinesis.get_shard_iterator(StreamName=stream, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON")[
             "ShardIterator"
@@ -313,7 +387,7 @@ def raw_read(kinesis: Any, stream: str) -> RawRead:
             elif response.get("MillisBehindLatest") == 0:
                 break
             iterator = response.get("NextShardIterator")
-    return RawRead(time.perf_counter() - started, calls, pages)
+    return RawRead(time.perf_counter() - started, time.thread_time() - cpu_started, calls, pages)
 
 
 def chunk_bodies(read: RawRead, mapping: RecordMapping, limits: ChunkLimits) -> list[bytes]:
@@ -334,11 +408,11 @@ def chunk_bodies(read: RawRead, mapping: RecordMapping, limits: ChunkLimits) -> 
     return bodies
 
 
-def raw_load(stack: Stack, table: str, bodies: Sequence[bytes]) -> float:
-    """PUT every body straight to the BE under its own label, one after the other; seconds taken."""
+def raw_load(stack: Stack, table: str, bodies: Sequence[bytes]) -> RawLoad:
+    """PUT every body straight to the BE under its own label, one after the other."""
     url = f"{stack.be_url}/api/{DATABASE}/{table}/_stream_load"
     headers = {"format": "json", "read_json_by_line": "true", "group_commit": "off_mode"}
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.thread_time()
     with requests.Session() as session:
         for index, body in enumerate(bodies):
             response = session.put(
@@ -348,7 +422,7 @@ def raw_load(stack: Stack, table: str, bodies: Sequence[bytes]) -> float:
             reply = response.json()
             if reply.get("Status") != "Success":
                 raise RuntimeError(f"raw Stream Load {index} into {table} failed: {reply}")
-    return time.perf_counter() - started
+    return RawLoad(time.perf_counter() - started, time.thread_time() - cpu_started)
 
 
 # --- the loader ----------------------------------------------------------------------------------
@@ -364,20 +438,82 @@ class LoaderRun:
     calls_per_shard: dict[str, int]
     records_per_shard: dict[str, int]
     rss: dict[str, float]
+    split: dict[str, float] = field(default_factory=dict)
+
+
+HOT_PATH_PARTS = (
+    ("/core/kinesis/", "read"),
+    ("/core/mapping.py", "decode_map"),
+    ("/core/chunks.py", "decode_map"),
+    ("/core/doris/", "load"),
+)
+"""Where a sample's innermost frame of this package lies → its part; any other is bookkeeping
+(the chunk log, labels, planning, the commit)."""
+SPLIT_PARTS = ("read", "decode_map", "load", "bookkeeping")
+
+
+@contextmanager
+def sampled(folder: Path, rate: int = 250) -> Iterator[dict[str, float]]:
+    """py-spy samples this process's busy threads while the block runs; afterwards the dict holds
+    the share of the loader's samples in each of ``SPLIT_PARTS`` (empty without py-spy, which
+    ``make bench`` installs, or where it may not attach)."""
+    executable = shutil.which("py-spy", path=os.path.dirname(sys.executable)) or shutil.which("py-spy")
+    split: dict[str, float] = {}
+    if executable is None:
+        log.warning("py-spy is not installed: no split of the in-process CPU")
+        yield split
+        return
+    out = folder / f"py-spy-{time.monotonic_ns()}.txt"
+    profiler = subprocess.Popen(  # noqa: S603 - a fixed command line of our own
+        [executable, "record", "--pid", str(os.getpid()), "--rate", str(rate), "--format", "raw",
+         "--nonblocking", "--output", str(out)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    time.sleep(1.0)  # attached before the work starts
+    try:
+        yield split
+    finally:
+        profiler.send_signal(signal.SIGINT)
+        _, errors = profiler.communicate(timeout=120)
+        if out.exists():
+            split.update(split_samples(out.read_text()))
+        else:
+            log.warning("py-spy wrote no profile: %s", errors[-500:])
+
+
+def split_samples(raw: str) -> dict[str, float]:
+    """Shares of ``SPLIT_PARTS`` among py-spy's raw samples (``frame;frame;... count`` lines),
+    leaving out the benchmark's own threads."""
+    counts = dict.fromkeys(SPLIT_PARTS, 0)
+    for line in raw.splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = stack.split(";")
+        if "airflow_provider_kinesis_doris/" not in stack:
+            continue  # the benchmark's own threads (the RSS sampler)
+        ours = next((frame for frame in reversed(frames) if "airflow_provider_kinesis_doris/" in frame), "")
+        part = next((name for prefix, name in HOT_PATH_PARTS if prefix in ours), "bookkeeping")
+        counts[part] += int(count)
+    total = sum(counts.values()) or 1
+    return {part: round(counts[part] / total, 3) for part in SPLIT_PARTS}
 
 
 class TimedRunner:
-    """The Spark runner, timed."""
+    """The Spark runner on ``master``, or the in-process one (``IN_PROCESS``), timed."""
 
     def __init__(self, master: str) -> None:
+        self.master = master
         self.settings = SparkSettings(master=master)
+        self.started = 0.0
         self.seconds = 0.0
         self.reports: list[RangeReport] = []
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        started = time.perf_counter()
-        self.reports = run_spark_job(job, credentials, self.settings)
-        self.seconds = time.perf_counter() - started
+        self.started = time.perf_counter()
+        if self.master == IN_PROCESS:
+            self.reports = run_here(job, credentials)
+        else:
+            self.reports = run_spark_job(job, credentials, self.settings)
+        self.seconds = time.perf_counter() - self.started
         return self.reports
 
     def fixed_cost(self, slots: int) -> float:
@@ -412,23 +548,27 @@ def create_tables(stack: Stack, table: str) -> None:
 
 
 def run_loader(
-    stack: Stack, interval: Interval, table: str, master: str, limits: ChunkLimits, sampler: RssSampler
+    stack: Stack, interval: Interval, table: str, master: str, limits: ChunkLimits, sampler: RssSampler, folder: Path
 ) -> tuple[LoaderRun, PipelineConfig]:
-    """``run_interval`` over ``interval`` into a fresh table with the Spark runner on ``master``."""
+    """``run_interval`` over ``interval`` into a fresh table with the Spark runner on ``master`` or
+    in this process (``IN_PROCESS``, sampled by py-spy)."""
     create_tables(stack, table)
     config = pipeline_config(stack, interval.stream, table, limits)
     runner = TimedRunner(master)
-    with sampler.window() as rss:
+    # The profiler outlives the window, so that its own CPU (it is reaped into this process's
+    # children's time when it ends) stays out of the loader's.
+    with sampled(folder) if master == IN_PROCESS else nullcontext({}) as split, sampler.window() as rss:
         started = time.perf_counter()
         result = run_interval(config, interval.start_ms, interval.end_ms, **_world(stack, config), runner=runner)
         seconds = time.perf_counter() - started
     summary = result.summary()
     if summary["loaded"] != interval.records:
         raise RuntimeError(f"{master} loaded {summary['loaded']} of {interval.records} records into {table}")
-    slots = int(master.strip("local[]") or 1)
+    slots = DEFAULT_DRIVER_CONCURRENCY if master == IN_PROCESS else int(master.strip("local[]") or 1)
     run = LoaderRun(
         master, seconds, runner.seconds, runner.fixed_cost(slots), summary["loaded"],
         {r.shard_id: r.get_records_calls for r in result.reports}, {r.shard_id: r.records for r in result.reports}, rss,
+        split,
     )  # fmt: skip
     return run, config
 
@@ -497,18 +637,26 @@ class SizeResult:
     records: int
     produce_s: float
     raw: RawRead
-    raw_load_s: float
+    raw_load: RawLoad
     runs: dict[str, LoaderRun]
     config: PipelineConfig | None = None
     interval: Interval | None = None
 
     @property
     def e2e(self) -> LoaderRun:
-        return self.runs["local[2]"]
+        return self.runs[SPARK_MASTER]
 
     @property
     def ratio(self) -> float:
-        return self.e2e.seconds / max(self.raw.seconds, self.raw_load_s)
+        return self.e2e.seconds / max(self.raw.seconds, self.raw_load.seconds)
+
+    def bare_cpu_us(self) -> float:
+        """The bare client's CPU per record: its GetRecords loop plus its Stream Load PUTs."""
+        return (self.raw.cpu_s + self.raw_load.cpu_s) / self.records * 1e6
+
+    def loader_cpu_us(self, runner: str) -> float:
+        """The loader's process tree's CPU per record in the run on ``runner``."""
+        return self.runs[runner].rss["cpu_s_loader"] / self.records * 1e6
 
     def min_calls(self) -> dict[str, int]:
         """ceil(records/10000) pages with records plus the one empty page at the tip, per shard."""
@@ -520,100 +668,171 @@ class SizeResult:
 
 
 def run_size(
-    stack: Stack, records: int, record_bytes: int, limits: ChunkLimits, tag: str, masters: Sequence[str],
-    sampler: RssSampler,
+    stack: Stack, records: int, record_bytes: int, limits: ChunkLimits, tag: str, sampler: RssSampler, folder: Path
 ) -> SizeResult:
-    """Steps 1-3 for ``records`` records; Spark runs on ``masters`` in that order."""
+    """Steps 1-3 for ``records`` records."""
     stream = f"bench-{tag}"
     started = time.perf_counter()
     interval = produce(stack, stream, records, record_bytes)
     produce_s = time.perf_counter() - started
     log.info("produced %d records in %.1fs", records, produce_s)
     raw = raw_read(stack.kinesis, stream)
-    log.info("raw read %.1fs, calls %s", raw.seconds, raw.calls_per_shard)
+    log.info("raw read %.1fs (%.1f CPU-s), calls %s", raw.seconds, raw.cpu_s, raw.calls_per_shard)
     bodies = chunk_bodies(raw, MAPPING, limits)
     raw.pages.clear()
     raw_table = f"raw_{tag}"
     create_tables(stack, raw_table)
-    raw_load_s = raw_load(stack, raw_table, bodies)
-    log.info("raw load of %d bodies %.1fs", len(bodies), raw_load_s)
+    loaded = raw_load(stack, raw_table, bodies)
+    log.info("raw load of %d bodies %.1fs (%.1f CPU-s)", len(bodies), loaded.seconds, loaded.cpu_s)
     del bodies
-    result = SizeResult(records, produce_s, raw, raw_load_s, {}, interval=interval)
-    for master in masters:
+    result = SizeResult(records, produce_s, raw, loaded, {}, interval=interval)
+    for master in (SPARK_MASTER, IN_PROCESS):
         stop_spark()
         table = f"events_{tag}_{master.strip('local[]')}"
-        run, config = run_loader(stack, interval, table, master, limits, sampler)
-        log.info("%s: %.1fs (runner %.1fs, fixed %.1fs)", master, run.seconds, run.runner_seconds, run.spark_fixed_cost_s)
+        run, config = run_loader(stack, interval, table, master, limits, sampler, folder)
+        log.info("%s: %.1fs (runner %.1fs), loader %.1f CPU-s", master, run.seconds, run.runner_seconds, run.rss["cpu_s_loader"])
         result.runs[master] = run
-        if master == "local[2]":
+        if master == SPARK_MASTER:
             result.config = config
     return result
+
+
+@dataclass(frozen=True)
+class AutoSmall:
+    """A small interval loaded with ``use_spark="auto"``: where, and how long after planning."""
+
+    records: int
+    runner: str
+    estimated_records: int
+    s_after_planning: float
+
+
+def auto_small(stack: Stack, records: int, record_bytes: int, limits: ChunkLimits) -> AutoSmall:
+    """Step 5: ``records`` records in a fresh stream, loaded by ``AutoRunner`` with no Spark session
+    running before; seconds from the end of planning (the runner's start) to the end of the commit."""
+    stop_spark()
+    interval = produce(stack, "bench-auto", records, record_bytes)
+    create_tables(stack, "events_auto")
+    config = pipeline_config(stack, interval.stream, "events_auto", limits)
+    world = _world(stack, config)
+    spark, in_process = TimedRunner(SPARK_MASTER), TimedRunner(IN_PROCESS)
+    auto = AutoRunner(world["store"], spark=spark, in_process=in_process)
+    result = run_interval(config, interval.start_ms, interval.end_ms, **world, runner=auto)
+    finished = time.perf_counter()
+    if result.summary()["loaded"] != records or auto.choice is None:
+        raise RuntimeError(f"use_spark=auto loaded {result.summary()['loaded']} of {records} records")
+    chosen = spark if auto.choice.runner == "spark" else in_process
+    return AutoSmall(records, auto.choice.runner, auto.choice.estimated_records, round(finished - chosen.started, 2))
 
 
 # --- report --------------------------------------------------------------------------------------
 
 
 def summarize(
-    big: SizeResult, small: SizeResult, empty: EmptyInterval, load_average: list[float], limits: ChunkLimits
+    big: SizeResult, small: SizeResult, empty: EmptyInterval, auto: AutoSmall, load_average: list[float],
+    limits: ChunkLimits,
 ) -> dict[str, Any]:
-    def speedup(size: SizeResult) -> float:
-        return round(size.runs["local[1]"].seconds / size.runs["local[2]"].seconds, 2)
-
-    return {
+    bare = big.bare_cpu_us()
+    per_record = {runner: round(big.loader_cpu_us(runner), 1) for runner in big.runs}
+    ratios = {runner: round(value / bare, 2) for runner, value in per_record.items()}
+    # What one more record costs, apart from each run's fixed cost (sessions, processes, imports,
+    # planning): the slope between the two sizes of the same run.
+    added = big.records - small.records
+    bare_marginal = (big.raw.cpu_s + big.raw_load.cpu_s - small.raw.cpu_s - small.raw_load.cpu_s) / added * 1e6
+    marginal = {runner: (big.runs[runner].rss["cpu_s_loader"] - small.runs[runner].rss["cpu_s_loader"]) / added * 1e6
+                for runner in big.runs}  # fmt: skip
+    marginal_ratios = {runner: round(value / bare_marginal, 2) for runner, value in marginal.items()}
+    result = {
         "records": big.records,
         "chunk_rows": limits.max_rows,
         "e2e_s": round(big.e2e.seconds, 2),
+        "in_process_s": round(big.runs[IN_PROCESS].seconds, 2),
         "raw_read_s": round(big.raw.seconds, 2),
-        "raw_load_s": round(big.raw_load_s, 2),
+        "raw_load_s": round(big.raw_load.seconds, 2),
         "ratio_e2e_to_floor": round(big.ratio, 2),
-        "spark_fixed_cost_s": round(statistics.median(r.spark_fixed_cost_s for s in (big, small) for r in s.runs.values()), 2),
+        "spark_fixed_cost_s": round(statistics.median(s.e2e.spark_fixed_cost_s for s in (big, small)), 2),
         "empty_interval_s": round(empty.seconds, 2),
         "empty_interval_probe_s": round(empty.probe_seconds, 2),
         "empty_interval_started_spark": empty.started_spark,
+        # CPU seconds per record: the bare client (boto3 GetRecords + requests PUT, this thread)
+        # and the loader's whole process tree in each run.
+        "cpu_us_per_record": {
+            "bare": round(bare, 1),
+            "bare_read": round(big.raw.cpu_s / big.records * 1e6, 1),
+            "bare_load": round(big.raw_load.cpu_s / big.records * 1e6, 1),
+            **per_record,
+        },
+        "cpu_ratio_to_bare": ratios,
+        "cpu_us_per_record_marginal": {"bare": round(bare_marginal, 1), **{r: round(v, 1) for r, v in marginal.items()}},
+        "cpu_ratio_to_bare_marginal": marginal_ratios,
+        "cpu_s_fixed": {runner: round(big.runs[runner].rss["cpu_s_loader"] - value * big.records / 1e6, 1)
+                        for runner, value in marginal.items()},  # fmt: skip
+        "cpu_s_loader_parts": {runner: {part: run.rss[f"cpu_s_{part}"] for part in LOADER_PARTS} for runner, run in big.runs.items()},
+        "cpu_split_in_process": big.runs[IN_PROCESS].split,
         "peak_rss_mb": big.e2e.rss["tree_mb"],
         "peak_rss_small_mb": small.e2e.rss["tree_mb"],
         "peak_rss_loader_mb": big.e2e.rss["loader_mb"],
         "peak_rss_loader_small_mb": small.e2e.rss["loader_mb"],
+        "peak_rss_loader_parts_mb": {runner: {part: run.rss[f"{part}_mb"] for part in LOADER_PARTS} for runner, run in big.runs.items()},
         # CPU seconds per second of each run at N, per process tree: which one saturates a core.
         "cpu_share": {master: _cpu_share(run) for master, run in big.runs.items()},
         "get_records_calls_per_shard": big.e2e.calls_per_shard,
         "get_records_min_per_shard": big.min_calls(),
         "get_records_ratio": round(big.calls_ratio(), 3),
-        "speedup_local2_over_local1": speedup(big),
+        "auto_small": {"records": auto.records, "runner": auto.runner, "estimated_records": auto.estimated_records,
+                       "s_after_planning": auto.s_after_planning},  # fmt: skip
         "small": {
             "records": small.records,
             "e2e_s": round(small.e2e.seconds, 2),
+            "in_process_s": round(small.runs[IN_PROCESS].seconds, 2),
             "raw_read_s": round(small.raw.seconds, 2),
-            "raw_load_s": round(small.raw_load_s, 2),
+            "raw_load_s": round(small.raw_load.seconds, 2),
             "ratio_e2e_to_floor": round(small.ratio, 2),
             "get_records_ratio": round(small.calls_ratio(), 3),
-            "speedup_local2_over_local1": speedup(small),
+            "cpu_us_per_record": {"bare": round(small.bare_cpu_us(), 1),
+                                  **{runner: round(small.loader_cpu_us(runner), 1) for runner in small.runs}},  # fmt: skip
         },
         # 1-minute load average at the start and the end: the machine is shared, read figures with it.
         "load_average": load_average,
     }
+    result["targets"] = {
+        **TARGETS,
+        "cpu_ratio_to_bare_met": {runner: ratio <= TARGETS["cpu_ratio_to_bare_max"] for runner, ratio in ratios.items()},
+        "cpu_ratio_to_bare_marginal_met": {
+            runner: ratio <= TARGETS["cpu_ratio_to_bare_max"] for runner, ratio in marginal_ratios.items()
+        },
+        "ratio_e2e_to_floor_met": result["ratio_e2e_to_floor"] <= TARGETS["ratio_e2e_to_floor_max"],
+        "auto_small_met": auto.runner == "in_process" and auto.s_after_planning <= TARGETS["auto_small_s_max"],
+    }
+    return result
 
 
 def _cpu_share(run: LoaderRun) -> dict[str, float]:
-    return {name.removeprefix("cpu_"): value for name, value in run.rss.items() if name.startswith("cpu_")}
+    return {name.removeprefix("cpu_"): value for name, value in run.rss.items() if name.startswith("cpu_") and not name.startswith("cpu_s_")}
 
 
-def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval) -> None:
+def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSmall) -> None:
     print(f"{'records':>9} {'produce':>8} {'raw read':>9} {'raw load':>9} {'e2e L2':>8} {'fixed L2':>9} "
-          f"{'e2e L1':>8} {'L2/L1':>6} {'ratio':>6} {'GR calls/min':>13} {'RSS tree':>9} {'RSS loader':>11}")  # fmt: skip
+          f"{'in-proc':>8} {'ratio':>6} {'GR calls/min':>13} {'RSS tree':>9} {'RSS loader':>11}")  # fmt: skip
     for size in sizes:
-        l2, l1 = size.runs["local[2]"], size.runs["local[1]"]
+        l2, here = size.runs[SPARK_MASTER], size.runs[IN_PROCESS]
         calls = sum(l2.calls_per_shard.values())
         print(
-            f"{size.records:>9} {size.produce_s:>7.1f}s {size.raw.seconds:>8.1f}s {size.raw_load_s:>8.1f}s "
-            f"{l2.seconds:>7.1f}s {l2.spark_fixed_cost_s:>8.1f}s {l1.seconds:>7.1f}s {l1.seconds / l2.seconds:>6.2f} "
+            f"{size.records:>9} {size.produce_s:>7.1f}s {size.raw.seconds:>8.1f}s {size.raw_load.seconds:>8.1f}s "
+            f"{l2.seconds:>7.1f}s {l2.spark_fixed_cost_s:>8.1f}s {here.seconds:>7.1f}s "
             f"{size.ratio:>6.2f} {calls:>6}/{sum(size.min_calls().values()):<6} {l2.rss['tree_mb']:>7.0f}MB "
             f"{l2.rss['loader_mb']:>9.0f}MB"
         )
+        print(f"{'':>9} CPU µs per record: bare {size.bare_cpu_us():.1f}, "
+              + ", ".join(f"{runner} {size.loader_cpu_us(runner):.1f}" for runner in size.runs))  # fmt: skip
         for master, run in size.runs.items():
-            print(f"{'':>9} CPU seconds per second in {master}: {_cpu_share(run)}")
+            print(f"{'':>9} {master}: CPU-s by part {[run.rss[f'cpu_s_{p}'] for p in LOADER_PARTS]}, "
+                  f"peak MB by part {[run.rss[f'{p}_mb'] for p in LOADER_PARTS]} ({', '.join(LOADER_PARTS)})"
+                  + (f", split {run.split}" if run.split else ""))  # fmt: skip
     print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
           f"started Spark: {empty.started_spark}")  # fmt: skip
+    print(f"use_spark=auto, {auto.records} records: {auto.runner} (estimate {auto.estimated_records}), "
+          f"{auto.s_after_planning:.2f}s after planning")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -621,6 +840,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000, help="records at full size (N/10 runs too)")
     parser.add_argument("--record-bytes", type=int, default=200, help="approximate JSON size of a record")
     parser.add_argument("--chunk-rows", type=int, default=ChunkLimits().max_rows, help="rows per Stream Load")
+    parser.add_argument("--auto-records", type=int, default=10_000, help="records of the use_spark='auto' interval")
     parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the final JSON line here")
     args = parser.parse_args(argv)
@@ -633,16 +853,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         stack = connect(local)
         services = {name: service.pid for name, service in local.running.items()}
         with RssSampler(services) as sampler:
-            big = run_size(stack, args.records, args.record_bytes, limits, "n", ("local[2]", "local[1]"), sampler)
+            big = run_size(stack, args.records, args.record_bytes, limits, "n", sampler, state_dir)
             assert big.config is not None and big.interval is not None
             empty = empty_interval(stack, big.config, big.interval)
             small_n = max(args.records // 10, 1)
-            small = run_size(stack, small_n, args.record_bytes, limits, "n10", ("local[1]", "local[2]"), sampler)
+            small = run_size(stack, small_n, args.record_bytes, limits, "n10", sampler, state_dir)
+            auto = auto_small(stack, args.auto_records, args.record_bytes, limits)
         stop_spark()
         stack.doris.close()
     load_average.append(round(os.getloadavg()[0], 2))
-    result = summarize(big, small, empty, load_average, limits)
-    print_table((big, small), empty)
+    result = summarize(big, small, empty, auto, load_average, limits)
+    print_table((big, small), empty, auto)
     line = json.dumps(result, sort_keys=True)
     if args.json_out:
         args.json_out.write_text(line + "\n")

@@ -35,6 +35,11 @@ _DEFAULT_CONF = {
     # The progress bar redraws stderr several times a second: noise in task logs.
     "spark.ui.showConsoleProgress": "false",
 }
+LOCAL_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""JVM options of a local-mode session (driver and executor in one JVM), unless the job's conf
+sets ``spark.driver.extraJavaOptions``: the JVM only schedules the Python workers, which do all
+the reading and loading, so the optimizing compiler and a parallel collector cost CPU (about 5
+CPU-seconds a run, ``docs/benchmarks.md``) for no work they speed up."""
 
 
 @dataclass(frozen=True)
@@ -84,11 +89,17 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
     builder = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline.pipeline_id}")
     builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
-    for key, value in {**_DEFAULT_CONF, **settings.conf}.items():
+    for key, value in _session_conf(settings).items():
         builder = builder.config(key, value)
     # The session is kept for the next job of this process: starting one costs 4-8 s.
     spark = builder.getOrCreate()
     return run_job(spark, job)
+
+
+def _session_conf(settings: SparkSettings) -> dict[str, str]:
+    local = not settings.remote and settings.master.startswith("local")
+    defaults = {**_DEFAULT_CONF, **({"spark.driver.extraJavaOptions": LOCAL_DRIVER_JAVA_OPTIONS} if local else {})}
+    return {**defaults, **settings.conf}
 
 
 def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeReport]:
@@ -101,7 +112,7 @@ def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeRe
         "--conf", f"spark.pyspark.python={python}",
         "--conf", f"spark.pyspark.driver.python={sys.executable}",
     ]  # fmt: skip
-    for key, value in {**_DEFAULT_CONF, **settings.conf}.items():
+    for key, value in _session_conf(settings).items():
         command += ["--conf", f"{key}={value}"]
     if settings.py_files:
         command += ["--py-files", ",".join(settings.py_files)]

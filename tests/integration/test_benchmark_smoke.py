@@ -22,7 +22,8 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("bench")
     out = folder / "result.json"
     completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
-        [sys.executable, str(SCRIPT), "--records", str(RECORDS), "--state-dir", str(folder / "stack"), "--json-out", str(out)],
+        [sys.executable, str(SCRIPT), "--records", str(RECORDS), "--auto-records", "400",
+         "--state-dir", str(folder / "stack"), "--json-out", str(out)],
         capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
@@ -41,7 +42,7 @@ def test_the_json_line_has_every_figure(figures: dict) -> None:
 
 @pytest.mark.timeout(700)
 def test_the_figures_are_sane(figures: dict) -> None:
-    for key in ("e2e_s", "raw_read_s", "raw_load_s", "empty_interval_s", "ratio_e2e_to_floor", "speedup_local2_over_local1"):
+    for key in ("e2e_s", "in_process_s", "raw_read_s", "raw_load_s", "empty_interval_s", "ratio_e2e_to_floor"):
         assert figures[key] > 0, key
     # e2e includes starting Spark: it cannot beat the bare floor at this size.
     assert figures["e2e_s"] > max(figures["raw_read_s"], figures["raw_load_s"])
@@ -52,6 +53,39 @@ def test_the_figures_are_sane(figures: dict) -> None:
     assert len(calls) == SHARDS and calls.keys() == minimum.keys()
     assert all(1 <= calls[shard] <= minimum[shard] for shard in calls)
     assert figures["get_records_ratio"] == pytest.approx(max(calls[s] / minimum[s] for s in calls), abs=1e-3)
+
+
+@pytest.mark.timeout(700)
+def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
+    per_record = figures["cpu_us_per_record"]
+    assert per_record["bare"] == pytest.approx(per_record["bare_read"] + per_record["bare_load"], abs=0.15)
+    assert per_record["bare_read"] > 0 and per_record["local[2]"] > per_record["in_process"] > 0
+    assert figures["cpu_ratio_to_bare"]["local[2]"] == pytest.approx(per_record["local[2]"] / per_record["bare"], rel=0.02)
+    spark, here = figures["cpu_s_loader_parts"]["local[2]"], figures["cpu_s_loader_parts"]["in_process"]
+    # Spark's JVM and Python workers do the Spark run's work; the in-process run has no workers.
+    assert spark["jvm"] > 0 and spark["python_workers"] > 0 and here["python_workers"] == 0 and here["driver"] > 0
+    memory = figures["peak_rss_loader_parts_mb"]["local[2]"]
+    assert memory["jvm"] > 0 and memory["python_workers"] > 0 and memory["driver"] > 0
+    assert figures["auto_small"]["runner"] == "in_process" and figures["auto_small"]["records"] == 400
+    assert 0 < figures["auto_small"]["s_after_planning"] < figures["e2e_s"]
+    split = figures["cpu_split_in_process"]
+    if split:  # py-spy is installed by `make bench`, not by `make test`
+        assert sum(split.values()) == pytest.approx(1, abs=0.01) and split["read"] > 0
+    assert set(figures["targets"]["cpu_ratio_to_bare_met"]) == {"local[2]", "in_process"}
+
+
+def test_the_split_puts_each_sample_in_the_part_of_its_innermost_frame_of_ours() -> None:
+    from benchmarks.run import split_samples
+
+    ours = "airflow_provider_kinesis_doris"
+    raw = "\n".join([
+        f"run (threading.py:1);load_range (/x/{ours}/core/load.py:9);next_page (/x/{ours}/core/kinesis/shard_pages.py:3);parse (botocore/parsers.py:5) 6",
+        f"_map (/x/{ours}/core/mapping.py:4);decode (json/decoder.py:3) 3",
+        f"_load_chunk (/x/{ours}/core/load.py:1);send (/x/{ours}/core/doris/http.py:2);put (requests/api.py:1) 2",
+        f"_load_chunk (/x/{ours}/core/load.py:1);_write (/x/{ours}/core/stores/dynamodb.py:1) 1",
+        "_run (/x/benchmarks/run.py:170);sample (/x/benchmarks/run.py:180) 50",
+    ])  # fmt: skip
+    assert split_samples(raw) == {"read": 0.5, "decode_map": 0.25, "load": 0.167, "bookkeeping": 0.083}
 
 
 SHARDS_SCRIPT_ARGS = [
