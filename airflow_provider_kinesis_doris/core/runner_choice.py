@@ -4,11 +4,12 @@ Spark's start costs about 15 s and 20 CPU-seconds on the local stack (JVM, Pytho
 this process loads about 60,000 records a CPU-second (``docs/benchmarks.md``, hot path): below a
 few hundred thousand records the start-up is most of the run.
 
-The work is estimated per range from what its shard carried in its latest loaded intervals (the
-counts the commit stores with each range), taking the largest of them. A shard with no loaded
-interval yet (a new pipeline, a child of a reshard) counts as full: Kinesis's write limit of
-1,000 records a second over the range's interval, so a first backfill of a busy stream goes to
-Spark.
+The estimate costs no call when even full shards would be small: Kinesis's write limit (1,000
+records a second per shard) over each range's interval is at most the threshold. Otherwise each
+range counts what its shard carried in its latest loaded intervals (the counts the commit stores
+with each range; one Query per range, ``driver_concurrency`` at a time, stopping once the sum is
+over the threshold), the largest of them; a shard with no loaded interval yet (a new pipeline, a
+child of a reshard) counts at the write limit, so a first backfill of a busy stream goes to Spark.
 """
 
 from __future__ import annotations
@@ -43,7 +44,9 @@ class RunnerChoice:
     runner: str
     estimated_records: int
     ranges: int
-    shards_without_history: int
+    ranges_at_write_limit: int
+    """Ranges counted at Kinesis's write limit: all when that bound alone was small enough,
+    else those whose shard has no loaded interval."""
     in_process_max_records: int
 
     def summary(self) -> dict[str, Any]:
@@ -51,21 +54,31 @@ class RunnerChoice:
 
 
 def estimate_records(
-    store: CheckpointStore, ranges: Sequence[ShardRange], *, concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+    store: CheckpointStore, ranges: Sequence[ShardRange], max_records: int, *, concurrency: int = DEFAULT_DRIVER_CONCURRENCY
 ) -> tuple[int, int]:
-    """The records ``ranges`` will hold at most, as far as the store knows, and how many of them
-    belong to shards without a loaded interval (counted at the write limit)."""
+    """The records ``ranges`` will hold at most, as far as the store knows (or a sum already over
+    ``max_records``), and how many ranges were counted at the write limit."""
+    bound = sum(_at_write_limit(shard_range) for shard_range in ranges)
+    if bound <= max_records:
+        return bound, len(ranges)
 
     def one(shard_range: ShardRange) -> tuple[int, bool]:
         counts = store.recent_loaded_counts(shard_range.shard_id, RECENT_INTERVALS)
         carried = [interval.get("records", 0) for interval in counts.values()]
-        if carried:
-            return max(carried), False
-        seconds = max(shard_range.interval_end_ms - shard_range.interval_start_ms, 0) / 1000
-        return int(seconds * SHARD_WRITE_LIMIT_RECORDS_PER_S), True
+        return (max(carried), False) if carried else (_at_write_limit(shard_range), True)
 
-    estimates = map_bounded(one, ranges, concurrency)
-    return sum(records for records, _ in estimates), sum(unknown for _, unknown in estimates)
+    records = at_limit = 0
+    for first in range(0, len(ranges), concurrency):
+        for estimate, unknown in map_bounded(one, ranges[first : first + concurrency], concurrency):
+            records, at_limit = records + estimate, at_limit + unknown
+        if records > max_records:
+            break  # Spark either way: the rest need not be read
+    return records, at_limit
+
+
+def _at_write_limit(shard_range: ShardRange) -> int:
+    seconds = max(shard_range.interval_end_ms - shard_range.interval_start_ms, 0) / 1000
+    return int(seconds * SHARD_WRITE_LIMIT_RECORDS_PER_S)
 
 
 class AutoRunner:
@@ -99,12 +112,12 @@ class AutoRunner:
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
         ranges = job.ranges
-        records, unknown = estimate_records(self._store, ranges, concurrency=self._concurrency)
+        records, unknown = estimate_records(self._store, ranges, self._max_records, concurrency=self._concurrency)
         runner = IN_PROCESS if records <= self._max_records else SPARK
         self.choice = RunnerChoice(runner, records, len(ranges), unknown, self._max_records)
         log.info(
-            "use_spark=auto: loading %d ranges %s: about %d records (%d shards without a loaded interval, "
-            "counted at %d records/s), in process up to %d",
+            "use_spark=auto: loading %d ranges %s: about %d records (%d ranges counted at Kinesis's write "
+            "limit of %d records/s), in process up to %d",
             len(ranges), "in this process" if runner == IN_PROCESS else "with Spark", records, unknown,
             SHARD_WRITE_LIMIT_RECORDS_PER_S, self._max_records,
         )  # fmt: skip

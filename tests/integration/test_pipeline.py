@@ -86,7 +86,7 @@ def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(wor
     first_width_s = (bounds[1] - bounds[0]) / 1000
     unknown = auto(max_records=int(2 * first_width_s * 1000) - 1)
     world["run"](bounds[0], bounds[1], runner=unknown)
-    assert unknown.choice is not None and unknown.choice.shards_without_history == 2
+    assert unknown.choice is not None and unknown.choice.ranges_at_write_limit == 2
     assert unknown.choice.estimated_records == sum(int(first_width_s * 1000) for _ in range(2))
     assert used == ["spark"]
 
@@ -99,7 +99,7 @@ def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(wor
     )
     counted = auto(max_records=expected - 1)
     world["run"](bounds[2], bounds[3], runner=counted)
-    assert counted.choice is not None and counted.choice.shards_without_history == 0
+    assert counted.choice is not None and counted.choice.ranges_at_write_limit == 0
     assert counted.choice.estimated_records == expected > 0 and used == ["spark", "here", "spark"]
     assert [row[0] for row in world["rows"]()] == sorted(ids)
 
