@@ -767,13 +767,13 @@ def summarize(
         "cpu_ratio_to_bare_marginal": marginal_ratios,
         "cpu_s_fixed": {runner: round(big.runs[runner].rss["cpu_s_loader"] - value * big.records / 1e6, 1)
                         for runner, value in marginal.items()},  # fmt: skip
-        "cpu_s_loader_parts": {runner: {part: run.rss[f"cpu_s_{part}"] for part in LOADER_PARTS} for runner, run in big.runs.items()},
+        "cpu_s_loader_parts": _parts_cpu_s(big),
         "cpu_split_in_process": big.runs[IN_PROCESS].split,
         "peak_rss_mb": big.e2e.rss["tree_mb"],
         "peak_rss_small_mb": small.e2e.rss["tree_mb"],
         "peak_rss_loader_mb": big.e2e.rss["loader_mb"],
         "peak_rss_loader_small_mb": small.e2e.rss["loader_mb"],
-        "peak_rss_loader_parts_mb": {runner: {part: run.rss[f"{part}_mb"] for part in LOADER_PARTS} for runner, run in big.runs.items()},
+        "peak_rss_loader_parts_mb": _parts_mb(big),
         # CPU seconds per second of each run at N, per process tree: which one saturates a core.
         "cpu_share": {master: _cpu_share(run) for master, run in big.runs.items()},
         "get_records_calls_per_shard": big.e2e.calls_per_shard,
@@ -791,6 +791,8 @@ def summarize(
             "get_records_ratio": round(small.calls_ratio(), 3),
             "cpu_us_per_record": {"bare": round(small.bare_cpu_us(), 1),
                                   **{runner: round(small.loader_cpu_us(runner), 1) for runner in small.runs}},  # fmt: skip
+            "peak_rss_loader_parts_mb": _parts_mb(small),
+            "cpu_s_loader_parts": _parts_cpu_s(small),
         },
         # 1-minute load average at the start and the end: the machine is shared, read figures with it.
         "load_average": load_average,
@@ -805,6 +807,14 @@ def summarize(
         "auto_small_met": auto.runner == "in_process" and auto.s_after_planning <= TARGETS["auto_small_s_max"],
     }
     return result
+
+
+def _parts_mb(size: SizeResult) -> dict[str, dict[str, float]]:
+    return {runner: {part: run.rss[f"{part}_mb"] for part in LOADER_PARTS} for runner, run in size.runs.items()}
+
+
+def _parts_cpu_s(size: SizeResult) -> dict[str, dict[str, float]]:
+    return {runner: {part: run.rss[f"cpu_s_{part}"] for part in LOADER_PARTS} for runner, run in size.runs.items()}
 
 
 def _cpu_share(run: LoaderRun) -> dict[str, float]:
