@@ -95,7 +95,7 @@ RESULT_KEYS = (
     "get_records_min_per_shard", "get_records_ratio", "small", "load_average",
     "empty_interval_probe_s", "chunk_rows", "cpu_share", "in_process_s", "cpu_us_per_record",
     "cpu_ratio_to_bare", "cpu_s_loader_parts", "cpu_split_in_process", "auto_small", "targets",
-    "cpu_us_per_record_marginal", "cpu_ratio_to_bare_marginal", "cpu_s_fixed",
+    "cpu_us_per_record_marginal", "cpu_ratio_to_bare_marginal", "cpu_s_fixed", "spark_cold_start",
 )  # fmt: skip
 LOADER_PARTS = ("driver", "jvm", "python_workers")
 """The loader's process tree: this process, Spark's JVM, Spark's Python daemon and workers."""
@@ -654,9 +654,11 @@ class SizeResult:
         """The bare client's CPU per record: its GetRecords loop plus its Stream Load PUTs."""
         return (self.raw.cpu_s + self.raw_load.cpu_s) / self.records * 1e6
 
-    def loader_cpu_us(self, runner: str) -> float:
-        """The loader's process tree's CPU per record in the run on ``runner``."""
-        return self.runs[runner].rss["cpu_s_loader"] / self.records * 1e6
+    def loader_cpu_us(self, runner: str, spark_start_cpu_s: float = 0.0) -> float:
+        """The loader's process tree's CPU per record in the run on ``runner``, a Spark run's with
+        ``spark_start_cpu_s`` (the JVM's start, which the measured runs share) added."""
+        start = spark_start_cpu_s if runner != IN_PROCESS else 0.0
+        return (self.runs[runner].rss["cpu_s_loader"] + start) / self.records * 1e6
 
     def min_calls(self) -> dict[str, int]:
         """ceil(records/10000) pages with records plus the one empty page at the tip, per shard."""
@@ -697,6 +699,18 @@ def run_size(
     return result
 
 
+def spark_cold_start(stack: Stack, limits: ChunkLimits, sampler: RssSampler) -> dict[str, float]:
+    """What a fresh task's Spark start costs before its first record: a job without ranges on a new
+    JVM (the measured runs after it reuse that JVM, each with a new session and Python workers)."""
+    config = pipeline_config(stack, "bench-start", "start", limits)
+    with sampler.window() as rss:
+        started = time.perf_counter()
+        run_spark_job(LoadJob(config, (), ()), _world(stack, config)["credentials"], SparkSettings(master=SPARK_MASTER))
+        seconds = time.perf_counter() - started
+    stop_spark()
+    return {"seconds": round(seconds, 2), "cpu_s": rss["cpu_s_loader"], **{part: rss[f"cpu_s_{part}"] for part in LOADER_PARTS}}
+
+
 @dataclass(frozen=True)
 class AutoSmall:
     """A small interval loaded with ``use_spark="auto"``: where, and how long after planning."""
@@ -729,11 +743,12 @@ def auto_small(stack: Stack, records: int, record_bytes: int, limits: ChunkLimit
 
 
 def summarize(
-    big: SizeResult, small: SizeResult, empty: EmptyInterval, auto: AutoSmall, load_average: list[float],
-    limits: ChunkLimits,
+    big: SizeResult, small: SizeResult, empty: EmptyInterval, auto: AutoSmall, cold_start: dict[str, float],
+    load_average: list[float], limits: ChunkLimits,
 ) -> dict[str, Any]:
     bare = big.bare_cpu_us()
-    per_record = {runner: round(big.loader_cpu_us(runner), 1) for runner in big.runs}
+    # A fresh Airflow task pays the JVM's start too: the Spark run's figure includes it.
+    per_record = {runner: round(big.loader_cpu_us(runner, cold_start["cpu_s"]), 1) for runner in big.runs}
     ratios = {runner: round(value / bare, 2) for runner, value in per_record.items()}
     # What one more record costs, apart from each run's fixed cost (sessions, processes, imports,
     # planning): the slope between the two sizes of the same run.
@@ -765,8 +780,10 @@ def summarize(
         "cpu_ratio_to_bare": ratios,
         "cpu_us_per_record_marginal": {"bare": round(bare_marginal, 1), **{r: round(v, 1) for r, v in marginal.items()}},
         "cpu_ratio_to_bare_marginal": marginal_ratios,
-        "cpu_s_fixed": {runner: round(big.runs[runner].rss["cpu_s_loader"] - value * big.records / 1e6, 1)
+        "cpu_s_fixed": {runner: round(big.runs[runner].rss["cpu_s_loader"] - value * big.records / 1e6
+                                      + (cold_start["cpu_s"] if runner == SPARK_MASTER else 0), 1)
                         for runner, value in marginal.items()},  # fmt: skip
+        "spark_cold_start": cold_start,
         "cpu_s_loader_parts": _parts_cpu_s(big),
         "cpu_split_in_process": big.runs[IN_PROCESS].split,
         "peak_rss_mb": big.e2e.rss["tree_mb"],
@@ -790,7 +807,7 @@ def summarize(
             "ratio_e2e_to_floor": round(small.ratio, 2),
             "get_records_ratio": round(small.calls_ratio(), 3),
             "cpu_us_per_record": {"bare": round(small.bare_cpu_us(), 1),
-                                  **{runner: round(small.loader_cpu_us(runner), 1) for runner in small.runs}},  # fmt: skip
+                                  **{runner: round(small.loader_cpu_us(runner, cold_start["cpu_s"]), 1) for runner in small.runs}},  # fmt: skip
             "peak_rss_loader_parts_mb": _parts_mb(small),
             "cpu_s_loader_parts": _parts_cpu_s(small),
         },
@@ -821,7 +838,7 @@ def _cpu_share(run: LoaderRun) -> dict[str, float]:
     return {name.removeprefix("cpu_"): value for name, value in run.rss.items() if name.startswith("cpu_") and not name.startswith("cpu_s_")}
 
 
-def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSmall) -> None:
+def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSmall, cold_start: dict[str, float]) -> None:
     print(f"{'records':>9} {'produce':>8} {'raw read':>9} {'raw load':>9} {'e2e L2':>8} {'fixed L2':>9} "
           f"{'in-proc':>8} {'ratio':>6} {'GR calls/min':>13} {'RSS tree':>9} {'RSS loader':>11}")  # fmt: skip
     for size in sizes:
@@ -834,13 +851,14 @@ def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSma
             f"{l2.rss['loader_mb']:>9.0f}MB"
         )
         print(f"{'':>9} CPU µs per record: bare {size.bare_cpu_us():.1f}, "
-              + ", ".join(f"{runner} {size.loader_cpu_us(runner):.1f}" for runner in size.runs))  # fmt: skip
+              + ", ".join(f"{runner} {size.loader_cpu_us(runner, cold_start['cpu_s']):.1f}" for runner in size.runs))  # fmt: skip
         for master, run in size.runs.items():
             print(f"{'':>9} {master}: CPU-s by part {[run.rss[f'cpu_s_{p}'] for p in LOADER_PARTS]}, "
                   f"peak MB by part {[run.rss[f'{p}_mb'] for p in LOADER_PARTS]} ({', '.join(LOADER_PARTS)})"
                   + (f", split {run.split}" if run.split else ""))  # fmt: skip
     print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
           f"started Spark: {empty.started_spark}")  # fmt: skip
+    print(f"Spark's cold start (a job without ranges on a new JVM), counted in each Spark run's CPU per record: {cold_start}")
     print(f"use_spark=auto, {auto.records} records: {auto.runner} (estimate {auto.estimated_records}), "
           f"{auto.s_after_planning:.2f}s after planning")  # fmt: skip
 
@@ -863,6 +881,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stack = connect(local)
         services = {name: service.pid for name, service in local.running.items()}
         with RssSampler(services) as sampler:
+            cold_start = spark_cold_start(stack, limits, sampler)
+            log.info("Spark's cold start: %s", cold_start)
             big = run_size(stack, args.records, args.record_bytes, limits, "n", sampler, state_dir)
             assert big.config is not None and big.interval is not None
             empty = empty_interval(stack, big.config, big.interval)
@@ -872,8 +892,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         stop_spark()
         stack.doris.close()
     load_average.append(round(os.getloadavg()[0], 2))
-    result = summarize(big, small, empty, auto, load_average, limits)
-    print_table((big, small), empty, auto)
+    result = summarize(big, small, empty, auto, cold_start, load_average, limits)
+    print_table((big, small), empty, auto, cold_start)
     line = json.dumps(result, sort_keys=True)
     if args.json_out:
         args.json_out.write_text(line + "\n")

@@ -203,7 +203,7 @@ def _splicable(data: bytes, payload: Mapping[str, Any], metadata: Mapping[str, A
         b"\n" not in data
         and b"\r" not in data
         and data.rstrip().endswith(b"}")
-        and not any(column in payload for column in metadata)
+        and payload.keys().isdisjoint(metadata)
     )
 
 

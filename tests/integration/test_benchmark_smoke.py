@@ -64,6 +64,8 @@ def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
     spark, here = figures["cpu_s_loader_parts"]["local[2]"], figures["cpu_s_loader_parts"]["in_process"]
     # Spark's JVM and Python workers do the Spark run's work; the in-process run has no workers.
     assert spark["jvm"] > 0 and spark["python_workers"] > 0 and here["python_workers"] == 0 and here["driver"] > 0
+    cold = figures["spark_cold_start"]
+    assert cold["jvm"] > 0 and cold["seconds"] > 0 and cold["cpu_s"] >= cold["jvm"]
     memory = figures["peak_rss_loader_parts_mb"]["local[2]"]
     assert memory["jvm"] > 0 and memory["python_workers"] > 0 and memory["driver"] > 0
     assert figures["auto_small"]["runner"] == "in_process" and figures["auto_small"]["records"] == 400
