@@ -55,6 +55,14 @@ def test_json_round_trip_is_exact() -> None:
     assert LoadJob.from_json(original.to_json()) == original
 
 
+def test_the_fresh_ranges_survive_the_trip_to_the_executors() -> None:
+    # A Spark partition reads ``fresh`` from the job's JSON: a lost index would make its loader
+    # read the chunk log it could skip, a wrong one skip a log it must read.
+    original = job(fresh=frozenset({1}))
+    copy = LoadJob.from_json(original.to_json())
+    assert copy.fresh == frozenset({1}) and copy == original
+
+
 def test_job_refuses_a_password_and_credentials_stay_out_of_json(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigurationError, match="password"):
         job(pipeline=config(doris=DorisConnectionConfig(host="fe", password="pw")))
