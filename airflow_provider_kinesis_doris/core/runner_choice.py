@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
@@ -81,6 +81,7 @@ def _at_write_limit(shard_range: ShardRange) -> int:
     return int(seconds * SHARD_WRITE_LIMIT_RECORDS_PER_S)
 
 
+@dataclass
 class AutoRunner:
     """A runner (``core.pipeline.Runner``) that loads a job in this process when its estimated
     records are at most ``max_records``, with Spark otherwise; ``choice`` tells what it chose.
@@ -92,33 +93,27 @@ class AutoRunner:
     :param concurrency: the store's reads at the same time (one Query per range).
     """
 
-    def __init__(
-        self,
-        store: CheckpointStore,
-        *,
-        spark: Any,
-        in_process: Any,
-        max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS,
-        concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
-    ) -> None:
-        if max_records < 0:
-            raise ValueError(f"in_process_max_records must be 0 or more, got {max_records}")
-        self._store = store
-        self._spark = spark
-        self._in_process = in_process
-        self._max_records = max_records
-        self._concurrency = concurrency
-        self.choice: RunnerChoice | None = None
+    store: CheckpointStore
+    _: KW_ONLY
+    spark: Any
+    in_process: Any
+    max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS
+    concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+    choice: RunnerChoice | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        if self.max_records < 0:
+            raise ValueError(f"in_process_max_records must be 0 or more, got {self.max_records}")
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
         ranges = job.ranges
-        records, unknown = estimate_records(self._store, ranges, self._max_records, concurrency=self._concurrency)
-        runner = IN_PROCESS if records <= self._max_records else SPARK
-        self.choice = RunnerChoice(runner, records, len(ranges), unknown, self._max_records)
+        records, unknown = estimate_records(self.store, ranges, self.max_records, concurrency=self.concurrency)
+        runner = IN_PROCESS if records <= self.max_records else SPARK
+        self.choice = RunnerChoice(runner, records, len(ranges), unknown, self.max_records)
         log.info(
             "use_spark=auto: loading %d ranges %s: about %d records (%d ranges counted at Kinesis's write "
             "limit of %d records/s), in process up to %d",
             len(ranges), "in this process" if runner == IN_PROCESS else "with Spark", records, unknown,
-            SHARD_WRITE_LIMIT_RECORDS_PER_S, self._max_records,
+            SHARD_WRITE_LIMIT_RECORDS_PER_S, self.max_records,
         )  # fmt: skip
-        return (self._in_process if runner == IN_PROCESS else self._spark)(job, credentials)
+        return (self.in_process if runner == IN_PROCESS else self.spark)(job, credentials)
