@@ -231,15 +231,21 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     # -- plan → load → commit ---------------------------------------------------------------------
 
     def _load(self, context: Context, start: datetime, end: datetime) -> dict[str, Any]:
-        from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+        from airflow_provider_kinesis_doris.spark.runner import SparkSettings, check_prerequisites, run_spark_job
 
         database, table = _split_table(self.doris_table)
         aws_hook = self.aws_hook
         doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
+        settings = SparkSettings(
+            master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
+            conf=self.spark_conf, python=self.spark_python,
+        )  # fmt: skip
         try:
             config = self._pipeline_config(aws_hook, doris_config, database, table)
+            if self.use_spark is True:
+                check_prerequisites(settings)  # "auto" checks only if it chooses Spark
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         steps = _Steps()
@@ -247,10 +253,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.create_checkpoint_table:
             store.create_table_if_missing()
         self._check_tables(doris_hook, database, table, config.dead_letter_table)
-        settings = SparkSettings(
-            master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
-            conf=self.spark_conf, python=self.spark_python,
-        )  # fmt: skip
         lanes = self.driver_concurrency
         spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
         in_process = steps.loading(

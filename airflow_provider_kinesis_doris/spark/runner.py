@@ -9,9 +9,12 @@ gone, and the next run on the machine removes any folder whose owner died with i
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -22,6 +25,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.load import RangeReport, raise_first_failure
 
@@ -65,13 +69,59 @@ class SparkSettings:
     py_files: Sequence[str] = ()
 
 
+MIN_JAVA = 17
+"""Spark 4 runs on Java 17 and newer."""
+_INSTALL_HINT = (
+    "install the provider with its spark extra (pip install 'airflow-provider-kinesis-doris[spark]') and a "
+    f"Java {MIN_JAVA}+ runtime, or load without Spark (use_spark=False, or 'auto' for small intervals)"
+)
+
+
+def check_prerequisites(settings: SparkSettings) -> None:
+    """Fail before any work when this process cannot start the Spark job: PySpark must import,
+    and, unless the job goes to Spark Connect, a Java of version ``MIN_JAVA`` or newer must be
+    where PySpark's launcher looks (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``).
+
+    :raises ConfigurationError: naming what is missing and how to install it.
+    """
+    if importlib.util.find_spec("pyspark") is None:
+        raise ConfigurationError(f"Loading with Spark needs PySpark, which this Python cannot import: {_INSTALL_HINT}")
+    if settings.remote:
+        return
+    java_home = os.environ.get("JAVA_HOME")
+    java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    where = f"JAVA_HOME={java_home}" if java_home else "PATH"
+    if java is None or not os.access(java, os.X_OK):
+        raise ConfigurationError(f"Loading with Spark needs Java {MIN_JAVA}+; there is none on {where}: {_INSTALL_HINT}")
+    version = java_version(java)
+    if version is None or version < MIN_JAVA:
+        found = f"Java {version}" if version is not None else "a java that does not say its version"
+        raise ConfigurationError(f"Loading with Spark needs Java {MIN_JAVA}+; {java} (from {where}) is {found}: {_INSTALL_HINT}")
+
+
+@functools.cache
+def java_version(java: str) -> int | None:
+    """The major version ``java -version`` reports (``1.8`` is 8), or None."""
+    try:
+        completed = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    except OSError:
+        return None
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', completed.stderr + completed.stdout)
+    if found is None:
+        return None
+    major = int(found.group(1))
+    return int(found.group(2) or 0) if major == 1 else major
+
+
 def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
     """Write the job's files, run it as ``settings`` say, and return one report per range.
 
     Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver.
 
+    :raises ConfigurationError: PySpark or Java is missing (``check_prerequisites``).
     :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
+    check_prerequisites(settings)
     with private_folder() as folder:
         credentials_file = folder / "credentials.json"
         credentials.write(str(credentials_file))

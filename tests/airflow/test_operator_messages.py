@@ -325,6 +325,34 @@ def test_a_transform_that_does_not_import_fails_before_planning(
 
 
 @pytest.mark.integration
+def test_spark_without_a_usable_java_fails_before_planning_and_says_what_to_install(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, dynamodb_client: Any, failures: list[BaseException],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:  # fmt: skip
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+    java = tmp_path / "jdk11" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
+    java.chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(java.parents[1]))
+    monkeypatch.setenv("KD_MESSAGES_USE_SPARK", "true")
+    end = _interval_with_records(kinesis_client, stack["stream"])
+
+    message = failed_with(run(dags().load, end), failures)
+
+    assert message == (
+        "The operator's settings are invalid; nothing was planned or loaded: Loading with Spark needs Java 17+; "
+        f"{java} (from JAVA_HOME={java.parents[1]}) is Java 11: install the provider with its spark extra "
+        "(pip install 'airflow-provider-kinesis-doris[spark]') and a Java 17+ runtime, or load without Spark "
+        "(use_spark=False, or 'auto' for small intervals)"
+    ), message
+    store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, f"{stack['stream']}.{DB}.{stack['table']}")
+    store.create_table_if_missing()  # a no-op if the run had made it
+    assert store.list_shard_checkpoints() == []  # not even the shards were registered
+
+
+@pytest.mark.integration
 def test_auto_loads_a_small_interval_in_the_task_and_says_why_in_xcom(
     dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # fmt: skip

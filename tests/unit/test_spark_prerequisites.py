@@ -1,0 +1,57 @@
+"""Before any work, a run that will use Spark checks that this process can start it: PySpark
+importable, and a Java 17+ where PySpark's launcher looks (``$JAVA_HOME/bin/java``, else PATH)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.spark.runner import SparkSettings, check_prerequisites, java_version
+
+LOCAL = SparkSettings(master="local[2]")
+
+
+def a_java(folder: Path, says: str) -> Path:
+    """A ``bin/java`` under ``folder`` that answers ``-version`` as the given runtime does."""
+    java = folder / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho '{says}' >&2\n")
+    java.chmod(0o755)
+    return folder
+
+
+def test_this_machines_spark_and_java_pass() -> None:
+    check_prerequisites(LOCAL)
+
+
+def test_without_pyspark_the_error_names_the_extra_and_java(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)  # what the import system sees when it is not installed
+    with pytest.raises(ConfigurationError) as error:
+        check_prerequisites(LOCAL)
+    message = str(error.value)
+    assert "needs PySpark" in message and "airflow-provider-kinesis-doris[spark]" in message
+    assert "Java 17+" in message and "use_spark=False" in message
+
+
+def test_without_java_the_error_says_where_it_looked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    with pytest.raises(ConfigurationError, match=rf"needs Java 17\+; there is none on JAVA_HOME={tmp_path}: install"):
+        check_prerequisites(LOCAL)
+
+
+@pytest.mark.parametrize(
+    ("says", "major"), [('openjdk version "11.0.2" 2019-01-15', 11), ('java version "1.8.0_292"', 8)]
+)
+def test_an_older_java_is_refused_with_its_version(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, says: str, major: int) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(a_java(tmp_path, says)))
+    with pytest.raises(ConfigurationError, match=rf"from JAVA_HOME=.*\) is Java {major}: install"):
+        check_prerequisites(LOCAL)
+
+
+def test_java_17_and_later_pass_and_spark_connect_needs_no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    assert java_version(str(a_java(tmp_path / "21", 'openjdk version "21.0.4" 2024-07-16') / "bin" / "java")) == 21
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
+    check_prerequisites(SparkSettings(remote="sc://127.0.0.1:15002"))
