@@ -146,10 +146,20 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     return run_job(spark, job)
 
 
+_LOCAL_CONF = {
+    "spark.driver.extraJavaOptions": LOCAL_DRIVER_JAVA_OPTIONS,
+    # The driver's RPC endpoint and block manager listen on the host's address by default: a
+    # local-mode job has no peer to serve, so they listen on loopback only.
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
 def _session_conf(settings: SparkSettings) -> dict[str, str]:
+    """Spark's settings for ``settings``: ours, then for a local master the local ones, then the
+    user's (which win)."""
     local = not settings.remote and settings.master.startswith("local")
-    defaults = {**_DEFAULT_CONF, **({"spark.driver.extraJavaOptions": LOCAL_DRIVER_JAVA_OPTIONS} if local else {})}
-    return {**defaults, **settings.conf}
+    return {**_DEFAULT_CONF, **(_LOCAL_CONF if local else {}), **settings.conf}
 
 
 def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeReport]:
