@@ -166,17 +166,7 @@ def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeRe
     job_file, report_file = folder / "job.json", folder / "reports.json"
     job_file.write_text(job.to_json())
     python = settings.python or sys.executable
-    command = [
-        str(Path(settings.spark_home or _pyspark_home()) / "bin" / "spark-submit"),
-        "--master", settings.master,
-        "--conf", f"spark.pyspark.python={python}",
-        "--conf", f"spark.pyspark.driver.python={sys.executable}",
-    ]  # fmt: skip
-    for key, value in _session_conf(settings).items():
-        command += ["--conf", f"{key}={value}"]
-    if settings.py_files:
-        command += ["--py-files", ",".join(settings.py_files)]
-    command += [_job_script(), "--job-file", str(job_file), "--report-file", str(report_file)]
+    command = submit_command(job, settings, job_file, report_file)
     log.info("spark-submit to %s: %d ranges in %d partitions", settings.master, len(job.ranges), len(job.groups))
     env = {**os.environ, "PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
     completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
@@ -185,6 +175,27 @@ def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeRe
     if completed.returncode != 0:
         raise RuntimeError(f"spark-submit to {settings.master} failed with exit code {completed.returncode}; see the log above")
     return [RangeReport(**entry) for entry in json.loads(report_file.read_text())]
+
+
+def submit_command(job: LoadJob, settings: SparkSettings, job_file: Path, report_file: Path) -> list[str]:
+    """The ``spark-submit`` command line for ``job``: paths and settings, never a secret (I8).
+
+    The credentials file goes with ``--files``: an executor on another host finds it with
+    ``SparkFiles`` (``spark/source.py``), where the driver's path does not exist.
+    """
+    command = [
+        str(Path(settings.spark_home or _pyspark_home()) / "bin" / "spark-submit"),
+        "--master", settings.master,
+        "--conf", f"spark.pyspark.python={settings.python or sys.executable}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+    ]  # fmt: skip
+    for key, value in _session_conf(settings).items():
+        command += ["--conf", f"{key}={value}"]
+    if job.credentials_file:
+        command += ["--files", job.credentials_file]
+    if settings.py_files:
+        command += ["--py-files", ",".join(settings.py_files)]
+    return [*command, _job_script(), "--job-file", str(job_file), "--report-file", str(report_file)]
 
 
 def _job_script() -> str:

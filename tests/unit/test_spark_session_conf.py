@@ -18,3 +18,20 @@ def test_a_cluster_or_connect_session_and_the_users_own_options_are_left_alone()
     assert JAVA_OPTIONS not in _session_conf(SparkSettings(remote="sc://127.0.0.1:15002"))
     mine = SparkSettings(master="local[2]", conf={JAVA_OPTIONS: "-Xmx2g"})
     assert _session_conf(mine)[JAVA_OPTIONS] == "-Xmx2g"
+
+
+def test_the_submit_command_ships_the_credentials_file_by_path_and_holds_no_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from airflow_provider_kinesis_doris.core.load_job import Credentials
+    from airflow_provider_kinesis_doris.spark.runner import submit_command
+    from tests.unit.test_job import job
+
+    secret_file = tmp_path / "credentials.json"
+    Credentials(doris_password="pw-on-no-command-line", aws_secret_access_key="aws-secret-on-none").write(str(secret_file))
+    settings = SparkSettings(master="spark://127.0.0.1:7077", submit=True)
+
+    command = submit_command(job(credentials_file=str(secret_file)), settings, tmp_path / "job.json", tmp_path / "r.json")
+
+    # An executor on another host has no such path: spark-submit must carry the file to it.
+    assert command[command.index("--files") + 1] == str(secret_file)
+    line = " ".join(command)
+    assert "pw-on-no-command-line" not in line and "aws-secret-on-none" not in line
