@@ -174,7 +174,7 @@ class RssSampler:
 
     def _tree_rss_mb(self) -> dict[str, float]:
         parts = loader_parts(self._services)
-        children = _children_by_parent()
+        children = children_by_parent()
         sizes_kb = dict.fromkeys(self._peaks, 0)
         pending = [os.getpid()]
         while pending:
@@ -199,7 +199,7 @@ def cpu_seconds(services: Mapping[str, int]) -> dict[str, float]:
     """User + system CPU seconds used so far by each service's process tree and by the rest of this
     process's tree (``loader``: this process, the JVM, Spark's Python workers), reaped children
     included."""
-    children = _children_by_parent()
+    children = children_by_parent()
     owner_of = {pid: name for name, pid in services.items()}
     totals = dict.fromkeys([*services, "loader"], 0.0)
     ticks = os.sysconf("SC_CLK_TCK")
@@ -217,7 +217,7 @@ def cpu_seconds(services: Mapping[str, int]) -> dict[str, float]:
 def loader_parts(services: Mapping[str, int]) -> dict[int, str]:
     """The loader's processes (this process's tree without the services and a profiler), each
     with its part of ``LOADER_PARTS``."""
-    children = _children_by_parent()
+    children = children_by_parent()
     skipped = set(services.values())
     parts: dict[int, str] = {}
     pending = [os.getpid()]
@@ -259,7 +259,8 @@ def _cpu_ticks(pid: int, *, with_children: bool = True) -> int:
     return sum(int(value) for value in fields[11 : 15 if with_children else 13])
 
 
-def _children_by_parent() -> dict[int, list[int]]:
+def children_by_parent() -> dict[int, list[int]]:
+    """PID → its children's PIDs, for every process /proc lists now."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.load import RangeReport
+from benchmarks.run import children_by_parent
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 
@@ -55,14 +56,7 @@ def is_loopback(address: str) -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(parent, []).append(int(entry))
+    children = children_by_parent()
     found, pending = [], list(children.get(root, ()))
     while pending:
         pid = pending.pop()

@@ -23,10 +23,6 @@ def a_java(folder: Path, says: str) -> Path:
     return folder
 
 
-def test_this_machines_spark_and_java_pass() -> None:
-    check_prerequisites(LOCAL)
-
-
 def test_without_pyspark_the_error_names_the_extra_and_java(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pyspark", None)  # what the import system sees when it is not installed
     with pytest.raises(ConfigurationError) as error:
@@ -51,7 +47,19 @@ def test_an_older_java_is_refused_with_its_version(monkeypatch: pytest.MonkeyPat
         check_prerequisites(LOCAL)
 
 
-def test_java_17_and_later_pass_and_spark_connect_needs_no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    assert java_version(str(a_java(tmp_path / "21", 'openjdk version "21.0.4" 2024-07-16') / "bin" / "java")) == 21
+@pytest.mark.parametrize(("says", "major"), [('openjdk version "17" 2021-09-14', 17), ('openjdk version "21.0.4" 2024-07-16', 21)])
+def test_java_17_and_later_pass(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, says: str, major: int) -> None:
+    # The counterpart of the refusals above, at the boundary: the same check with a newer runtime.
+    home = a_java(tmp_path, says)
+    assert java_version(str(home / "bin" / "java")) == major
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    check_prerequisites(LOCAL)
+
+
+def test_spark_connect_needs_pyspark_but_no_java(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    connect = SparkSettings(remote="sc://127.0.0.1:15002")
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "none"))
-    check_prerequisites(SparkSettings(remote="sc://127.0.0.1:15002"))
+    check_prerequisites(connect)  # the same JAVA_HOME fails a local session (above)
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    with pytest.raises(ConfigurationError, match="needs PySpark"):
+        check_prerequisites(connect)

@@ -37,8 +37,12 @@ from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
 from airflow_provider_kinesis_doris.core.kinesis.reader import user_records
-from airflow_provider_kinesis_doris.core.kinesis.shard_pages import record_arrival_ms
-from airflow_provider_kinesis_doris.core.kinesis.shard_pages import THROTTLING_ERRORS, backoff_delay, sequence_request
+from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
+    THROTTLING_ERRORS,
+    backoff_delay,
+    record_arrival_ms,
+    sequence_request,
+)
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
 
 log = logging.getLogger(__name__)
