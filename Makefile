@@ -25,15 +25,15 @@ $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --disable-pip-version-check uv==0.13.8
 
-$(VENV)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow3.txt
-	$(UV) pip install --quiet --python $(VENV)/bin/python -r requirements/airflow3.txt
+$(VENV)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow3.txt requirements/overrides.txt
+	$(UV) pip install --quiet --python $(VENV)/bin/python --override requirements/overrides.txt -r requirements/airflow3.txt
 	$(UV) pip install --quiet --python $(VENV)/bin/python --no-deps -e . -e ./devstack
 	$(UV) cache prune --quiet
 	touch $@
 
-$(VENV2)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow2.txt
+$(VENV2)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/airflow2.txt requirements/overrides.txt
 	test -x $(VENV2)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV2)
-	$(UV) pip install --quiet --python $(VENV2)/bin/python -r requirements/airflow2.txt
+	$(UV) pip install --quiet --python $(VENV2)/bin/python --override requirements/overrides.txt -r requirements/airflow2.txt
 	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e . -e ./devstack
 	$(UV) cache prune --quiet
 	touch $@
@@ -59,8 +59,8 @@ node_modules/.installed: package.json package-lock.json
 lock: $(UV)
 	echo "apache-airflow==$(AIRFLOW3_VERSION)" > /tmp/kd-af3.in
 	echo "apache-airflow==$(AIRFLOW2_VERSION)" > /tmp/kd-af2.in
-	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
-	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra test pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
 	$(UV) pip compile --quiet --python-version 3.11 requirements/executor.in -c requirements/airflow3.txt -o requirements/executor.txt
 
 test: install

@@ -33,6 +33,7 @@ from airflow_provider_kinesis_doris.core.doris.connection import DorisConnection
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import (
@@ -43,6 +44,8 @@ from airflow_provider_kinesis_doris.version_compat import (
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+    from airflow_provider_kinesis_doris.spark.runner import SparkSettings
 
 
 class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
@@ -105,9 +108,15 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         write limit). The decision and its inputs are logged and returned in XCom (``runner``).
     :param in_process_max_records: with ``use_spark="auto"``, the largest estimate loaded without
         Spark (default 500,000).
-    :param spark_master: ``local[*]`` (default), or a master URL for ``spark-submit``. (templated)
-    :param spark_remote: a Spark Connect URL (``sc://...``) to run through instead. (templated)
-    :param spark_submit: run through ``spark-submit`` instead of in the task's process.
+    :param spark_master: ``local[*]`` (default), ``local[N]``, or a cluster's master URL for a Spark
+        driver in the task's process. (templated)
+    :param spark_conn_id: a ``spark`` connection (apache-spark provider): the job is submitted with
+        ``spark-submit`` through ``SparkSubmitHook``, taking master, queue, ``spark-binary``, keytab
+        and principal from the connection, in client deploy mode; the connection's password, if
+        set, is the cluster's ``spark.authenticate`` secret (sent in a 0600 properties file).
+        ``spark_master`` is then unused.
+    :param spark_connect_conn_id: a ``spark_connect`` connection: the job runs through Spark
+        Connect, with the connection's host, port, user, token and ``use_ssl``.
     :param spark_conf: Spark configuration. (templated)
     :param spark_python: Python interpreter of the executors (default: the task's own).
     :param parallelism: Spark partitions at most (default: one per shard range).
@@ -129,7 +138,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         "load_options",
         "load_headers",
         "spark_master",
-        "spark_remote",
         "spark_conf",
     )
     template_fields_renderers = {"load_options": "json", "load_headers": "json", "spark_conf": "json"}
@@ -163,8 +171,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         use_spark: bool | Literal["auto"] = True,
         in_process_max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS,
         spark_master: str = "local[*]",
-        spark_remote: str | None = None,
-        spark_submit: bool = False,
+        spark_conn_id: str | None = None,
+        spark_connect_conn_id: str | None = None,
         spark_conf: Mapping[str, str] | None = None,
         spark_python: str | None = None,
         parallelism: int | None = None,
@@ -200,8 +208,11 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.use_spark = use_spark
         self.in_process_max_records = in_process_max_records
         self.spark_master = spark_master
-        self.spark_remote = spark_remote
-        self.spark_submit = spark_submit
+        if spark_conn_id and spark_connect_conn_id:
+            raise AirflowException("Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both")
+        self.spark_conn_id = spark_conn_id
+        self.spark_connect_conn_id = spark_connect_conn_id
+        self._submitter: LoadJobSubmitter | None = None
         self.spark_conf = dict(spark_conf or {})
         self.spark_python = spark_python
         self.parallelism = parallelism
@@ -231,18 +242,15 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     # -- plan → load → commit ---------------------------------------------------------------------
 
     def _load(self, context: Context, start: datetime, end: datetime) -> dict[str, Any]:
-        from airflow_provider_kinesis_doris.spark.runner import SparkSettings, check_prerequisites, run_spark_job
+        from airflow_provider_kinesis_doris.spark.runner import check_prerequisites, run_spark_job
 
         database, table = _split_table(self.doris_table)
         aws_hook = self.aws_hook
         doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
-        settings = SparkSettings(
-            master=self.spark_master, remote=self.spark_remote, submit=self.spark_submit,
-            conf=self.spark_conf, python=self.spark_python,
-        )  # fmt: skip
         try:
+            settings = self._spark_settings()
             config = self._pipeline_config(aws_hook, doris_config, database, table)
             if self.use_spark is True:
                 check_prerequisites(settings)  # "auto" checks only if it chooses Spark
@@ -307,12 +315,33 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             parallelism=self.parallelism,
         )
 
+    def _spark_settings(self) -> SparkSettings:
+        """How to run the Spark job; a submitter is kept for ``on_kill``."""
+        from airflow_provider_kinesis_doris.spark.runner import SparkSettings
+
+        if self.spark_conn_id:
+            self._submitter = LoadJobSubmitter(self.spark_conn_id)
+        submitter = self._submitter
+        return SparkSettings(
+            master=self.spark_master,
+            remote=spark_connect_url(self.spark_connect_conn_id) if self.spark_connect_conn_id else None,
+            submitter=submitter,
+            conf=self.spark_conf,
+            python=self.spark_python,
+            auth_secret=submitter.auth_secret if submitter else "",
+        )
+
     def _spark_step(self) -> str:
-        if self.spark_remote:
-            return f"the Spark load job (Spark Connect {self.spark_remote})"
-        if self.spark_submit:
-            return f"the Spark load job (spark-submit to {self.spark_master})"
+        if self.spark_connect_conn_id:
+            return f"the Spark load job (Spark Connect connection {self.spark_connect_conn_id!r})"
+        if self.spark_conn_id:
+            return f"the Spark load job (spark-submit through connection {self.spark_conn_id!r})"
         return f"the Spark load job (master {self.spark_master})"
+
+    def on_kill(self) -> None:
+        """Stop a running ``spark-submit`` (and its application on YARN or Kubernetes)."""
+        if self._submitter is not None:
+            self._submitter.on_kill()
 
     def _load_options(self) -> StreamLoadOptions:
         options: dict[str, Any] = {"format": "json", "read_json_by_line": True, "strict_mode": True, **self.load_options}

@@ -1,5 +1,6 @@
-"""Where the Spark job runs: in this process (local mode or a Spark Connect remote), or through
-``spark-submit`` against a master URL. Both return the same range reports.
+"""Where the Spark job runs: in this process (local mode, a cluster's master, or a Spark Connect
+remote), or through ``spark-submit`` by a ``Submitter`` (the operator's uses the apache-spark
+provider's ``SparkSubmitHook``). Both return the same range reports.
 
 The job and credentials travel as files (0600, in a private temporary folder), so no secret is
 ever on a command line or in a Spark plan (invariant I8). The folder never outlives the run that
@@ -20,7 +21,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,26 +48,58 @@ CPU-seconds a run, ``docs/benchmarks.md``) for no work they speed up."""
 
 
 @dataclass(frozen=True)
+class Submission:
+    """One ``spark-submit`` of the load job, for a ``Submitter`` to send (the operator's, through the
+    apache-spark provider's ``SparkSubmitHook`` and its ``spark`` connection).
+
+    Paths and settings only, never a secret (I8): credentials travel in ``files`` and the Spark
+    authentication secret in ``properties_file``, both 0600.
+
+    :param application: the job script (``spark/job.py``).
+    :param application_args: its arguments: the job file to read, the report file to write.
+    :param conf: Spark configuration (``--conf``).
+    :param files: files for ``--files``; executors find them with ``SparkFiles``.
+    :param py_files: files for ``--py-files``.
+    :param name: the application's name.
+    :param properties_file: a 0600 properties file holding ``spark.authenticate.secret``, if any.
+    """
+
+    application: str
+    application_args: tuple[str, ...]
+    conf: Mapping[str, str]
+    files: tuple[str, ...]
+    py_files: tuple[str, ...]
+    name: str
+    properties_file: str | None = None
+
+
+Submitter = Callable[[Submission], None]
+"""Runs a submission to its end; raises if ``spark-submit`` failed."""
+
+
+@dataclass(frozen=True)
 class SparkSettings:
     """How to run the job.
 
-    :param master: ``local[*]`` (default), ``local[N]``, ``spark://host:port``, ``yarn``, ...
+    :param master: ``local[*]`` (default), ``local[N]``, or a cluster's master URL for a driver in
+        this process.
     :param remote: a Spark Connect URL (``sc://host:15002``); runs in-process through Connect.
-    :param submit: run through ``spark-submit`` instead of in this process.
+    :param submitter: run through ``spark-submit`` with this instead of in this process.
     :param conf: Spark configuration (``spark.executor.memory``, ...).
     :param python: interpreter for executors (``PYSPARK_PYTHON``); default: this one.
-    :param spark_home: where ``bin/spark-submit`` is; default: the installed pyspark package.
     :param py_files: extra files for ``--py-files`` (e.g. a zip of this package when executors do
         not have it installed).
+    :param auth_secret: with ``submitter``: the cluster's ``spark.authenticate`` secret; the job is
+        then submitted with authentication on, the secret in a 0600 properties file.
     """
 
     master: str = "local[*]"
-    remote: str | None = None
-    submit: bool = False
+    remote: str | None = field(default=None, repr=False)  # may carry a Spark Connect token
+    submitter: Submitter | None = None
     conf: Mapping[str, str] = field(default_factory=dict)
     python: str | None = None
-    spark_home: str | None = None
     py_files: Sequence[str] = ()
+    auth_secret: str = field(default="", repr=False)
 
 
 MIN_JAVA = 17
@@ -126,7 +159,7 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
         credentials_file = folder / "credentials.json"
         credentials.write(str(credentials_file))
         job = replace(job, credentials_file=str(credentials_file))
-        reports = _submit(job, settings, folder) if settings.submit else _in_process(job, settings)
+        reports = _submit(job, settings, folder) if settings.submitter else _in_process(job, settings)
     raise_first_failure(reports)
     return reports
 
@@ -156,58 +189,75 @@ _LOCAL_CONF = {
 
 
 def _session_conf(settings: SparkSettings) -> dict[str, str]:
-    """Spark's settings for ``settings``: ours, then for a local master the local ones, then the
-    user's (which win)."""
-    local = not settings.remote and settings.master.startswith("local")
+    """Spark's settings for ``settings``: ours, then for a local master in this process the local
+    ones, then the user's (which win). A submission's master is its connection's: a driver that
+    listened on loopback would be out of its executors' reach."""
+    local = settings.submitter is None and not settings.remote and settings.master.startswith("local")
     return {**_DEFAULT_CONF, **(_LOCAL_CONF if local else {}), **settings.conf}
 
 
 def _submit(job: LoadJob, settings: SparkSettings, folder: Path) -> list[RangeReport]:
+    assert settings.submitter is not None
     job_file, report_file = folder / "job.json", folder / "reports.json"
-    job_file.write_text(job.to_json())
-    python = settings.python or sys.executable
-    command = submit_command(job, settings, job_file, report_file)
-    log.info("spark-submit to %s: %d ranges in %d partitions", settings.master, len(job.ranges), len(job.groups))
-    env = {**os.environ, "PYSPARK_PYTHON": python, "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")}
-    completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)  # noqa: S603
-    for line in completed.stderr.splitlines()[-40:]:
-        log.info("spark-submit: %s", line)
-    if completed.returncode != 0:
-        raise RuntimeError(f"spark-submit to {settings.master} failed with exit code {completed.returncode}; see the log above")
+    submission = prepare_submission(job, settings, job_file, report_file, _properties_file(settings, folder))
+    log.info("spark-submit: %d ranges in %d partitions", len(job.ranges), len(job.groups))
+    settings.submitter(submission)
+    if not report_file.exists():
+        raise RuntimeError(f"spark-submit ended without the job writing its reports ({report_file}); see the log above")
     return [RangeReport(**entry) for entry in json.loads(report_file.read_text())]
 
 
-def submit_command(job: LoadJob, settings: SparkSettings, job_file: Path, report_file: Path) -> list[str]:
-    """The ``spark-submit`` command line for ``job``: paths and settings, never a secret (I8).
+def prepare_submission(
+    job: LoadJob, settings: SparkSettings, job_file: Path, report_file: Path, properties_file: Path | None = None
+) -> Submission:
+    """Write ``job`` to ``job_file`` and return its ``spark-submit``: paths and settings, never a
+    secret (I8).
 
-    The credentials file goes with ``--files``: an executor on another host finds it with
-    ``SparkFiles`` (``spark/source.py``), where the driver's path does not exist.
+    The credentials file goes with ``--files`` and the job names it by its file name only, so
+    executors always take it from ``SparkFiles`` (``spark/source.py``): a submission that did not
+    ship it fails on the first executor instead of working where the driver's folder is visible.
     """
-    command = [
-        str(Path(settings.spark_home or _pyspark_home()) / "bin" / "spark-submit"),
-        "--master", settings.master,
-        "--conf", f"spark.pyspark.python={settings.python or sys.executable}",
-        "--conf", f"spark.pyspark.driver.python={sys.executable}",
-    ]  # fmt: skip
-    for key, value in _session_conf(settings).items():
-        command += ["--conf", f"{key}={value}"]
-    if job.credentials_file:
-        command += ["--files", job.credentials_file]
-    if settings.py_files:
-        command += ["--py-files", ",".join(settings.py_files)]
-    return [*command, _job_script(), "--job-file", str(job_file), "--report-file", str(report_file)]
+    shipped = (job.credentials_file,) if job.credentials_file else ()
+    job_file.write_text((replace(job, credentials_file=Path(shipped[0]).name) if shipped else job).to_json())
+    conf = {
+        "spark.pyspark.python": settings.python or sys.executable,
+        "spark.pyspark.driver.python": sys.executable,
+        **_session_conf(settings),
+    }
+    return Submission(
+        application=_job_script(),
+        application_args=("--job-file", str(job_file), "--report-file", str(report_file)),
+        conf=conf,
+        files=shipped,
+        py_files=tuple(settings.py_files),
+        name=f"kinesis-to-doris:{job.pipeline.pipeline_id}",
+        properties_file=str(properties_file) if properties_file else None,
+    )
+
+
+def _properties_file(settings: SparkSettings, folder: Path) -> Path | None:
+    """A 0600 properties file turning ``spark.authenticate`` on with the settings' secret: Spark's
+    standalone and YARN-client drivers read the secret from their configuration, and a ``--conf``
+    would put it on the command line."""
+    if not settings.auth_secret:
+        return None
+    path = folder / "spark-auth.properties"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(f"spark.authenticate=true\nspark.authenticate.secret={_property_value(settings.auth_secret)}\n")
+    return path
+
+
+def _property_value(value: str) -> str:
+    """``value`` escaped for a Java properties file (``java.util.Properties.load``)."""
+    escaped = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return "\\" + escaped if escaped[:1] in (" ", "\t") else escaped
 
 
 def _job_script() -> str:
     from airflow_provider_kinesis_doris.spark import job
 
     return job.__file__
-
-
-def _pyspark_home() -> str:
-    import pyspark
-
-    return str(Path(pyspark.__file__).parent)
 
 
 _FOLDER_PREFIX = "kinesis-doris-"

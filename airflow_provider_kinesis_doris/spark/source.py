@@ -21,17 +21,17 @@ REPORT_SCHEMA = "range_id STRING, report STRING"
 
 
 def _credentials(job: object) -> object:
-    """The job's credentials file: at its path (local mode, shared storage), or shipped to the
-    executor with ``spark-submit --files`` (then only its name matches)."""
+    """The job's credentials file: at its path in local mode, or, named without a folder, shipped
+    to the executor by ``spark-submit --files`` (``spark.runner.prepare_submission``)."""
     import os
 
     from airflow_provider_kinesis_doris.core.load_job import Credentials
 
     path = job.credentials_file  # type: ignore[attr-defined]
-    if path and not os.path.exists(path):
+    if path and not os.path.isabs(path):
         from pyspark import SparkFiles
 
-        path = SparkFiles.get(os.path.basename(path))
+        path = SparkFiles.get(path)
     return Credentials.load(path)
 
 

@@ -228,13 +228,28 @@ def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float =
     )  # fmt: skip
 
 
-def start_spark_cluster(log_dir: Path, *, cores: int = 2, memory: str = "1g", timeout: float = 90.0) -> list[ServiceProcess]:
+def start_spark_cluster(
+    log_dir: Path, *, cores: int = 2, memory: str = "1g", timeout: float = 90.0, auth_secret: str | None = None
+) -> list[ServiceProcess]:
     """A standalone Spark master and one worker on loopback, from the pip package's own
-    ``spark-class``; the master's URL is the first service's endpoint."""
+    ``spark-class``; the master's URL is the first service's endpoint.
+
+    The worker (and so its executors) works and keeps its temporary files in folders of its own.
+    With ``auth_secret``, master and worker require ``spark.authenticate`` with that secret and
+    encrypt RPC (``spark.network.crypto.enabled``); the settings are in a 0600
+    ``spark-defaults.conf``, not on their command lines.
+    """
     import pyspark
 
     spark_class = str(Path(pyspark.__file__).parent / "bin" / "spark-class")
     env = {"SPARK_HOME": str(Path(pyspark.__file__).parent), "SPARK_LOCAL_IP": LOOPBACK, "SPARK_NO_DAEMONIZE": "1"}
+    if auth_secret:
+        conf_dir = log_dir / "conf"
+        conf_dir.mkdir(mode=0o700)
+        descriptor = os.open(conf_dir / "spark-defaults.conf", os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(descriptor, "w") as handle:
+            handle.write(f"spark.authenticate true\nspark.authenticate.secret {auth_secret}\nspark.network.crypto.enabled true\n")
+        env["SPARK_CONF_DIR"] = str(conf_dir)
     port, web = free_port(), free_port()
     master_url = f"spark://{LOOPBACK}:{port}"
     argv = [spark_class, "org.apache.spark.deploy.master.Master", "--host", LOOPBACK, "--port", str(port), "--webui-port", str(web)]
@@ -246,7 +261,10 @@ def start_spark_cluster(log_dir: Path, *, cores: int = 2, memory: str = "1g", ti
             spark_class, "org.apache.spark.deploy.worker.Worker", master_url, "--host", LOOPBACK,
             "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(cores), "--memory", memory,
         ]  # fmt: skip
-        process, log_path = _spawn("spark_worker", worker_argv, env, log_dir)
+        worker_dir, worker_tmp = log_dir / "worker-work", log_dir / "worker-tmp"
+        worker_tmp.mkdir()
+        worker_env = {**env, "SPARK_WORKER_DIR": str(worker_dir), "SPARK_LOCAL_DIRS": str(worker_tmp), "TMPDIR": str(worker_tmp)}
+        process, log_path = _spawn("spark_worker", worker_argv, worker_env, log_dir)
         worker = ServiceProcess("spark_worker", process, master_url, log_path)
         _wait_for_log(worker, "Successfully registered with master", timeout)
     except BaseException:

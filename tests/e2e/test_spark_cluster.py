@@ -1,14 +1,20 @@
-"""The load job submitted with spark-submit to a standalone Spark cluster on loopback, whose
-executors run a Python environment without Airflow, gives the same result as the in-process
-run; and no secret ever shows on a process command line (I8)."""
+"""The load job submitted with spark-submit, through the apache-spark provider's ``spark``
+connection, to a standalone Spark cluster on loopback gives the same result as the in-process
+run. The cluster requires ``spark.authenticate`` (the secret is the connection's password) and
+encrypts its RPC; its executors run a Python without Airflow, in folders of their own, and read
+the credentials only from what spark-submit shipped. No secret ever shows on a process command
+line (I8)."""
 
 from __future__ import annotations
 
 import itertools
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
@@ -18,9 +24,10 @@ from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_int
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, sealed_end, wait_past
-from kinesis_doris_devstack.stack import start_spark_cluster
+from kinesis_doris_devstack.stack import ServiceProcess, start_spark_cluster
 from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.integration]
@@ -28,14 +35,16 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark, pytest.mark.integration]
 DB = "cluster_e2e"
 EXECUTOR_PYTHON = REPO_ROOT / ".venv-spark" / "bin" / "python"
 AWS_SECRET = "cluster-test-aws-secret-key"
+SPARK_AUTH_SECRET = "cluster-test-spark-auth-secret"
+ENCRYPTED = {"spark.network.crypto.enabled": "true", "spark.io.encryption.enabled": "true"}
 _names = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def spark_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    services = start_spark_cluster(tmp_path_factory.mktemp("spark"))
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ServiceProcess]]:
+    services = start_spark_cluster(tmp_path_factory.mktemp("spark"), auth_secret=SPARK_AUTH_SECRET)
     try:
-        yield services[0].endpoint
+        yield services
     finally:
         for service in reversed(services):
             service.stop()
@@ -69,7 +78,7 @@ class CommandLines:
 
 
 def test_submitted_job_on_a_cluster_matches_the_in_process_run(
-    spark_master, kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server
+    spark_cluster, monkeypatch, kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server
 ) -> None:
     assert EXECUTOR_PYTHON.exists(), "run `make install`: the executor environment .venv-spark is missing"
     stream = f"cluster-e2e-{next(_names)}-{now_ms()}"
@@ -107,10 +116,17 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
         return result.summary(), rows, dead
 
     local_summary, local_rows, local_dead = load("events_local", SparkSettings(master="local[2]"))
+    master, worker = spark_cluster
+    host, port = master.endpoint.removeprefix("spark://").split(":")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", f"spark://:{SPARK_AUTH_SECRET}@{host}:{port}")
+    # spark-submit from PATH, as SparkSubmitHook runs it: pip's pyspark puts it beside this Python.
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SPARK_HOME", str(Path(pyspark.__file__).parent))
+    submitter = LoadJobSubmitter("spark_cluster")
     with CommandLines() as command_lines:
-        cluster_summary, cluster_rows, cluster_dead = load(
-            "events_cluster", SparkSettings(master=spark_master, submit=True, python=str(EXECUTOR_PYTHON))
-        )
+        cluster_summary, cluster_rows, cluster_dead = load("events_cluster", SparkSettings(
+            submitter=submitter, auth_secret=submitter.auth_secret, python=str(EXECUTOR_PYTHON), conf=ENCRYPTED,
+        ))  # fmt: skip
 
     assert [row[0] for row in cluster_rows] == list(range(90))
     assert cluster_rows == local_rows and len(cluster_dead) == len(local_dead) == 1
@@ -120,7 +136,11 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
     assert any("SparkSubmit" in line or "spark-submit" in line for line in submitted)
     assert any(str(EXECUTOR_PYTHON) in line for line in command_lines.seen.values()), "executors ran another Python"
     for line in command_lines.seen.values():
-        assert DORIS_PASSWORD not in line and AWS_SECRET not in line
+        assert DORIS_PASSWORD not in line and AWS_SECRET not in line and SPARK_AUTH_SECRET not in line
+    assert "authentication enabled" in master.log_path.read_text(), "the cluster did not require authentication"
+    # The executors ran in the worker's own folders, where only spark-submit's --files put the credentials.
+    shipped = list((worker.log_path.parent / "worker-work").glob("app-*/*/credentials.json"))
+    assert shipped, "spark-submit shipped no credentials file to the executors"
 
 
 def replace_labels(summary: dict) -> dict:

@@ -34,7 +34,9 @@ from tests.faults.trial import (
 
 pytestmark = pytest.mark.integration
 
-SECRETS = (DORIS_PASSWORD, AWS_SECRET_ACCESS_KEY, base64.b64encode(f"{DORIS_USER}:{DORIS_PASSWORD}".encode()).decode())
+SPARK_AUTH_SECRET = "spark-auth-secret-on-no-line"
+SECRETS = (DORIS_PASSWORD, AWS_SECRET_ACCESS_KEY, base64.b64encode(f"{DORIS_USER}:{DORIS_PASSWORD}".encode()).decode(),
+           SPARK_AUTH_SECRET)  # fmt: skip
 
 
 def _exception_texts(error: BaseException | None) -> Iterator[str]:
@@ -86,34 +88,48 @@ for argument in "$@"; do
         echo "$argument" > "$KD_FAKE_SPARK_OUT/job_path"
         stat -c %a "$(dirname "$argument")/credentials.json" > "$KD_FAKE_SPARK_OUT/credentials_mode"
     fi
+    if [ "$previous" = "--properties-file" ]; then
+        echo "$(stat -c %a "$argument") $(grep secret "$argument")" > "$KD_FAKE_SPARK_OUT/properties"
+    fi
     previous="$argument"
 done
 exit 1
 """
 
 
+@pytest.mark.airflow
 def test_spark_submit_gets_files_not_secrets(proof_stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
                                              caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
-    spark_home, out = tmp_path / "spark", tmp_path / "out"
-    (spark_home / "bin").mkdir(parents=True)
+    from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
+
+    bin_dir, out = tmp_path / "bin", tmp_path / "out"
+    bin_dir.mkdir()
     out.mkdir()
-    script = spark_home / "bin" / "spark-submit"
+    script = bin_dir / "spark-submit"
     script.write_text(FAKE_SPARK_SUBMIT)
     script.chmod(script.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("KD_FAKE_SPARK_OUT", str(out))
+    # The spark connection's password is the cluster's spark.authenticate secret: no command line either.
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_FAKE", f"spark://:{SPARK_AUTH_SECRET}@127.0.0.1:7077")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     config = pipeline_config(proof_stack, proof_stack.doris, "proof-spark", "spark_t")
     at = lambda sequence: Boundary("shardId-000000000000", sequence, BoundaryKind.AT, Position(sequence))  # noqa: E731
     shard_range = ShardRange(config.pipeline_id, config.stream_name, "shardId-000000000000", 1, 5, at(1), at(5))
     job = replace(config.job(Plan(config.pipeline_id, config.stream_name, 1, 5, shards=())),
                   ranges=(shard_range,), groups=((0,),))  # fmt: skip
 
-    with caplog.at_level(logging.DEBUG), pytest.raises(RuntimeError, match="exit code 1") as failure:
-        run_spark_job(job, CREDENTIALS, SparkSettings(submit=True, spark_home=str(spark_home)))
+    with caplog.at_level(logging.DEBUG), pytest.raises(Exception, match="Error code is: 1") as failure:
+        submitter = LoadJobSubmitter("spark_fake")
+        run_spark_job(job, CREDENTIALS, SparkSettings(submitter=submitter, auth_secret=submitter.auth_secret))
 
     argv = (out / "argv").read_text().splitlines()
-    assert argv[0] == "--master" and "--job-file" in argv
+    assert argv[:2] == ["--master", "spark://127.0.0.1:7077"] and "--job-file" in argv
+    assert argv[argv.index("--files") + 1].endswith("/credentials.json")
     assert (out / "credentials_mode").read_text().strip() == "600"
+    assert (out / "properties").read_text().strip() == "600 spark.authenticate.secret=" + SPARK_AUTH_SECRET
     assert not os.path.exists((out / "job_path").read_text().strip()), "the private folder is removed"
-    texts = [*argv, (out / "env").read_text(), (out / "job.json").read_text(), caplog.text,
+    # The connection is defined in this test's environment, which spark-submit inherits as any child does.
+    env = [line for line in (out / "env").read_text().splitlines() if not line.startswith("AIRFLOW_CONN_SPARK_FAKE=")]
+    texts = [*argv, *env, (out / "job.json").read_text(), caplog.text,
              *_exception_texts(failure.value)]  # fmt: skip
     assert _leaks(texts) == []
