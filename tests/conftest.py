@@ -109,6 +109,29 @@ def dynamodb_client(dynamodb_endpoint: str):  # type: ignore[no-untyped-def]
     return _client("dynamodb", dynamodb_endpoint)
 
 
+@pytest.fixture
+def moto_sts(dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto as every AWS client's STS (``AWS_ENDPOINT_URL_STS``, as an executor's environment
+    could set it), with fresh per-process botocore sessions of ``core.load`` before and after the
+    test (they keep the credentials of the environment they were built in)."""
+    from airflow_provider_kinesis_doris.core import load
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", dynamodb_endpoint)
+    load._botocore_session.cache_clear()
+    load._assumed_role_session.cache_clear()
+    yield dynamodb_endpoint
+    load._botocore_session.cache_clear()
+    load._assumed_role_session.cache_clear()
+
+
+def assumed_roles(moto: str, role_arn: str) -> list[dict[str, Any]]:
+    """The sessions of ``role_arn`` moto's STS handed out (keys included), oldest first."""
+    import requests
+
+    served = requests.get(f"{moto}/moto-api/data.json", timeout=10).json()["sts"]["AssumedRole"]
+    return [entry for entry in served if entry["role_arn"] == role_arn]
+
+
 DORIS_USER = "loader"
 DORIS_PASSWORD = "s3cret-doris-pw"
 

@@ -1,7 +1,8 @@
 """The load job: a pipeline's settings and the ranges planned for one interval, as plain JSON.
 
-The job carries no secret. Executors take the Doris password and AWS credentials from a 0600
-credentials file whose *path* is in the job (``credentials_file``), or from their environment
+The job carries no secret. Executors take the Doris password (and, when
+``AwsSettings.executor_credentials`` is ``"driver"``, AWS keys) from a 0600 credentials file whose
+*path* is in the job (``credentials_file``), or from their environment
 (``KINESIS_DORIS_DORIS_PASSWORD`` and boto3's usual chain), so nothing secret reaches a Spark
 plan, a command line or a log.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
@@ -28,23 +30,100 @@ if TYPE_CHECKING:
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
 
 
+DRIVER_CREDENTIALS = "driver"
+"""``executor_credentials``: the AWS keys the driver resolved, shipped in the credentials file."""
+DEFAULT_CHAIN = "default_chain"
+"""``executor_credentials``: each executor's own boto3 default chain; nothing AWS is shipped."""
+_ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]{1,512}")
+
+
+def check_executor_credentials(value: str) -> None:
+    """Refuse an ``executor_credentials`` that is none of its three forms.
+
+    :raises ConfigurationError: ``value`` is not ``"driver"``, ``"default_chain"`` or an IAM role ARN.
+    """
+    if value not in (DRIVER_CREDENTIALS, DEFAULT_CHAIN) and not _ROLE_ARN.fullmatch(value):
+        raise ConfigurationError(
+            f"executor_credentials must be {DRIVER_CREDENTIALS!r} (the connection's credentials, resolved on the "
+            f"driver and shipped in the credentials file), {DEFAULT_CHAIN!r} (each executor's own AWS default "
+            "credential chain) or an IAM role ARN such as 'arn:aws:iam::123456789012:role/loader' (assumed by each "
+            f"executor with its default chain); got {value!r}"
+        )
+
+
 @dataclass(frozen=True)
 class AwsSettings:
-    """Where the executors' boto3 clients go. Credentials are never part of it.
+    """Where the executors' boto3 clients go and how they get credentials. Never a secret: it
+    travels in the job's JSON.
 
     :param region_name: AWS region.
     :param kinesis_endpoint_url: custom Kinesis endpoint (LocalStack, emulators), else AWS.
     :param dynamodb_endpoint_url: custom DynamoDB endpoint, else AWS.
+    :param executor_credentials: ``"driver"`` (the keys in the job's credentials file; without
+        keys there, the executor's default chain), ``"default_chain"`` (the executor's own chain:
+        environment, instance profile, web identity ...; the file's keys are ignored) or an IAM
+        role ARN, assumed by each executor process with its default chain and refreshed before
+        the role session expires.
+    :param verify: TLS certificate verification of the AWS clients: False, or a CA bundle path
+        (which must exist on the executors), or None for botocore's default.
+    :param botocore_config: arguments of ``botocore.config.Config`` for the AWS clients (retries,
+        proxies, timeouts ...), JSON values only.
+    :raises ConfigurationError: a bad ``executor_credentials``, or a ``botocore_config`` that
+        ``Config`` refuses or JSON cannot carry.
     """
 
     region_name: str | None = None
     kinesis_endpoint_url: str | None = None
     dynamodb_endpoint_url: str | None = None
+    executor_credentials: str = DRIVER_CREDENTIALS
+    verify: bool | str | None = None
+    botocore_config: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_executor_credentials(self.executor_credentials)
+        if self.botocore_config is not None:
+            # Checked where the job is made, not on the executors after the planning; stored as
+            # its JSON form so that the executors' copy equals this one (tuples become lists).
+            object.__setattr__(self, "botocore_config", _json_botocore_config(self.botocore_config))
+
+    @property
+    def role_arn(self) -> str | None:
+        """The IAM role the executors assume, if ``executor_credentials`` names one."""
+        return None if self.executor_credentials in (DRIVER_CREDENTIALS, DEFAULT_CHAIN) else self.executor_credentials
+
+
+def _json_botocore_config(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` as JSON values, once ``Config`` accepts them and no proxy URL holds a password."""
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError
+
+    normalized: dict[str, Any] = {}
+    for name, value in options.items():
+        try:
+            normalized[name] = json.loads(json.dumps(value))
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"botocore_config option {name!r} ({type(value).__name__}) is not a JSON value (the options "
+                "travel in the load job)"
+            ) from exc
+    # Values are not quoted in the messages: a proxy URL may hold a password.
+    if any("@" in str(url) for url in (normalized.get("proxies") or {}).values()):
+        raise ConfigurationError(
+            "botocore_config proxies must not hold credentials (user:password@): the options travel in the load "
+            "job, which is no place for a secret; give the executors their proxy in their environment (HTTPS_PROXY) "
+            "and override the connection's with botocore_config={'proxies': None}"
+        )
+    try:
+        Config(**normalized)
+    except (TypeError, BotoCoreError) as exc:
+        raise ConfigurationError(f"botocore_config is not valid for botocore.config.Config: {exc}") from exc
+    return normalized
 
 
 @dataclass(frozen=True)
 class Credentials:
-    """Secrets an executor needs; read from a file or the environment, never serialized."""
+    """Secrets an executor needs; read from a file or the environment, never serialized. The AWS
+    keys are used only when ``AwsSettings.executor_credentials`` is ``"driver"``."""
 
     doris_password: str = field(default="", repr=False)
     aws_access_key_id: str | None = field(default=None, repr=False)

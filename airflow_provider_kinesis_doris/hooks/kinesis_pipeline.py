@@ -17,7 +17,12 @@ from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings
+from airflow_provider_kinesis_doris.core.load_job import (
+    DRIVER_CREDENTIALS,
+    AwsSettings,
+    Credentials,
+    check_executor_credentials,
+)
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 
@@ -69,12 +74,46 @@ class KinesisPipelineHook(KinesisHook):
         """The boto3 DynamoDB client (of the checkpoint table's endpoint)."""
         return self.dynamodb_hook.conn
 
-    def aws_settings(self) -> AwsSettings:
-        """Region and endpoints the load job's executors use (no credentials)."""
+    def aws_settings(self, executor_credentials: str = DRIVER_CREDENTIALS) -> AwsSettings:
+        """Region, endpoints, TLS verification and botocore options the load job's executors use,
+        and how they get AWS credentials (no credentials themselves). The botocore options are
+        this hook's ``config``, else the connection's ``config_kwargs``, as for every AWS hook.
+
+        :param executor_credentials: ``"driver"``, ``"default_chain"`` or an IAM role ARN (see
+            :class:`~airflow_provider_kinesis_doris.core.load_job.AwsSettings`).
+        :raises ConfigurationError: a bad ``executor_credentials``, or botocore options that are
+            not JSON (e.g. ``signature_version`` ``UNSIGNED``).
+        """
+        # Only the options the user set: Config.merge reads the same attribute. The Config's other
+        # attributes hold botocore's defaults, which the executors' botocore has anyway.
+        options = self.config._user_provided_options
         return AwsSettings(
             region_name=self.kinesis.meta.region_name,
             kinesis_endpoint_url=self.kinesis.meta.endpoint_url,
             dynamodb_endpoint_url=self.dynamodb.meta.endpoint_url,
+            executor_credentials=executor_credentials,
+            verify=self.verify,
+            botocore_config=dict(options) or None,
+        )
+
+    def load_job_credentials(self, doris_password: str, executor_credentials: str = DRIVER_CREDENTIALS) -> Credentials:
+        """The secrets the load job's credentials file carries: the Doris password, and the
+        connection's AWS keys (resolved now, e.g. by assuming its role) only when the executors
+        use the driver's credentials. In the other modes no AWS secret is resolved or shipped.
+
+        :param doris_password: the Doris connection's password.
+        :param executor_credentials: as for :meth:`aws_settings`.
+        :raises ConfigurationError: a bad ``executor_credentials``.
+        """
+        check_executor_credentials(executor_credentials)
+        if executor_credentials != DRIVER_CREDENTIALS:
+            return Credentials(doris_password=doris_password)
+        aws = self.get_credentials()
+        return Credentials(
+            doris_password=doris_password,
+            aws_access_key_id=aws.access_key,
+            aws_secret_access_key=aws.secret_key,
+            aws_session_token=aws.token,
         )
 
     def checkpoint_store(self, table: str, pipeline_id: str) -> DynamoCheckpointStore:

@@ -24,7 +24,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
     UnresolvableLoad,
 )
-from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
@@ -67,6 +67,17 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param pipeline_id: identity of this stream→table load in the checkpoint table and in the
         labels; default ``<stream_name>.<doris_table>``. Changing it starts a new pipeline. (templated)
     :param aws_conn_id: AWS connection (credentials, region, ``endpoint_url`` extras).
+    :param region_name: AWS region; the connection's by default.
+    :param verify: whether to verify TLS certificates, or a CA bundle path (which must exist on
+        Spark executors too); the connection's by default.
+    :param botocore_config: ``botocore.config.Config`` arguments (retries, proxies, timeouts),
+        instead of the connection's ``config_kwargs``; the task's and the executors' clients use them.
+    :param executor_credentials: how the loaders (Spark executors, or the task's process with
+        ``use_spark=False``) get AWS credentials: ``"driver"`` (default): the connection's,
+        resolved once when the task starts and shipped in the 0600 credentials file (temporary
+        credentials expire with their session); ``"default_chain"``: their own (instance profile,
+        IRSA, environment), nothing AWS is shipped; or an IAM role ARN they assume with their own
+        credentials, refreshed before it expires. See ``docs/production.md``.
     :param doris_conn_id: ``doris`` connection.
     :param initial_position: ``INTERVAL`` (a shard's first range starts at its interval) or
         ``TRIM_HORIZON`` (the first run also loads everything still retained).
@@ -108,8 +119,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         write limit). The decision and its inputs are logged and returned in XCom (``runner``).
     :param in_process_max_records: with ``use_spark="auto"``, the largest estimate loaded without
         Spark (default 500,000).
-    :param spark_master: ``local[*]`` (default), ``local[N]``, or a cluster's master URL for a Spark
-        driver in the task's process. (templated)
+    :param spark_master: ``local[*]`` (default) or ``local[N]``: Spark in the task's process. For a
+        cluster use ``spark_conn_id`` or ``spark_connect_conn_id``. (templated)
     :param spark_conn_id: a ``spark`` connection (apache-spark provider): the job is submitted with
         ``spark-submit`` through ``SparkSubmitHook``, taking master, queue, ``spark-binary``, keytab
         and principal from the connection, in client deploy mode; the connection's password, if
@@ -152,6 +163,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         checkpoint_table: str,
         pipeline_id: str | None = None,
         aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
+        executor_credentials: str = DRIVER_CREDENTIALS,
         doris_conn_id: str = DorisHook.default_conn_name,
         initial_position: str = "INTERVAL",
         seal_grace: timedelta = timedelta(seconds=60),
@@ -184,8 +199,11 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     ) -> None:
         super().__init__(
             stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
-            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, region_name=region_name, verify=verify,
+            botocore_config=botocore_config, **kwargs,
         )  # fmt: skip
+        check_executor_credentials(executor_credentials)
+        self.executor_credentials = executor_credentials
         self.doris_conn_id = doris_conn_id
         self.initial_position = initial_position
         self.seal_grace = seal_grace
@@ -273,7 +291,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         try:
             result = run_interval(
                 config, _ms(start), _ms(end),
-                kinesis=aws_hook.kinesis, store=store, credentials=_credentials(aws_hook, doris_config.password),
+                kinesis=aws_hook.kinesis, store=store,
+                credentials=aws_hook.load_job_credentials(doris_config.password, self.executor_credentials),
                 runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
                 driver_concurrency=self.driver_concurrency, prune_state=self.prune_state,
             )  # fmt: skip
@@ -304,7 +323,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             doris_table=table,
             dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
             doris=replace(doris_config, password=""),
-            aws=aws_hook.aws_settings(),
+            aws=aws_hook.aws_settings(self.executor_credentials),
             load_options=self._load_options(),
             max_bad_record_ratio=self.max_bad_record_ratio,
             mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
@@ -421,16 +440,6 @@ def _split_table(name: str) -> tuple[str, str]:
     if not database or not table or "." in table:
         raise AirflowException(f"doris_table must be 'database.table', got {name!r}")
     return database, table
-
-
-def _credentials(hook: KinesisPipelineHook, doris_password: str) -> Credentials:
-    aws = hook.get_credentials()
-    return Credentials(
-        doris_password=doris_password,
-        aws_access_key_id=aws.access_key,
-        aws_secret_access_key=aws.secret_key,
-        aws_session_token=aws.token,
-    )
 
 
 PLANNING_FAILED = (

@@ -46,6 +46,10 @@ class PipelineArgumentsMixin:
     :param pipeline_id: the pipeline's id; default ``<stream_name>.<doris_table>``.
     :param doris_table: the loader's ``database.table``, to derive the default pipeline id.
     :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
+    :param region_name: AWS region; the connection's by default.
+    :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by default.
+    :param botocore_config: ``botocore.config.Config`` arguments, instead of the connection's
+        ``config_kwargs``, as on the amazon provider's operators.
     """
 
     template_fields: Sequence[str] = ("stream_name", "checkpoint_table", "pipeline_id", "doris_table")
@@ -58,9 +62,15 @@ class PipelineArgumentsMixin:
         pipeline_id: str | None = None,
         doris_table: str | None = None,
         aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
         self.stream_name = stream_name
         self.checkpoint_table = checkpoint_table
         self.pipeline_id = pipeline_id
@@ -75,4 +85,6 @@ class PipelineArgumentsMixin:
     @cached_property
     def aws_hook(self) -> KinesisPipelineHook:
         """Kinesis and the checkpoint table, through ``aws_conn_id``."""
-        return KinesisPipelineHook(aws_conn_id=self.aws_conn_id)
+        return KinesisPipelineHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, verify=self.verify, config=self.botocore_config
+        )

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
@@ -81,8 +82,9 @@ Submitter = Callable[[Submission], None]
 class SparkSettings:
     """How to run the job.
 
-    :param master: ``local[*]`` (default), ``local[N]``, or a cluster's master URL for a driver in
-        this process.
+    :param master: ``local[*]`` (default) or ``local[N]``: Spark in this process. A cluster is
+        reached through ``submitter`` (or ``remote``), which ship the credentials file to its
+        executors and keep the authentication secret off command lines.
     :param remote: a Spark Connect URL (``sc://host:15002``); runs in-process through Connect.
     :param submitter: run through ``spark-submit`` with this instead of in this process.
     :param conf: Spark configuration (``spark.executor.memory``, ...).
@@ -100,6 +102,14 @@ class SparkSettings:
     python: str | None = None
     py_files: Sequence[str] = ()
     auth_secret: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.master.startswith("local"):
+            raise ConfigurationError(
+                f"spark_master {self.master!r}: Spark in the task's process runs in local mode only (local[*], "
+                "local[N]); for a cluster, submit through a spark connection (spark_conn_id) or use Spark Connect "
+                "(spark_connect_conn_id)"
+            )
 
 
 MIN_JAVA = 17
@@ -156,7 +166,7 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
     """
     check_prerequisites(settings)
     with private_folder() as folder:
-        credentials_file = folder / "credentials.json"
+        credentials_file = folder / f"credentials-{folder.name}.json"
         credentials.write(str(credentials_file))
         job = replace(job, credentials_file=str(credentials_file))
         reports = _submit(job, settings, folder) if settings.submitter else _in_process(job, settings)
@@ -176,7 +186,20 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
         builder = builder.config(key, value)
     # The session is kept for the next job of this process: starting one costs 4-8 s.
     spark = builder.getOrCreate()
+    if settings.remote:
+        job = _ship_credentials(spark, job)
     return run_job(spark, job)
+
+
+def _ship_credentials(spark: Any, job: LoadJob) -> LoadJob:
+    """Upload the credentials file to the Spark Connect server as a session artifact, whose
+    executors may run on other hosts, and name it in the job without a folder, so that they read it
+    through ``SparkFiles``. Each run's file has a name of its own: a session lives as long as this
+    process, and Spark keeps the first file of a name."""
+    if not job.credentials_file:
+        return job
+    spark.addArtifacts(job.credentials_file, file=True)
+    return replace(job, credentials_file=Path(job.credentials_file).name)
 
 
 _LOCAL_CONF = {
@@ -189,10 +212,10 @@ _LOCAL_CONF = {
 
 
 def _session_conf(settings: SparkSettings) -> dict[str, str]:
-    """Spark's settings for ``settings``: ours, then for a local master in this process the local
-    ones, then the user's (which win). A submission's master is its connection's: a driver that
-    listened on loopback would be out of its executors' reach."""
-    local = settings.submitter is None and not settings.remote and settings.master.startswith("local")
+    """Spark's settings for ``settings``: ours, then for local mode the local ones, then the user's
+    (which win). A submission's master is its connection's: a driver that listened on loopback
+    would be out of its executors' reach."""
+    local = settings.submitter is None and not settings.remote
     return {**_DEFAULT_CONF, **(_LOCAL_CONF if local else {}), **settings.conf}
 
 

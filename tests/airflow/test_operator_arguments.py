@@ -40,3 +40,34 @@ def test_driver_concurrency_defaults_to_the_bounded_pool_and_a_bad_one_fails_the
         f"ConfigurationError: driver_concurrency must be a whole number of at least 1, got {bad!r}"
         for bad in (0, -1, 2.5, "8")
     ]
+
+
+BUILD_CHOICES = """
+import json
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+def build(**arguments):
+    try:
+        loader = KinesisToDorisOperator(task_id="load", stream_name="s", doris_table="d.t", checkpoint_table="c", **arguments)
+    except Exception as error:
+        return type(error).__name__ + ": " + str(error)
+    return [loader.executor_credentials, loader.aws_hook.verify, loader.aws_hook.config.retries]
+
+print(json.dumps([
+    build(executor_credentials="arn:aws:iam::123456789012:role/etl", verify=False, botocore_config={"retries": {"mode": "adaptive"}}),
+    build(executor_credentials="instance_role"),
+    build(spark_conn_id="spark_default", spark_connect_conn_id="spark_connect_default"),
+]))
+"""
+
+
+def test_executor_credentials_and_client_settings_are_checked_when_the_dag_is_parsed() -> None:
+    built = subprocess.run([sys.executable, "-c", BUILD_CHOICES], capture_output=True, text=True, timeout=120, check=True)
+
+    role, bad_mode, both_connections = json.loads(built.stdout.strip().splitlines()[-1])
+
+    assert role == ["arn:aws:iam::123456789012:role/etl", False, {"mode": "adaptive"}]
+    assert bad_mode.startswith("ConfigurationError: ") and "'instance_role'" in bad_mode and "default_chain" in bad_mode
+    assert both_connections == (
+        "AirflowException: Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both"
+    )

@@ -77,6 +77,7 @@ with DAG(
         seal_grace=timedelta(0),
         use_spark={"true": True, "false": False}.get(os.environ.get("KD_MESSAGES_USE_SPARK", "false"), "auto"),
         transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
+        executor_credentials=os.environ.get("KD_MESSAGES_EXECUTOR_CREDENTIALS", "driver"),
         spark_master="local[2]",
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
@@ -417,3 +418,25 @@ def _records_in_one_interval(kinesis_client: Any, stream: str, payloads: list[di
     assert now_ms() < end_ms, "the records must arrive inside one interval"
     wait_past(end_ms)
     return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+
+
+@pytest.mark.integration
+def test_loaders_assume_the_executor_role_with_their_own_credentials(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, moto_sts: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    import os
+
+    from tests.conftest import assumed_roles
+
+    role = f"arn:aws:iam::123456789012:role/loaders-{next(_names)}"
+    monkeypatch.setenv("KD_MESSAGES_EXECUTOR_CREDENTIALS", role)
+    end = _records_in_one_interval(kinesis_client, stack["stream"], [event(i) for i in range(4)])
+
+    dag_run = run(dags().load, end)
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    assert len(doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']}")) == 4
+    sessions = assumed_roles(moto_sts, role)
+    # The loaders ran in this process (use_spark=False) and assumed the role once for the process.
+    assert [entry["session_name"] for entry in sessions] == [f"kinesis-doris-{os.getpid()}"]

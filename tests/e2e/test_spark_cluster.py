@@ -139,7 +139,7 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
         assert DORIS_PASSWORD not in line and AWS_SECRET not in line and SPARK_AUTH_SECRET not in line
     assert "authentication enabled" in master.log_path.read_text(), "the cluster did not require authentication"
     # The executors ran in the worker's own folders, where only spark-submit's --files put the credentials.
-    shipped = list((worker.log_path.parent / "worker-work").glob("app-*/*/credentials.json"))
+    shipped = list((worker.log_path.parent / "worker-work").glob("app-*/*/credentials-*.json"))
     assert shipped, "spark-submit shipped no credentials file to the executors"
 
 

@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import replace
@@ -86,7 +87,7 @@ for argument in "$@"; do
     if [ "$previous" = "--job-file" ]; then
         cp "$argument" "$KD_FAKE_SPARK_OUT/job.json"
         echo "$argument" > "$KD_FAKE_SPARK_OUT/job_path"
-        stat -c %a "$(dirname "$argument")/credentials.json" > "$KD_FAKE_SPARK_OUT/credentials_mode"
+        stat -c %a "$(dirname "$argument")"/credentials-*.json > "$KD_FAKE_SPARK_OUT/credentials_mode"
     fi
     if [ "$previous" = "--properties-file" ]; then
         echo "$(stat -c %a "$argument") $(grep secret "$argument")" > "$KD_FAKE_SPARK_OUT/properties"
@@ -124,7 +125,7 @@ def test_spark_submit_gets_files_not_secrets(proof_stack, tmp_path: Path, monkey
 
     argv = (out / "argv").read_text().splitlines()
     assert argv[:2] == ["--master", "spark://127.0.0.1:7077"] and "--job-file" in argv
-    assert argv[argv.index("--files") + 1].endswith("/credentials.json")
+    assert re.fullmatch(r".*/credentials-kinesis-doris-\w+\.json", argv[argv.index("--files") + 1])
     assert (out / "credentials_mode").read_text().strip() == "600"
     assert (out / "properties").read_text().strip() == "600 spark.authenticate.secret=" + SPARK_AUTH_SECRET
     assert not os.path.exists((out / "job_path").read_text().strip()), "the private folder is removed"

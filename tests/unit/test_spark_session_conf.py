@@ -3,6 +3,8 @@ collector (it only schedules the Python workers), unless the user's conf says ot
 
 from __future__ import annotations
 
+import pytest
+
 from airflow_provider_kinesis_doris.spark.runner import LOCAL_DRIVER_JAVA_OPTIONS, SparkSettings, _session_conf
 
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
@@ -14,7 +16,6 @@ def test_a_local_session_gets_the_light_jvm_options() -> None:
 
 
 def test_a_cluster_or_connect_session_and_the_users_own_options_are_left_alone() -> None:
-    assert JAVA_OPTIONS not in _session_conf(SparkSettings(master="spark://127.0.0.1:7077"))
     assert JAVA_OPTIONS not in _session_conf(SparkSettings(remote="sc://127.0.0.1:15002"))
     mine = SparkSettings(master="local[2]", conf={JAVA_OPTIONS: "-Xmx2g"})
     assert _session_conf(mine)[JAVA_OPTIONS] == "-Xmx2g"
@@ -29,7 +30,7 @@ def test_a_submission_ships_the_credentials_file_and_names_it_for_sparkfiles_onl
     Credentials(doris_password="pw-on-no-command-line", aws_secret_access_key="aws-secret-on-none").write(str(secret_file))
     job_file = tmp_path / "job.json"
 
-    submission = prepare_submission(job(credentials_file=str(secret_file)), SparkSettings(master="yarn"), job_file, tmp_path / "r.json")
+    submission = prepare_submission(job(credentials_file=str(secret_file)), SparkSettings(), job_file, tmp_path / "r.json")
 
     # An executor on another host has no such path: spark-submit carries the file, and the job
     # names it without a folder so that executors look it up with SparkFiles, never at the driver's path.
@@ -61,3 +62,10 @@ def test_a_submission_never_gets_the_local_loopback_settings() -> None:
     conf = _session_conf(SparkSettings(submitter=lambda submission: None))
 
     assert "spark.driver.host" not in conf and "spark.driver.bindAddress" not in conf and JAVA_OPTIONS not in conf
+
+
+def test_a_cluster_master_in_the_task_process_is_refused_pointing_to_the_connections() -> None:
+    from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"'spark://127.0.0.1:7077'.*local mode only.*spark_conn_id"):
+        SparkSettings(master="spark://127.0.0.1:7077")
