@@ -505,14 +505,14 @@ class TimedRunner:
 
     def __init__(self, master: str) -> None:
         self.master = master
-        self.settings = SparkSettings(master=master)
+        self.settings = None if master == IN_PROCESS else SparkSettings(master=master)
         self.started = 0.0
         self.seconds = 0.0
         self.reports: list[RangeReport] = []
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         self.started = time.perf_counter()
-        if self.master == IN_PROCESS:
+        if self.settings is None:
             self.reports = run_here(job, credentials)
         else:
             self.reports = run_spark_job(job, credentials, self.settings)
