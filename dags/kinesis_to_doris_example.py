@@ -54,6 +54,7 @@ with DAG(
         seal_grace=timedelta(seconds=int(os.environ.get("KD_EXAMPLE_SEAL_GRACE_SECONDS", "60"))),
         metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"),
         required_fields=("event_id",),
+        read_mode=os.environ.get("KD_EXAMPLE_READ_MODE", "polling"),
         use_spark=os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true",
         spark_master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"),
     )

@@ -171,3 +171,13 @@ def dag_file_in_a_bundle(monkeypatch: pytest.MonkeyPatch, folder: Path, bundle: 
         {"name": bundle, "classpath": local, "kwargs": {"path": str(folder)}},
     ]))  # fmt: skip
     return path
+
+
+@pytest.fixture
+def efo_server(kinesis_mock_endpoint: str) -> Iterator[Any]:
+    """A SubscribeToShard server in front of kinesis-mock (``kinesis_doris_devstack.efo_server``),
+    with short subscriptions and heartbeats; stopped after the test."""
+    from kinesis_doris_devstack.efo_server import EfoServer
+
+    with EfoServer(kinesis_mock_endpoint, subscription_seconds=20, heartbeat_seconds=0.2, poll_seconds=0.05) as server:
+        yield server

@@ -107,6 +107,7 @@ class RangeReport:
     last_position: str | None = None
     millis_behind_latest: int | None = None
     get_records_calls: int = 0
+    subscribe_calls: int = 0
     seconds: float = 0.0
     failure: dict[str, Any] | None = None
     """The range's typed error (:class:`RangeFailure` as a dict) when it could not be loaded."""
@@ -303,6 +304,7 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
     report.millis_behind_latest = outcome.millis_behind_latest
     report.get_records_calls = outcome.get_records_calls
+    report.subscribe_calls = outcome.subscribe_calls
     report.seconds = round(time.monotonic() - started, 3)
     log.info(
         "shard %s interval %s: %d records, %d rows loaded, %d filtered, %d dead-lettered, %d chunks (%d already loaded)",
@@ -323,7 +325,7 @@ def _read_and_load(
         shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
     )  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
-    reader = RangeReader(clients.kinesis, shard_range, store)
+    reader = RangeReader(clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn)
     contents = {} if fresh else _settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})

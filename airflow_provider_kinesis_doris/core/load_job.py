@@ -161,6 +161,9 @@ class PipelineConfig:
     :param max_bad_record_ratio: the share of a chunk's rows Doris may refuse; they become dead
         letters. Above it (and from ``core.load.FEW_REFUSED_ROWS`` rows) the load fails: the
         table and the records probably do not match.
+    :param efo_consumer_arn: a registered stream consumer: loaders read their ranges through it
+        with enhanced fan-out (``SubscribeToShard``) instead of GetRecords
+        (``core.kinesis.consumer.ensure_consumer`` gives it, on the driver).
     """
 
     pipeline_id: str
@@ -181,6 +184,7 @@ class PipelineConfig:
     parallelism: int | None = None
     retry_policy: RetryPolicy = RetryPolicy()
     max_bad_record_ratio: float = 0.5
+    efo_consumer_arn: str | None = None
 
     def __post_init__(self) -> None:
         if self.transform_path and self.mapping.transform is None:

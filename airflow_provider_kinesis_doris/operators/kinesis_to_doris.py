@@ -30,6 +30,7 @@ from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner,
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
@@ -110,6 +111,14 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         where order cannot matter: DUPLICATE KEY, or UNIQUE KEY with a sequence column).
     :param waiting_warn_after: a child shard that has waited for its parents longer than this
         (its run fails with ``ShardsWaiting`` and is retried) is logged as an error.
+    :param read_mode: ``"polling"`` (default): loaders read with GetRecords, sharing each shard's
+        2 MiB/s and 5 calls/s with the stream's other consumers. ``"efo"``: enhanced fan-out, through
+        a registered stream consumer with its own 2 MiB/s per shard, pushed by ``SubscribeToShard``
+        (registered if missing and kept across runs; see ``docs/efo.md``). Both modes cut the same
+        ranges and load them under the same labels, so a run may replay in one mode what another
+        loaded in the other.
+    :param efo_consumer_name: the consumer's name with ``read_mode="efo"``; default
+        ``kinesis-doris-<pipeline id>``. (templated)
     :param use_spark: load with Spark (default). ``False`` loads the ranges in the task's own
         process, ``driver_concurrency`` range groups at a time (each holds at most two chunks in
         memory): for small streams, where Spark's start-up (~15 s) dominates. ``"auto"`` decides
@@ -146,6 +155,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     template_fields: Sequence[str] = (
         *PipelineArgumentsMixin.template_fields,
         "dead_letter_table",
+        "efo_consumer_name",
         "load_options",
         "load_headers",
         "spark_master",
@@ -183,6 +193,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         dead_letter_table_properties: Mapping[str, str] | None = None,
         relaxed_order: bool = False,
         waiting_warn_after: timedelta = timedelta(hours=1),
+        read_mode: Literal["polling", "efo"] = "polling",
+        efo_consumer_name: str | None = None,
         use_spark: bool | Literal["auto"] = True,
         in_process_max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS,
         spark_master: str = "local[*]",
@@ -219,6 +231,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.waiting_warn_after = waiting_warn_after
+        if read_mode not in ("polling", "efo"):
+            raise AirflowException(f"read_mode must be 'polling' or 'efo', got {read_mode!r}")
+        self.read_mode = read_mode
+        self.efo_consumer_name = efo_consumer_name
         if use_spark not in (True, False, "auto"):
             raise AirflowException(f"use_spark must be True, False or 'auto', got {use_spark!r}")
         if in_process_max_records < 0:
@@ -279,6 +295,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.create_checkpoint_table:
             store.create_table_if_missing()
         self._check_tables(doris_hook, database, table, config.dead_letter_table)
+        if self.read_mode == "efo":
+            config = replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
         lanes = self.driver_concurrency
         spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
         in_process = steps.loading(
@@ -333,6 +351,18 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             relaxed_order=self.relaxed_order,
             parallelism=self.parallelism,
         )
+
+    def _efo_consumer(self, aws_hook: KinesisPipelineHook, pipeline_id: str) -> str:
+        name = self.efo_consumer_name or consumer_name(pipeline_id)
+        try:
+            arn = ensure_consumer(aws_hook.kinesis, self.stream_name, name)
+        except Exception as exc:
+            raise AirflowException(
+                f"Registering the stream consumer {name!r} for read_mode='efo' failed; nothing was planned or loaded: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        self.log.info("Reading through stream consumer %s (enhanced fan-out)", arn)
+        return arn
 
     def _spark_settings(self) -> SparkSettings:
         """How to run the Spark job; a submitter is kept for ``on_kill``."""

@@ -32,11 +32,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
 from kinesis_doris_devstack.doris_loads import (
     LoadError,
     LoadOptions,
@@ -410,21 +411,13 @@ class _Handler(BaseHTTPRequestHandler):
         return split.path, parse_qs(split.query, keep_blank_values=True)
 
 
-class _StandInHTTPServer(ThreadingHTTPServer):
+class _StandInHTTPServer(QuietThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler], cluster: _Cluster) -> None:
         self.cluster = cluster
         super().__init__(address, handler)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Clients hanging up mid-request are normal for a load server: log, don't dump to stderr."""
-        error = sys.exc_info()[1]
-        if isinstance(error, (ConnectionError, TimeoutError)):
-            log.debug("client %s went away: %s", client_address, error)
-        else:
-            log.exception("request from %s failed", client_address)
 
 
 _STREAM_LOAD = re.compile(r"^/api/([^/]*)/([^/]*)/_stream_load$")

@@ -5,10 +5,11 @@ from __future__ import annotations
 import importlib.util
 import itertools
 from datetime import datetime, timezone
+from typing import Any
 
 import pytest
 
-from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_events, wait_past
 from tests.conftest import REPO_ROOT, use_local_stack_connections
 
 DB = "e2e"
@@ -62,3 +63,17 @@ def aligned_grid(count: int) -> list[int]:
     now_s = int(datetime.now(timezone.utc).timestamp())
     first = (now_s // INTERVAL_S + 1) * INTERVAL_S
     return [(first + i * INTERVAL_S) * 1000 for i in range(count + 1)]
+
+
+def events_per_interval(kinesis_client: Any, stream: str, intervals: int, per_interval: int) -> tuple[list[int], list[int]]:
+    """Put ``per_interval`` events into each of ``intervals`` intervals on the DAG's grid (ids
+    ``i * 1000 + n``), waiting until the last one has passed; returns the bounds and the ids."""
+    bounds = aligned_grid(intervals)
+    produced: list[int] = []
+    for i in range(intervals):
+        wait_past(bounds[i])
+        ids = list(range(i * 1000, i * 1000 + per_interval))
+        put_events(kinesis_client, stream, [event(e) for e in ids])
+        produced += ids
+    wait_past(bounds[intervals])
+    return bounds, produced

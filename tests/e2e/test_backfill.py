@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kinesis_doris_devstack.scenario import event, put_events, wait_past
 from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 from tests.e2e.airflow_services import airflow3_services, airflow_cli
-from tests.e2e.conftest import DB, aligned_grid
+from tests.e2e.conftest import DB, events_per_interval
 
 # Spark itself is covered by the dag.test and cluster tests; here each task loads in its own
 # process, so several backfill runs at once do not start a JVM each on a 2-core machine.
@@ -77,14 +76,7 @@ def _create_backfill(env: dict[str, str], *args: str) -> None:
 
 def test_backfills_load_every_interval_exactly_once(example, monkeypatch, kinesis_client, doris_server, tmp_path: Path) -> None:
     interval_s = int(os.environ["KD_EXAMPLE_INTERVAL_SECONDS"])
-    bounds = aligned_grid(4)
-    produced: list[int] = []
-    for i in range(4):
-        wait_past(bounds[i])
-        ids = list(range(i * 1000, i * 1000 + 20))
-        put_events(kinesis_client, example["stream"], [event(e) for e in ids])
-        produced += ids
-    wait_past(bounds[4])
+    bounds, produced = events_per_interval(kinesis_client, example["stream"], 4, 20)
     monkeypatch.setenv("KD_EXAMPLE_START", _iso(bounds[0]))
     monkeypatch.setenv("KD_EXAMPLE_END", _iso(bounds[3]))
     monkeypatch.setenv("KD_EXAMPLE_MAX_ACTIVE_RUNS", "3")

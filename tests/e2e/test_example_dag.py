@@ -9,20 +9,13 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from kinesis_doris_devstack.scenario import event, put_events, wait_past
-from tests.e2e.conftest import CHECKPOINT_TABLE, DB, aligned_grid, load_example_dag, run_dag_test
+from tests.e2e.conftest import CHECKPOINT_TABLE, DB, aligned_grid, events_per_interval, load_example_dag, run_dag_test
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 
 
 def test_three_intervals_then_replays_load_exactly_once(example, kinesis_client, dynamodb_client, doris_server) -> None:
-    bounds = aligned_grid(3)
-    produced: list[int] = []
-    for i in range(3):
-        wait_past(bounds[i])
-        ids = list(range(i * 1000, i * 1000 + 30))
-        put_events(kinesis_client, example["stream"], [event(e) for e in ids])
-        produced += ids
-    wait_past(bounds[3])
+    bounds, produced = events_per_interval(kinesis_client, example["stream"], 3, 30)
     dag = load_example_dag()
 
     for _ in range(2):  # the second pass replays every interval
@@ -73,3 +66,32 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(example, monkeypa
     assert str(dag_run.state) in ("success", "DagRunState.SUCCESS"), dag_run.state
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
     assert [row[0] for row in rows] == list(range(40))
+
+
+def test_efo_loads_the_example_stream_exactly_once_and_polling_replays_of_it_load_nothing(
+    example, monkeypatch, kinesis_client, dynamodb_endpoint, doris_server, efo_server
+) -> None:
+    """``read_mode="efo"`` through the whole product: the task registers the consumer, Spark's
+    executors read through SubscribeToShard (the devstack's server in front of kinesis-mock, which
+    the AWS connection points at), and replays of the same intervals in polling mode add nothing."""
+    from tests.conftest import use_local_stack_connections
+
+    use_local_stack_connections(monkeypatch, efo_server.endpoint, dynamodb_endpoint, doris_server, DB)
+    bounds, produced = events_per_interval(kinesis_client, example["stream"], 2, 20)
+
+    for mode in ("efo", "polling"):
+        monkeypatch.setenv("KD_EXAMPLE_READ_MODE", mode)
+        dag = load_example_dag()
+        for end in bounds[1:]:
+            dag_run = run_dag_test(dag, datetime.fromtimestamp(end / 1000, tz=timezone.utc))
+            assert str(dag_run.state) in ("success", "DagRunState.SUCCESS"), (mode, dag_run.state)
+        if mode == "efo":
+            assert efo_server.subscribe_calls >= 2, "the executors read through the consumer"
+            subscribed = efo_server.subscribe_calls
+
+    assert efo_server.subscribe_calls == subscribed, "the polling replays subscribed to nothing"
+    rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
+    assert [row[0] for row in rows] == sorted(produced)
+    stream_arn = kinesis_client.describe_stream_summary(StreamName=example["stream"])["StreamDescriptionSummary"]["StreamARN"]
+    consumers = kinesis_client.list_stream_consumers(StreamARN=stream_arn)["Consumers"]
+    assert [(c["ConsumerName"], c["ConsumerStatus"]) for c in consumers] == [(f"kinesis-doris-{example['pipeline_id']}", "ACTIVE")]

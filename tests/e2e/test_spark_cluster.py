@@ -1,8 +1,9 @@
 """The load job submitted with spark-submit, through the apache-spark provider's ``spark``
 connection, to a standalone Spark cluster on loopback gives the same result as the in-process
 run. The cluster requires ``spark.authenticate`` (the secret is the connection's password) and
-encrypts its RPC; its executors run a Python without Airflow, in folders of their own, and read
-the credentials only from what spark-submit shipped. No secret ever shows on a process command
+encrypts its RPC; its executors run a Python without Airflow, in folders of their own, read
+the credentials only from what spark-submit shipped, and read Kinesis through enhanced fan-out
+(the local run polls: same rows, dead letters and summary). No secret ever shows on a process command
 line (I8)."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_int
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, sealed_end, wait_past
@@ -78,7 +80,8 @@ class CommandLines:
 
 
 def test_submitted_job_on_a_cluster_matches_the_in_process_run(
-    spark_cluster, monkeypatch, kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server
+    spark_cluster, monkeypatch, kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpoint, doris_server,
+    efo_server,
 ) -> None:
     assert EXECUTOR_PYTHON.exists(), "run `make install`: the executor environment .venv-spark is missing"
     stream = f"cluster-e2e-{next(_names)}-{now_ms()}"
@@ -91,7 +94,7 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     credentials = Credentials(doris_password=DORIS_PASSWORD, aws_access_key_id="testing", aws_secret_access_key=AWS_SECRET)
 
-    def load(table: str, settings: SparkSettings):  # type: ignore[no-untyped-def]
+    def load(table: str, settings: SparkSettings, consumer: str | None = None):  # type: ignore[no-untyped-def]
         doris_server.execute_sql(DB, events_table_ddl(table))
         doris_server.execute_sql(DB, f"CREATE TABLE {table}_dl (stream_name VARCHAR(128), shard_id VARCHAR(64), "
                                      "sequence_number VARCHAR(64), sub_sequence_number INT, arrival_ms BIGINT, "
@@ -101,7 +104,8 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
             pipeline_id=f"{stream}.{table}", stream_name=stream, checkpoint_table="cluster_checkpoints",
             doris_database=DB, doris_table=table, dead_letter_table=f"{table}_dl",
             doris=DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER),
-            aws=AwsSettings("us-east-1", kinesis_mock_endpoint, dynamodb_endpoint),
+            aws=AwsSettings("us-east-1", efo_server.endpoint if consumer else kinesis_mock_endpoint, dynamodb_endpoint),
+            efo_consumer_arn=consumer,
             load_options=StreamLoadOptions.json_lines(), chunk_limits=ChunkLimits(max_rows=20),
             mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
         )  # fmt: skip
@@ -123,10 +127,13 @@ def test_submitted_job_on_a_cluster_matches_the_in_process_run(
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("SPARK_HOME", str(Path(pyspark.__file__).parent))
     submitter = LoadJobSubmitter("spark_cluster")
+    # The cluster's executors read through enhanced fan-out; the local run polled.
+    consumer = ensure_consumer(kinesis_client, stream, "cluster-e2e")
     with CommandLines() as command_lines:
         cluster_summary, cluster_rows, cluster_dead = load("events_cluster", SparkSettings(
             submitter=submitter, auth_secret=submitter.auth_secret, python=str(EXECUTOR_PYTHON), conf=ENCRYPTED,
-        ))  # fmt: skip
+        ), consumer)  # fmt: skip
+    assert efo_server.subscribe_calls >= 3, "the executors subscribed to every shard"
 
     assert [row[0] for row in cluster_rows] == list(range(90))
     assert cluster_rows == local_rows and len(cluster_dead) == len(local_dead) == 1

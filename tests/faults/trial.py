@@ -1,8 +1,13 @@
 """One seeded fault-injection trial: produce, run an interval with a fault, recover, count.
 
 A trial is a pure function of its seed: the matrix cell (table model, KPL aggregation, reshard,
-concurrent second run), the fault and where it strikes, the chunk size and the records all come
-from ``random.Random(seed)``. Names are fresh per trial, so trials share only the servers.
+concurrent second run, read modes), the fault and where it strikes, the chunk size and the records
+all come from ``random.Random(seed)``. Names are fresh per trial, so trials share only the servers.
+
+Read modes: the faulty run and the recovery each read with GetRecords (``polling``) or through a
+stream consumer (``efo``, ``SubscribeToShard`` on the devstack's event-stream server in front of
+kinesis-mock, whose subscriptions expire after a second); a recovery in the other mode than the
+faulty run replays what it loaded, which must load nothing twice.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from botocore.config import Config
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position, RangeState
@@ -33,6 +39,7 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from kinesis_doris_devstack.doris_server import DorisServer
+from kinesis_doris_devstack.efo_server import EfoServer
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, client_error, runner_with, with_clients
 from tests.faults.tally import Delivery, ProofTally
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, sealed_end, wait_past
@@ -73,7 +80,13 @@ STORE_FAULTS = ("dynamodb_throttled", "dynamodb_conditional_conflict", "crash_af
 # Writes of the checkpoint store: items one by one, and grouped or together in transactions.
 DYNAMODB_WRITES = ("put_item", "update_item", "transact_write_items")
 LABEL_EXPIRED = "label_expired"
-FAULT_KINDS = (*CRASHES, *SINK_FAULTS, *SOURCE_FAULTS, *STORE_FAULTS, LABEL_EXPIRED)
+# Enhanced fan-out: subscriptions ended while a range is read (as Kinesis does after 5 minutes),
+# held by another subscriber when the run subscribes, or failing with an exception event.
+EFO_FAULTS = ("efo_subscription_expired", "efo_resource_in_use", "efo_stream_failure")
+FAULT_KINDS = (*CRASHES, *SINK_FAULTS, *SOURCE_FAULTS, *STORE_FAULTS, LABEL_EXPIRED, *EFO_FAULTS)
+READ_MODES = (("polling", "polling"), ("polling", "polling"), ("efo", "efo"), ("efo", "polling"), ("polling", "efo"))
+"""(faulty run, recovery), drawn per trial; the EFO faults read the faulty run with ``efo``."""
+EFO_CONSUMER = "proof-consumer"
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,8 @@ class TrialSpec:
     chunk_rows: int
     rival_chunk_rows: int
     """Rows per chunk of the concurrent run: a rerun may come with another chunk size."""
+    read_modes: tuple[str, str] = ("polling", "polling")
+    """How the faulty run (and a concurrent one) and the recovery read: ``polling`` or ``efo``."""
 
     @classmethod
     def from_seed(cls, seed: int) -> TrialSpec:
@@ -109,15 +124,24 @@ class TrialSpec:
             events=rng.randint(10, 24),
             chunk_rows=rng.randint(2, 6),
             rival_chunk_rows=rng.randint(2, 6),
+            read_modes=_read_modes(seed),
         )
 
     @property
     def cell(self) -> str:
         return "/".join((self.model, "kpl" if self.kpl else "plain", self.reshard or "static",
-                         "concurrent" if self.concurrent else "single"))  # fmt: skip
+                         "concurrent" if self.concurrent else "single", "+".join(self.read_modes)))  # fmt: skip
 
     def __str__(self) -> str:
         return f"seed {self.seed} [{self.cell}] {self.fault} nth={self.nth} times={self.times}"
+
+
+def _read_modes(seed: int) -> tuple[str, str]:
+    """Drawn apart from the rest of the spec, so that adding read modes left every other draw of
+    a seed as it was."""
+    if FAULT_KINDS[seed % len(FAULT_KINDS)] in EFO_FAULTS:
+        return ("efo", random.Random(seed * 7919).choice(("efo", "polling")))
+    return random.Random(seed * 7919).choice(READ_MODES)
 
 
 @dataclass(frozen=True)
@@ -128,6 +152,11 @@ class Stack:
     dynamodb_endpoint: str
     doris: DorisServer
     doris_short_labels: DorisServer
+    efo: EfoServer
+
+    def kinesis_for(self, mode: str) -> Any:
+        """A Kinesis client reading in ``mode``: kinesis-mock, or the event-stream server in front of it."""
+        return aws_client("kinesis", self.efo.endpoint if mode == "efo" else self.kinesis_endpoint)
 
 
 @dataclass
@@ -315,9 +344,11 @@ class Armed:
 
 def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfig) -> Armed:
     """Wrap the real clients so that ``spec.fault`` strikes at ``spec.nth``."""
-    kinesis = aws_client("kinesis", stack.kinesis_endpoint)
+    kinesis = stack.kinesis_for(spec.read_modes[0])
     dynamodb = aws_client("dynamodb", stack.dynamodb_endpoint)
     store = DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, config.pipeline_id)
+    if spec.fault in EFO_FAULTS:
+        return _arm_efo(spec, stack, config, kinesis, store)
     if spec.fault in CRASHES:
         target, method, applied = CRASHES[spec.fault]
         wrapped = FailOnNthCall(kinesis if target == "kinesis" else store, method, spec.nth, applied=applied)
@@ -358,6 +389,41 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
     return Armed(kinesis, store, lambda: spec.times - doris.pending_faults(), disarm=doris.clear_faults)
 
 
+def _arm_efo(spec: TrialSpec, stack: Stack, config: PipelineConfig, kinesis: Any, store: Any) -> Armed:
+    efo, consumer = stack.efo, config.efo_consumer_arn
+    assert consumer is not None, f"{spec}: an EFO fault needs the faulty run to read through a consumer"
+    if spec.fault == "efo_subscription_expired":
+        # While the loader writes a chunk's intent, its reader's subscriptions end.
+        wrapped = FailOnNthCall(store, "put_chunk_intent_with_content", spec.nth, before=efo.expire_subscriptions,
+                                times=spec.times)  # fmt: skip
+        return Armed(kinesis, wrapped, lambda: wrapped.fired)
+    if spec.fault == "efo_resource_in_use":
+        shards = [shard["ShardId"] for shard in kinesis.list_shards(StreamName=config.stream_name)["Shards"]]
+        held = [shard for shard in shards if efo.occupy(consumer, shard)]
+        refused = efo.refused_in_use
+        stop = threading.Event()
+
+        def let_go_after_refusals() -> None:
+            # Another subscriber holds every shard until the run was refused ``times`` times
+            # (the loader backs off and retries), then lets go.
+            while efo.refused_in_use - refused < spec.times and not stop.wait(0.05):
+                pass
+            for shard in held:
+                efo.release(consumer, shard)
+
+        releaser = threading.Thread(target=let_go_after_refusals, daemon=True)
+        releaser.start()
+
+        def disarm() -> None:
+            stop.set()
+            releaser.join()
+
+        return Armed(kinesis, store, lambda: min(efo.refused_in_use - refused, 1), disarm=disarm)
+    for _ in range(spec.times):
+        efo.fail_next_event("InternalFailureException", consumer_arn=consumer)
+    return Armed(kinesis, store, lambda: int(efo.pending_failures() < spec.times), disarm=efo.clear_failures)
+
+
 def _bump_counters(rival: DynamoCheckpointStore) -> None:
     """A concurrent writer updates every shard first: the real conditional write then fails."""
     for shard in rival.list_shard_checkpoints():
@@ -388,7 +454,7 @@ def _fault_phase(spec: TrialSpec, config: PipelineConfig, start: int, end: int, 
     errors: list[BaseException] = []
     runs = [lambda: run_with(config, start, end, armed.kinesis, armed.store, armed.planner_kinesis)]
     if spec.concurrent:
-        kinesis = aws_client("kinesis", stack.kinesis_endpoint)
+        kinesis = stack.kinesis_for(spec.read_modes[0])
         store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
         rival = replace(config, chunk_limits=ChunkLimits(max_rows=spec.rival_chunk_rows))
         runs.append(lambda: run_with(rival, start, end, kinesis, store))
@@ -407,10 +473,10 @@ def _fault_phase(spec: TrialSpec, config: PipelineConfig, start: int, end: int, 
 
 
 def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: DorisServer,
-             produced: Produced) -> tuple[IntervalResult | None, list[BaseException], int]:  # fmt: skip
-    """Re-run the interval cleanly until it succeeds (a run with waiting shards fails); resolve an unresolvable
-    chunk as its message tells an operator to."""
-    kinesis = aws_client("kinesis", stack.kinesis_endpoint)
+             produced: Produced, mode: str) -> tuple[IntervalResult | None, list[BaseException], int]:  # fmt: skip
+    """Re-run the interval cleanly, reading in ``mode``, until it succeeds (a run with waiting
+    shards fails); resolve an unresolvable chunk as its message tells an operator to."""
+    kinesis = stack.kinesis_for(mode)
     store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
     errors: list[BaseException] = []
     unresolvable = 0
@@ -509,6 +575,10 @@ def _trial_on(stream: str, table: str, spec: TrialSpec, stack: Stack,
     if spec.fault == "slow":
         config = replace(config, doris=replace(config.doris, read_timeout_seconds=SLOW_READ_TIMEOUT_SECONDS))
     config = configure(config)
+    consumer = ensure_consumer(aws_client("kinesis", stack.kinesis_endpoint), stream, EFO_CONSUMER) \
+        if "efo" in spec.read_modes else None
+    in_mode = {mode: replace(config, efo_consumer_arn=consumer if mode == "efo" else None) for mode in set(spec.read_modes)}
+    config = in_mode[spec.read_modes[0]]
     armed = arm(spec, stack, doris, config)
     failures = _fault_phase(spec, config, start, end, armed, stack)
     fired = armed.fired()
@@ -516,7 +586,8 @@ def _trial_on(stream: str, table: str, spec: TrialSpec, stack: Stack,
     _assert_checkpoints_follow_the_sink(spec, config, doris, produced)
     if spec.fault == LABEL_EXPIRED:
         time.sleep(SHORT_LABEL_KEEP_SECONDS + 0.3)
-    last, recovery_errors, unresolvable = _recover(config, start, end, stack, doris, produced)
+    last, recovery_errors, unresolvable = _recover(in_mode[spec.read_modes[1]], start, end, stack, doris, produced,
+                                                   spec.read_modes[1])  # fmt: skip
     assert last is not None, f"{spec}: no clean run within {RECOVERY_RUNS} runs: {[repr(e) for e in recovery_errors]}"
     time.sleep(0.25)  # a Publish Timeout load becomes visible a moment later
     delivered = table_ids(doris, table) + dead_letter_ids(doris, f"{table}_dead_letter")

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
     timestamp_of_ms,
 )
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
+from airflow_provider_kinesis_doris.core.kinesis.subscription import SubscriptionPager
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -73,6 +75,7 @@ class ReadOutcome:
     :param records: how many user records were handed out.
     :param get_records_calls: GetRecords calls made, throttled ones included.
     :param millis_behind_latest: MillisBehindLatest of the last page, if any page was read.
+    :param subscribe_calls: SubscribeToShard calls made (enhanced fan-out), refused ones included.
     """
 
     start: Boundary
@@ -82,6 +85,7 @@ class ReadOutcome:
     records: int
     get_records_calls: int
     millis_behind_latest: int | None
+    subscribe_calls: int = 0
 
 
 def iterator_request(start: Boundary) -> dict[str, Any]:
@@ -141,6 +145,9 @@ class RangeReader:
 
     :param kinesis_client: a boto3 Kinesis client.
     :param shard_range: the range to read; its boundaries may be PENDING.
+    :param consumer_arn: a registered stream consumer to read through with enhanced fan-out
+        (``SubscribeToShard``), instead of GetRecords. Either way the same records are handed out
+        and the same boundaries are cut.
     :param boundaries: where boundaries are stored; PENDING ones are settled through it.
     :param limit: records per GetRecords call, 1..10000.
     :param max_throttle_retries: retries of one throttled call before its error is raised.
@@ -156,6 +163,7 @@ class RangeReader:
         shard_range: ShardRange,
         boundaries: BoundaryStore,
         *,
+        consumer_arn: str | None = None,
         limit: int = MAX_RECORDS_PER_CALL,
         max_throttle_retries: int = 10,
         sleep: Callable[[float], None] = time.sleep,
@@ -165,6 +173,7 @@ class RangeReader:
         if not 1 <= limit <= MAX_RECORDS_PER_CALL:
             raise ConfigurationError(f"limit must be 1..{MAX_RECORDS_PER_CALL}, got {limit}")
         self._range = shard_range
+        self._consumer_arn = consumer_arn
         self._store = boundaries
         self._sleep = sleep
         self._clock = clock
@@ -193,16 +202,29 @@ class RangeReader:
                 state.end = self._settle_end(state, self._cut(state.end, BoundaryKind.SHARD_END))
         elif state.start.is_concrete and not _is_empty(state.start, state.end):
             yield from self._read_records(state)
-        self._outcome = state.outcome(self._shard.get_records_calls)
+        self._outcome = state.outcome(self._shard.get_records_calls, self._shard.subscribe_calls)
         log.info(
-            "Read %d records of shard %s (%s): %s .. %s, drained=%s, %d GetRecords calls, %s ms behind",
+            "Read %d records of shard %s (%s): %s .. %s, drained=%s, %d GetRecords and %d SubscribeToShard "
+            "calls, %s ms behind",
             state.records, self._range.shard_id, self._range.stream_name, state.start.describe(),
-            state.end.describe(), state.drained, self._shard.get_records_calls, state.millis_behind,
+            state.end.describe(), state.drained, self._shard.get_records_calls, self._shard.subscribe_calls,
+            state.millis_behind,
         )  # fmt: skip
 
+    def _pager(self, opening: dict[str, Any]) -> Pager | SubscriptionPager:
+        if self._consumer_arn:
+            return SubscriptionPager(self._shard, self._consumer_arn, opening)
+        return Pager(self._shard, opening)
+
     def _read_records(self, state: _ReadState) -> Iterator[KinesisRecord]:
+        pager = self._pager(iterator_request(state.start))
+        try:
+            yield from self._page_through(pager, state)
+        finally:
+            pager.close()  # frees the consumer's subscription to the shard for the next reader
+
+    def _page_through(self, pager: Pager | SubscriptionPager, state: _ReadState) -> Iterator[KinesisRecord]:
         """Page through the shard from the concrete start until the end is met and settled."""
-        pager = Pager(self._shard, iterator_request(state.start))
         progress = _ProgressLog(self._range.shard_id, self._clock)
         # AT/AFTER starts open at their own record: the first record returned must be that one.
         expected = state.start.position.sequence if state.start.position is not None else None
@@ -242,7 +264,10 @@ class RangeReader:
     def _locate_pending_start(self, start: Boundary) -> Boundary:
         """Make a PENDING start concrete: AT the first record at or after its instant, or
         SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
-        pager = Pager(self._shard, iterator_request(start))
+        with closing(self._pager(iterator_request(start))) as pager:
+            return self._first_cut_at_or_after(pager, start)
+
+    def _first_cut_at_or_after(self, pager: Pager | SubscriptionPager, start: Boundary) -> Boundary:
         while True:
             page = pager.next_page()
             if page.records:
@@ -336,9 +361,9 @@ class _ReadState:
     drained: bool = False
     millis_behind: int | None = None
 
-    def outcome(self, get_records_calls: int) -> ReadOutcome:
+    def outcome(self, get_records_calls: int, subscribe_calls: int) -> ReadOutcome:
         return ReadOutcome(self.start, self.end, self.drained, self.last_position, self.records,
-                           get_records_calls, self.millis_behind)  # fmt: skip
+                           get_records_calls, self.millis_behind, subscribe_calls)  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -41,9 +41,16 @@ class Page:
         return not self.records and self.millis_behind == 0
 
 
+# ResourceInUse: a consumer's subscription to the shard is held (by another run or partition, or
+# by its own previous subscription while Kinesis closes it); worth waiting for like throttling.
+SUBSCRIBE_RETRY_ERRORS = THROTTLING_ERRORS | {"ResourceInUseException"}
+MAX_SUBSCRIBE_RETRIES = 30
+"""Back-off of up to 8 s each: a held subscription gets about four minutes to be released."""
+
+
 class ShardClient:
-    """GetShardIterator and GetRecords on one shard, with back-off on throttling and a count of
-    GetRecords calls."""
+    """GetShardIterator, GetRecords and SubscribeToShard on one shard, with back-off on
+    throttling and a count of GetRecords and SubscribeToShard calls."""
 
     def __init__(self, client: Any, stream: str, shard_id: str, limit: int, max_retries: int,
                  sleep: Callable[[float], None]) -> None:  # fmt: skip
@@ -52,8 +59,9 @@ class ShardClient:
         self.shard_id = shard_id
         self._limit = limit
         self._max_retries = max_retries
-        self._sleep = sleep
+        self.sleep = sleep
         self.get_records_calls = 0
+        self.subscribe_calls = 0
 
     def iterator(self, request: dict[str, Any]) -> str:
         """A shard iterator for ``request``; a sequence number the shard no longer holds raises
@@ -64,12 +72,37 @@ class ShardClient:
             )
         except ClientError as error:
             if "StartingSequenceNumber" in request and _is_missing_sequence(error):
-                raise DataTrimmed(
-                    f"Record {request['StartingSequenceNumber']} is not in shard {self.shard_id} of stream "
-                    f"{self.stream}: trimmed by retention before it was loaded (or not from this shard)"
-                ) from error
+                raise self._trimmed(request["StartingSequenceNumber"]) from error
             raise
         return str(response["ShardIterator"])
+
+    def subscribe(self, consumer_arn: str, position: dict[str, Any]) -> Any:
+        """``SubscribeToShard`` from ``position`` (its ``StartingPosition``); returns the event
+        stream. A held subscription is waited for, as throttling is; a sequence number the shard
+        no longer holds raises ``DataTrimmed``.
+
+        .. seealso:: https://docs.aws.amazon.com/kinesis/latest/APIReference/API_SubscribeToShard.html
+        """
+        try:
+            response = self._with_backoff(
+                self._subscribe, retry_on=SUBSCRIBE_RETRY_ERRORS, max_retries=MAX_SUBSCRIBE_RETRIES,
+                ConsumerARN=consumer_arn, ShardId=self.shard_id, StartingPosition=position,
+            )  # fmt: skip
+        except ClientError as error:
+            if "SequenceNumber" in position and _is_missing_sequence(error):
+                raise self._trimmed(position["SequenceNumber"]) from error
+            raise
+        return response["EventStream"]
+
+    def _subscribe(self, **kwargs: Any) -> dict[str, Any]:
+        self.subscribe_calls += 1
+        return self._client.subscribe_to_shard(**kwargs)
+
+    def _trimmed(self, sequence: str) -> DataTrimmed:
+        return DataTrimmed(
+            f"Record {sequence} is not in shard {self.shard_id} of stream {self.stream}: trimmed by retention "
+            "before it was loaded (or not from this shard)"
+        )
 
     def records(self, iterator: str) -> dict[str, Any]:
         return self._with_backoff(self._get_records, ShardIterator=iterator, Limit=self._limit)
@@ -78,18 +111,22 @@ class ShardClient:
         self.get_records_calls += 1
         return self._client.get_records(**kwargs)
 
-    def _with_backoff(self, call: Callable[..., dict[str, Any]], **kwargs: Any) -> dict[str, Any]:
+    def _with_backoff(
+        self, call: Callable[..., dict[str, Any]], retry_on: frozenset[str] = THROTTLING_ERRORS,
+        max_retries: int | None = None, **kwargs: Any,
+    ) -> dict[str, Any]:  # fmt: skip
         attempt = 0
         while True:
             try:
                 return call(**kwargs)
             except ClientError as error:
-                if aws_error_code(error) not in THROTTLING_ERRORS or attempt >= self._max_retries:
+                limit = self._max_retries if max_retries is None else max_retries
+                if aws_error_code(error) not in retry_on or attempt >= limit:
                     raise
                 delay = backoff_delay(attempt)
-                log.warning("Shard %s throttled (%s); retry %d in %.2fs",
+                log.warning("Shard %s: %s; retry %d in %.2fs",
                             self.shard_id, aws_error_code(error), attempt + 1, delay)  # fmt: skip
-                self._sleep(delay)
+                self.sleep(delay)
                 attempt += 1
 
 
@@ -125,6 +162,9 @@ class Pager:
         self._iterator = response.get("NextShardIterator")
         return Page(records, self._iterator, response.get("MillisBehindLatest"))
 
+    def close(self) -> None:
+        """Nothing to release: an iterator needs no closing (``SubscriptionPager`` does)."""
+
     def _resume_request(self) -> dict[str, Any]:
         if self._last_sequence is None:
             return self._opening
@@ -142,15 +182,14 @@ def _is_missing_sequence(error: ClientError) -> bool:
     """GetShardIterator's answer to a sequence number the shard does not hold (any more).
 
     kinesis-mock: ResourceNotFoundException "Unable to find record with provided SequenceNumber".
-    AWS: InvalidArgumentException naming the StartingSequenceNumber (harlow/kinesis-consumer#175),
-    except "... It encodes shardId-..., while it was used in a call to ...": a number of another shard.
+    AWS: InvalidArgumentException naming the StartingSequenceNumber (harlow/kinesis-consumer#175;
+    SubscribeToShard names its StartingPosition's SequenceNumber), except "... It encodes
+    shardId-..., while it was used in a call to ...": a number of another shard.
     """
     message = str(error.response.get("Error", {}).get("Message", "")).lower()
     code = aws_error_code(error)
-    if code == "ResourceNotFoundException":
-        return "sequencenumber" in message
-    if code == "InvalidArgumentException":
-        return "startingsequencenumber" in message and "encodes" not in message
+    if code in ("ResourceNotFoundException", "InvalidArgumentException"):
+        return "sequencenumber" in message and "encodes" not in message
     return False
 
 

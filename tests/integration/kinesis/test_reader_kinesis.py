@@ -1,11 +1,13 @@
 """RangeReader over the real Kinesis wire protocol, on kinesis-mock: every boundary kind, KPL
-aggregates, a split read parent-to-SHARD_END then children, replays, and trimmed starts."""
+aggregates, a split read parent-to-SHARD_END then children, replays, and trimmed starts; each
+with GetRecords and again with enhanced fan-out (``SubscribeToShard`` through the devstack's
+event-stream server in front of kinesis-mock), which must hand out the same records and cut the
+same boundaries."""
 
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -19,8 +21,11 @@ from airflow_provider_kinesis_doris.core.model import (
     Position,
     ShardRange,
 )
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ReadOutcome
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from tests.conftest import _client
+from tests.integration.kinesis.conftest import wait_active
 
 pytestmark = pytest.mark.integration
 
@@ -32,25 +37,6 @@ Expected = tuple[Position, str, bytes]
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def wait_active(client: Any, stream: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        summary = client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
-        if summary["StreamStatus"] == "ACTIVE":
-            return
-        assert time.monotonic() < deadline, f"stream {stream} never became ACTIVE"
-        time.sleep(0.05)
-
-
-@pytest.fixture
-def stream(kinesis_client: Any) -> Iterator[str]:
-    name = f"reader-{uuid.uuid4().hex[:12]}"
-    kinesis_client.create_stream(StreamName=name, ShardCount=1)
-    wait_active(kinesis_client, name)
-    yield name
-    kinesis_client.delete_stream(StreamName=name, EnforceConsumerDeletion=True)
 
 
 def only_shard(client: Any, stream: str) -> str:
@@ -99,8 +85,24 @@ def pending(store: MemoryCheckpointStore, shard: str, instant: int) -> Boundary:
     return store.put_boundary(cut(shard, instant, BoundaryKind.PENDING))
 
 
+@dataclass(frozen=True)
+class Via:
+    """How a test's ranges are read: a Kinesis client, and a consumer for enhanced fan-out."""
+
+    client: Any
+    consumer_arn: str | None = None
+
+
+@pytest.fixture(params=["polling", "efo"])
+def via(request: pytest.FixtureRequest, kinesis_client: Any, stream: str) -> Via:
+    if request.param == "polling":
+        return Via(kinesis_client)
+    efo = request.getfixturevalue("efo_server")
+    return Via(_client("kinesis", efo.endpoint), ensure_consumer(kinesis_client, stream, "reader-it"))
+
+
 def read(
-    client: Any,
+    via: Via,
     store: MemoryCheckpointStore,
     stream: str,
     start: Boundary,
@@ -109,7 +111,7 @@ def read(
     limit: int = 10_000,
 ) -> tuple[list[KinesisRecord], ReadOutcome]:
     shard_range = ShardRange(PIPELINE, stream, start.shard_id, start.instant_ms, end.instant_ms, start, end)
-    reader = RangeReader(client, shard_range, store, limit=limit)
+    reader = RangeReader(via.client, shard_range, store, consumer_arn=via.consumer_arn, limit=limit)
     return list(reader), reader.outcome
 
 
@@ -117,7 +119,7 @@ def as_written(records: list[KinesisRecord]) -> list[Expected]:
     return [(record.position, record.partition_key, record.data) for record in records]
 
 
-def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream) -> None:
+def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream, via) -> None:
     written = write_mixed(kinesis_client, stream, "x")
     end_instant = sealed_instant()
     shard = only_shard(kinesis_client, stream)
@@ -128,23 +130,27 @@ def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream) -> None:
     # Limit 2 forces several GetRecords calls; AT(a2) cuts the aggregate between two ranges.
     at_a2 = cut(shard, t1, BoundaryKind.AT, a2)
     from_start = cut(shard, t0, BoundaryKind.SHARD_START)
-    records, outcome = read(kinesis_client, store, stream, from_start, at_a2, limit=2)
+    records, outcome = read(via, store, stream, from_start, at_a2, limit=2)
     assert as_written(records) == written[:4]
-    assert outcome.get_records_calls >= 2 and outcome.last_position == written[3][0]
+    assert outcome.last_position == written[3][0]
+    if via.consumer_arn is None:
+        assert outcome.get_records_calls >= 2 and outcome.subscribe_calls == 0
+    else:  # pushed: one subscription, no GetRecords
+        assert outcome.subscribe_calls == 1 and outcome.get_records_calls == 0
 
     after_p3 = cut(shard, t2, BoundaryKind.AFTER, p3)
-    records, _ = read(kinesis_client, store, stream, at_a2, after_p3)
+    records, _ = read(via, store, stream, at_a2, after_p3)
     assert as_written(records) == written[4:7]
 
     end = pending(store, shard, end_instant)
-    records, outcome = read(kinesis_client, store, stream, after_p3, end)
+    records, outcome = read(via, store, stream, after_p3, end)
     assert as_written(records) == written[7:]
     settled = cut(shard, end_instant, BoundaryKind.AFTER, written[-1][0])
     assert outcome.end == settled == store.get_boundary(shard, end_instant)
     assert outcome.millis_behind_latest == 0 and not outcome.drained
 
 
-def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(kinesis_client, stream) -> None:
+def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(kinesis_client, stream, via) -> None:
     before = write_mixed(kinesis_client, stream, "early")
     middle = sealed_instant()
     later = write_mixed(kinesis_client, stream, "late")
@@ -154,9 +160,9 @@ def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(ki
     # Consecutive intervals share the middle boundary; the first read settles it, the second follows.
     store = MemoryCheckpointStore(PIPELINE)
     floor = cut(shard, middle - 60_000, BoundaryKind.SHARD_START)
-    first, first_outcome = read(kinesis_client, store, stream, floor, pending(store, shard, middle))
+    first, first_outcome = read(via, store, stream, floor, pending(store, shard, middle))
     second, second_outcome = read(
-        kinesis_client, store, stream, pending(store, shard, middle), pending(store, shard, end)
+        via, store, stream, pending(store, shard, middle), pending(store, shard, end)
     )
     assert as_written(first) == before and as_written(second) == later
     assert first_outcome.end == second_outcome.start == cut(shard, middle, BoundaryKind.AT, later[0][0])
@@ -164,30 +170,30 @@ def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(ki
     # A fresh pipeline finds the same cut from the start side, with AT_TIMESTAMP.
     fresh = MemoryCheckpointStore(PIPELINE)
     records, outcome = read(
-        kinesis_client, fresh, stream, pending(fresh, shard, middle), pending(fresh, shard, end)
+        via, fresh, stream, pending(fresh, shard, middle), pending(fresh, shard, end)
     )
     assert as_written(records) == later
     assert outcome.start == fresh.get_boundary(shard, middle) == first_outcome.end
 
 
-def test_replay_of_a_settled_range_after_more_writes_is_identical(kinesis_client, stream) -> None:
+def test_replay_of_a_settled_range_after_more_writes_is_identical(kinesis_client, stream, via) -> None:
     written = write_mixed(kinesis_client, stream, "one")
     end_instant = sealed_instant()
     shard = only_shard(kinesis_client, stream)
     store = MemoryCheckpointStore(PIPELINE)
     start = cut(shard, end_instant - 60_000, BoundaryKind.SHARD_START)
     end = pending(store, shard, end_instant)
-    first, first_outcome = read(kinesis_client, store, stream, start, end)
+    first, first_outcome = read(via, store, stream, start, end)
     assert first_outcome.end == cut(shard, end_instant, BoundaryKind.AFTER, written[-1][0])
 
     write_mixed(kinesis_client, stream, "two")  # arrives after the end instant, but is not in the range
-    replay, replay_outcome = read(kinesis_client, store, stream, start, end)  # same (PENDING) range item
+    replay, replay_outcome = read(via, store, stream, start, end)  # same (PENDING) range item
     assert replay == first
     assert replay_outcome.end == first_outcome.end
     assert as_written(replay) == written
 
 
-def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(kinesis_client, stream) -> None:
+def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(kinesis_client, stream, via) -> None:
     parent = only_shard(kinesis_client, stream)
     in_parent = write_mixed(kinesis_client, stream, "parent")
     kinesis_client.split_shard(
@@ -205,7 +211,7 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
     store = MemoryCheckpointStore(PIPELINE)
 
     floor = end_instant - 60_000
-    records, outcome = read(kinesis_client, store, stream, cut(parent, floor, BoundaryKind.SHARD_START),
+    records, outcome = read(via, store, stream, cut(parent, floor, BoundaryKind.SHARD_START),
                             pending(store, parent, end_instant), limit=3)  # fmt: skip
     assert as_written(records) == in_parent
     assert outcome.drained
@@ -213,14 +219,14 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
     assert outcome.end == parent_end == store.get_boundary(parent, end_instant)
 
     for child, expected in in_child.items():
-        records, outcome = read(kinesis_client, store, stream, cut(child, floor, BoundaryKind.SHARD_START),
+        records, outcome = read(via, store, stream, cut(child, floor, BoundaryKind.SHARD_START),
                                 pending(store, child, end_instant))  # fmt: skip
         assert as_written(records) == expected
         assert not outcome.drained
         assert outcome.end == cut(child, end_instant, BoundaryKind.AFTER, expected[-1][0])
 
 
-def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_client, stream) -> None:
+def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_client, stream, via) -> None:
     written = put_plain(kinesis_client, stream, "k", b"v")
     shard = only_shard(kinesis_client, stream)
     vanished = Position(written[0][0].sequence - 1)  # kinesis-mock: ResourceNotFoundException
@@ -228,14 +234,13 @@ def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_clien
     start = cut(shard, instant - 1, BoundaryKind.AFTER, vanished)
     end = cut(shard, instant, BoundaryKind.SHARD_END)
     with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
-        read(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, start, end)
+        read(via, MemoryCheckpointStore(PIPELINE), stream, start, end)
 
 
 def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_client, kinesis_mock_endpoint, stream) -> None:
     from botocore.exceptions import ClientError
 
     from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
-    from tests.conftest import _client
 
     written = write_mixed(kinesis_client, stream, "wire")
     shard = only_shard(kinesis_client, stream)
@@ -250,9 +255,9 @@ def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_clien
     assert isinstance(page["MillisBehindLatest"], int) and isinstance(page["NextShardIterator"], str)
 
     start = cut(shard, 0, BoundaryKind.SHARD_START)
-    parsed, _ = read(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, start, pending(MemoryCheckpointStore(PIPELINE), shard, pending_end))
+    parsed, _ = read(Via(kinesis_client), MemoryCheckpointStore(PIPELINE), stream, start, pending(MemoryCheckpointStore(PIPELINE), shard, pending_end))
     store = MemoryCheckpointStore(PIPELINE)
-    unparsed, outcome = read(wire_client, store, stream, start, pending(store, shard, pending_end))
+    unparsed, outcome = read(Via(wire_client), store, stream, start, pending(store, shard, pending_end))
     assert as_written(unparsed) == as_written(parsed) == written
     assert [r.arrival_ms for r in unparsed] == [r.arrival_ms for r in parsed]
     assert outcome.end.kind is BoundaryKind.AFTER and outcome.end.position == written[-1][0]
