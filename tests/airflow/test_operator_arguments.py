@@ -57,17 +57,19 @@ print(json.dumps([
     build(executor_credentials="arn:aws:iam::123456789012:role/etl", verify=False, botocore_config={"retries": {"mode": "adaptive"}}),
     build(executor_credentials="instance_role"),
     build(spark_conn_id="spark_default", spark_connect_conn_id="spark_connect_default"),
+    build(read_mode="fanout"),
 ]))
 """
 
 
-def test_executor_credentials_and_client_settings_are_checked_when_the_dag_is_parsed() -> None:
+def test_credentials_client_settings_spark_connections_and_read_mode_are_checked_when_the_dag_is_parsed() -> None:
     built = subprocess.run([sys.executable, "-c", BUILD_CHOICES], capture_output=True, text=True, timeout=120, check=True)
 
-    role, bad_mode, both_connections = json.loads(built.stdout.strip().splitlines()[-1])
+    role, bad_mode, both_connections, bad_read_mode = json.loads(built.stdout.strip().splitlines()[-1])
 
     assert role == ["arn:aws:iam::123456789012:role/etl", False, {"mode": "adaptive"}]
     assert bad_mode.startswith("ConfigurationError: ") and "'instance_role'" in bad_mode and "default_chain" in bad_mode
     assert both_connections == (
         "AirflowException: Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both"
     )
+    assert bad_read_mode == "AirflowException: read_mode must be 'polling' or 'efo', got 'fanout'"

@@ -78,6 +78,8 @@ with DAG(
         use_spark={"true": True, "false": False}.get(os.environ.get("KD_MESSAGES_USE_SPARK", "false"), "auto"),
         transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
         executor_credentials=os.environ.get("KD_MESSAGES_EXECUTOR_CREDENTIALS", "driver"),
+        read_mode=os.environ.get("KD_MESSAGES_READ_MODE", "polling"),
+        efo_consumer_name=os.environ.get("KD_MESSAGES_EFO_CONSUMER") or None,
         spark_master="local[2]",
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
@@ -440,3 +442,19 @@ def test_loaders_assume_the_executor_role_with_their_own_credentials(
     sessions = assumed_roles(moto_sts, role)
     # The loaders ran in this process (use_spark=False) and assumed the role once for the process.
     assert [entry["session_name"] for entry in sessions] == [f"kinesis-doris-{os.getpid()}"]
+
+
+@pytest.mark.integration
+def test_a_consumer_kinesis_would_refuse_fails_before_planning_naming_it(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, failures: list[BaseException], monkeypatch: pytest.MonkeyPatch
+) -> None:  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_READ_MODE", "efo")
+    monkeypatch.setenv("KD_MESSAGES_EFO_CONSUMER", "orders to doris")
+    end = _interval_with_records(kinesis_client, stack["stream"])
+
+    message = failed_with(run(dags().load, end), failures)
+
+    assert message == (
+        "Registering the stream consumer 'orders to doris' for read_mode='efo' failed; nothing was planned or loaded: "
+        "ConfigurationError: efo_consumer_name must be 1-128 of [a-zA-Z0-9_.-], got 'orders to doris'"
+    ), message
