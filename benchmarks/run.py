@@ -12,6 +12,8 @@ loopback, and for N records (then N/10):
    (``run_here``; fresh pipeline id and table, so the second run really loads), with the CPU
    seconds of the loader's process tree (this process, the JVM, Spark's Python workers) and, for
    the in-process run, a py-spy sampling profile split into read / decode+map / load / bookkeeping;
+   at N, then in this process again with enhanced fan-out (``SubscribeToShard`` through the
+   devstack's ``EfoServer``; fresh pipeline id and table) on the same interval;
 4. (at N) runs an interval without new data, which must not start Spark;
 5. loads a small interval (``--auto-records``) with ``use_spark="auto"`` and times it from the end
    of planning.
@@ -28,6 +30,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import logging
 import math
@@ -40,13 +43,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -58,6 +63,7 @@ from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.runner_choice import AutoRunner
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import arrival_ms
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -65,6 +71,8 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, map_record
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+from kinesis_doris_devstack.efo_server import EfoServer
+from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
 from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, sealed_end, wait_past
 from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, local_client
 
@@ -97,7 +105,9 @@ RESULT_KEYS = (
     "empty_interval_probe_s", "chunk_rows", "cpu_share", "in_process_s", "cpu_us_per_record",
     "cpu_ratio_to_bare", "cpu_s_loader_parts", "cpu_split_in_process", "auto_small", "targets",
     "cpu_us_per_record_marginal", "cpu_ratio_to_bare_marginal", "cpu_s_fixed", "spark_cold_start",
-    "ratio_e2e_with_cold_start_to_floor",
+    "ratio_e2e_with_cold_start_to_floor", "polling_records_per_s", "polling_get_records_calls_per_shard",
+    "efo_records_per_s", "efo_subscribe_calls_per_shard", "efo_get_records_calls_per_shard", "efo_events_sent",
+    "efo_rows_match",
 )  # fmt: skip
 LOADER_PARTS = ("driver", "jvm", "python_workers")
 """The loader's process tree: this process, Spark's JVM, Spark's Python daemon and workers."""
@@ -442,6 +452,8 @@ class LoaderRun:
     records_per_shard: dict[str, int]
     rss: dict[str, float]
     split: dict[str, float] = field(default_factory=dict)
+    subscribe_calls_per_shard: dict[str, int] = field(default_factory=dict)
+    table: str = ""
 
 
 HOT_PATH_PARTS = (
@@ -551,12 +563,16 @@ def create_tables(stack: Stack, table: str) -> None:
 
 
 def run_loader(
-    stack: Stack, interval: Interval, table: str, master: str, limits: ChunkLimits, sampler: RssSampler, folder: Path
+    stack: Stack, interval: Interval, table: str, master: str, limits: ChunkLimits, sampler: RssSampler, folder: Path,
+    reading: Callable[[PipelineConfig], PipelineConfig] | None = None,
 ) -> tuple[LoaderRun, PipelineConfig]:
     """``run_interval`` over ``interval`` into a fresh table with the Spark runner on ``master`` or
-    in this process (``IN_PROCESS``, sampled by py-spy)."""
+    in this process (``IN_PROCESS``, sampled by py-spy); ``reading`` changes how the loaders read
+    (enhanced fan-out)."""
     create_tables(stack, table)
     config = pipeline_config(stack, interval.stream, table, limits)
+    if reading is not None:
+        config = reading(config)
     runner = TimedRunner(master)
     # The profiler outlives the window, so that its own CPU (it is reaped into this process's
     # children's time when it ends) stays out of the loader's.
@@ -570,10 +586,18 @@ def run_loader(
     slots = DEFAULT_DRIVER_CONCURRENCY if master == IN_PROCESS else int(master.strip("local[]") or 1)
     run = LoaderRun(
         master, seconds, runner.seconds, runner.fixed_cost(slots), summary["loaded"],
-        {r.shard_id: r.get_records_calls for r in result.reports}, {r.shard_id: r.records for r in result.reports}, rss,
-        split,
+        per_shard(result.reports, "get_records_calls"), per_shard(result.reports, "records"), rss, split,
+        per_shard(result.reports, "subscribe_calls"), table,
     )  # fmt: skip
     return run, config
+
+
+def per_shard(reports: Sequence[RangeReport], figure: str) -> dict[str, int]:
+    """``figure`` of the range reports summed per shard."""
+    totals: dict[str, int] = {}
+    for report in reports:
+        totals[report.shard_id] = totals.get(report.shard_id, 0) + getattr(report, figure)
+    return totals
 
 
 def _world(stack: Stack, config: PipelineConfig) -> dict[str, Any]:
@@ -644,6 +668,7 @@ class SizeResult:
     runs: dict[str, LoaderRun]
     config: PipelineConfig | None = None
     interval: Interval | None = None
+    efo: EfoRun | None = None
 
     @property
     def e2e(self) -> LoaderRun:
@@ -742,6 +767,158 @@ def auto_small(stack: Stack, records: int, record_bytes: int, limits: ChunkLimit
     return AutoSmall(records, auto.choice.runner, auto.choice.estimated_records, round(finished - chosen.started, 2))
 
 
+# --- enhanced fan-out ----------------------------------------------------------------------------
+
+CONSUMER_NAME = "bench-efo"
+CONSUMER_OPERATIONS = ("RegisterStreamConsumer", "DescribeStreamConsumer")
+JSON_CONTENT_TYPE = "application/x-amz-json-1.1"
+# Headers of one HTTP hop (or of a body the shim may rewrite): never passed on as they came.
+HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
+
+
+@contextmanager
+def consumer_shim(upstream: str) -> Iterator[str]:
+    """A loopback proxy in front of kinesalite (yields its endpoint) with what the ``EfoServer``
+    needs of its upstream and kinesalite (3.3) lacks: stream consumers (registered ``ACTIVE`` at
+    once, described by ARN or by name) and calls naming their stream by ``StreamARN`` (the
+    server's ``GetShardIterator`` and ``ListShards``), which it passes on by name. Every other
+    request passes unchanged.
+
+    The tests put the ``EfoServer`` in front of kinesis-mock, which has consumers, but kinesis-mock
+    stores records far too slowly for this benchmark (about 600 records/s once it holds 10^4, and
+    slower as it grows): this keeps the enhanced fan-out run on the very records the polling runs read.
+    """
+    parts = urlsplit(upstream)
+    handler = _shim_handler((parts.hostname or "", parts.port or 80), Consumers())
+    httpd = QuietThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, name="consumer-shim", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+class Consumers:
+    """The shim's stream consumers, by ARN."""
+
+    def __init__(self) -> None:
+        self._consumers: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def call(self, operation: str, request: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Answer ``RegisterStreamConsumer`` or ``DescribeStreamConsumer`` as Kinesis does: status, body."""
+        arn = request.get("ConsumerARN") or f"{request.get('StreamARN')}/consumer/{request.get('ConsumerName')}:1"
+        with self._lock:
+            known = self._consumers.get(arn)
+            if operation == "DescribeStreamConsumer":
+                if known is None:
+                    return 400, {"__type": "ResourceNotFoundException", "message": f"Consumer {arn} not found."}
+                return 200, {"ConsumerDescription": known}
+            if known is not None:
+                return 400, {"__type": "ResourceInUseException", "message": f"Consumer {arn} exists."}
+            self._consumers[arn] = known = {
+                "ConsumerName": request["ConsumerName"], "ConsumerARN": arn, "ConsumerStatus": "ACTIVE",
+                "ConsumerCreationTimestamp": time.time(), "StreamARN": request["StreamARN"],
+            }  # fmt: skip
+        return 200, {"Consumer": {name: value for name, value in known.items() if name != "StreamARN"}}
+
+
+def _shim_handler(upstream: tuple[str, int], consumers: Consumers) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive: the EfoServer polls over one connection
+        upstream: http.client.HTTPConnection | None = None
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature of the base class
+            pass
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            request = json.loads(body or b"{}")
+            operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
+            if operation in CONSUMER_OPERATIONS:
+                status, reply = consumers.call(operation, request)
+                self._reply(status, [("Content-Type", JSON_CONTENT_TYPE)], json.dumps(reply).encode())
+                return
+            if "StreamARN" in request:
+                request["StreamName"] = request.pop("StreamARN").split(":stream/", 1)[1]
+                body = json.dumps(request).encode()
+            headers = {name: value for name, value in self.headers.items() if name.lower() not in HOP_HEADERS}
+            self._reply(*self._forward(body, headers))
+
+        def _forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+            # kinesalite (Node's HTTP server) closes a keep-alive connection idle for 5 s: reopen it once.
+            for attempt in range(2):
+                if self.upstream is None:
+                    self.upstream = http.client.HTTPConnection(*upstream, timeout=120)
+                try:
+                    self.upstream.request("POST", self.path, body=body, headers=headers)
+                    response = self.upstream.getresponse()
+                    return response.status, response.getheaders(), response.read()
+                except (http.client.HTTPException, ConnectionError):
+                    self.upstream.close()
+                    self.upstream = None
+                    if attempt:
+                        raise
+            raise AssertionError("unreachable")
+
+        def _reply(self, status: int, headers: Sequence[tuple[str, str]], body: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers:
+                if name.lower() not in HOP_HEADERS:
+                    self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
+@dataclass(frozen=True)
+class EfoRun:
+    """The in-process run at N again, its ranges read through a stream consumer (``SubscribeToShard``)."""
+
+    run: LoaderRun
+    events_sent: int
+    rows_match: bool
+
+
+def efo_run(stack: Stack, size: SizeResult, limits: ChunkLimits, sampler: RssSampler, folder: Path) -> EfoRun:
+    """Step 3 with enhanced fan-out: ``size``'s interval in this process into a fresh table (a new
+    pipeline id, so nothing is deduplicated against the polling runs), every range read through
+    ``SubscribeToShard`` on a registered consumer, served by the devstack's ``EfoServer`` with
+    AWS's subscription lifetime (5 minutes) and the server's default heartbeat."""
+    assert size.interval is not None
+    polling = size.runs[IN_PROCESS]
+    with consumer_shim(stack.aws.kinesis_endpoint_url) as shim, EfoServer(shim, subscription_seconds=300) as efo:
+        consumer_arn = ensure_consumer(local_client("kinesis", efo.endpoint), size.interval.stream, CONSUMER_NAME)
+
+        def through_consumer(config: PipelineConfig) -> PipelineConfig:
+            aws = replace(config.aws, kinesis_endpoint_url=efo.endpoint)
+            return replace(config, aws=aws, efo_consumer_arn=consumer_arn)
+
+        run, _ = run_loader(stack, size.interval, f"{polling.table}_efo", IN_PROCESS, limits, sampler, folder,
+                            through_consumer)  # fmt: skip
+        events_sent = efo.events_sent
+    log.info("%s with enhanced fan-out: %.1fs, SubscribeToShard %s, %d events", IN_PROCESS, run.seconds,
+             run.subscribe_calls_per_shard, events_sent)  # fmt: skip
+    # The loader's count could agree while the rows differ (one lost, another doubled): compare
+    # what the two tables hold too.
+    digests = table_digest(stack, run.table), table_digest(stack, polling.table)
+    rows_match = run.rows_loaded == polling.rows_loaded and digests[0] == digests[1]
+    return EfoRun(run, events_sent, rows_match)
+
+
+def table_digest(stack: Stack, table: str) -> tuple[Any, ...]:
+    """Rows, distinct events and distinct Kinesis positions of ``table``, and the sum of its events' ids."""
+    query = ("SELECT COUNT(*), COUNT(DISTINCT event_id), COUNT(DISTINCT _kinesis_sequence), SUM(event_id) "
+             f"FROM `{table}`")  # fmt: skip
+    return tuple(stack.doris.run_sql(DATABASE, query).rows[0])
+
+
 # --- report --------------------------------------------------------------------------------------
 
 
@@ -803,6 +980,7 @@ def summarize(
         "get_records_calls_per_shard": big.e2e.calls_per_shard,
         "get_records_min_per_shard": big.min_calls(),
         "get_records_ratio": round(big.calls_ratio(), 3),
+        **_efo_beside_polling(big),
         "auto_small": {"records": auto.records, "runner": auto.runner, "estimated_records": auto.estimated_records,
                        "s_after_planning": auto.s_after_planning},  # fmt: skip
         "small": {
@@ -831,6 +1009,23 @@ def summarize(
         "auto_small_met": auto.runner == "in_process" and auto.s_after_planning <= TARGETS["auto_small_s_max"],
     }
     return result
+
+
+def _efo_beside_polling(size: SizeResult) -> dict[str, Any]:
+    """The in-process runs at N, polling and enhanced fan-out, on the same records: their records
+    per second (of ``run_interval``, planning and commit included) and calls per shard."""
+    assert size.efo is not None
+    polling, efo = size.runs[IN_PROCESS], size.efo.run
+    return {
+        "polling_records_per_s": round(size.records / polling.seconds),
+        "polling_get_records_calls_per_shard": polling.calls_per_shard,
+        "efo_records_per_s": round(size.records / efo.seconds),
+        "efo_subscribe_calls_per_shard": efo.subscribe_calls_per_shard,
+        # Range reads go through the subscription only: any GetRecords here is a regression.
+        "efo_get_records_calls_per_shard": efo.calls_per_shard,
+        "efo_events_sent": size.efo.events_sent,
+        "efo_rows_match": size.efo.rows_match,
+    }
 
 
 def _parts_mb(size: SizeResult) -> dict[str, dict[str, float]]:
@@ -863,6 +1058,12 @@ def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSma
             print(f"{'':>9} {master}: CPU-s by part {[run.rss[f'cpu_s_{p}'] for p in LOADER_PARTS]}, "
                   f"peak MB by part {[run.rss[f'{p}_mb'] for p in LOADER_PARTS]} ({', '.join(LOADER_PARTS)})"
                   + (f", split {run.split}" if run.split else ""))  # fmt: skip
+        if size.efo is not None:
+            efo = size.efo.run
+            print(f"{'':>9} {IN_PROCESS} with enhanced fan-out: {efo.seconds:.1f}s "
+                  f"({size.records / efo.seconds:.0f} records/s, polling {size.records / here.seconds:.0f}), "
+                  f"SubscribeToShard {efo.subscribe_calls_per_shard}, GetRecords {efo.calls_per_shard}, "
+                  f"{size.efo.events_sent} events, rows match: {size.efo.rows_match}")  # fmt: skip
     print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
           f"started Spark: {empty.started_spark}")  # fmt: skip
     print(f"Spark's cold start (a job without ranges on a new JVM), counted in each Spark run's CPU per record: {cold_start}")
@@ -892,6 +1093,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.info("Spark's cold start: %s", cold_start)
             big = run_size(stack, args.records, args.record_bytes, limits, "n", sampler, state_dir)
             assert big.config is not None and big.interval is not None
+            big.efo = efo_run(stack, big, limits, sampler, state_dir)
             empty = empty_interval(stack, big.config, big.interval)
             small_n = max(args.records // 10, 1)
             small = run_size(stack, small_n, args.record_bytes, limits, "n10", sampler, state_dir)

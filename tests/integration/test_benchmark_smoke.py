@@ -76,6 +76,20 @@ def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
     assert set(figures["targets"]["cpu_ratio_to_bare_met"]) == {"local[2]", "in_process"}
 
 
+@pytest.mark.timeout(700)
+def test_enhanced_fan_out_loads_the_same_rows_through_subscriptions_only(figures: dict) -> None:
+    assert figures["efo_rows_match"] is True
+    subscribes, get_records = figures["efo_subscribe_calls_per_shard"], figures["efo_get_records_calls_per_shard"]
+    assert len(subscribes) == SHARDS and subscribes.keys() == get_records.keys()
+    assert all(calls >= 1 for calls in subscribes.values()) and all(calls == 0 for calls in get_records.values())
+    # At least one event per shard carried its records; polling read the same shards by GetRecords.
+    assert figures["efo_events_sent"] >= SHARDS
+    assert figures["polling_get_records_calls_per_shard"].keys() == subscribes.keys()
+    assert all(calls >= 1 for calls in figures["polling_get_records_calls_per_shard"].values())
+    assert figures["efo_records_per_s"] > 0 and figures["polling_records_per_s"] > 0
+    assert figures["polling_records_per_s"] == pytest.approx(RECORDS / figures["in_process_s"], rel=0.05)
+
+
 def test_the_split_puts_each_sample_in_the_part_of_its_innermost_frame_of_ours() -> None:
     from benchmarks.run import split_samples
 
