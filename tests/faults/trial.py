@@ -84,6 +84,7 @@ LABEL_EXPIRED = "label_expired"
 # held by another subscriber when the run subscribes, or failing with an exception event.
 EFO_FAULTS = ("efo_subscription_expired", "efo_resource_in_use", "efo_stream_failure")
 FAULT_KINDS = (*CRASHES, *SINK_FAULTS, *SOURCE_FAULTS, *STORE_FAULTS, LABEL_EXPIRED, *EFO_FAULTS)
+GET_RECORDS_FAULTS = ("crash_while_reading", *SOURCE_FAULTS)
 READ_MODES = (("polling", "polling"), ("polling", "polling"), ("efo", "efo"), ("efo", "polling"), ("polling", "efo"))
 """(faulty run, recovery), drawn per trial; the EFO faults read the faulty run with ``efo``."""
 EFO_CONSUMER = "proof-consumer"
@@ -138,10 +139,14 @@ class TrialSpec:
 
 def _read_modes(seed: int) -> tuple[str, str]:
     """Drawn apart from the rest of the spec, so that adding read modes left every other draw of
-    a seed as it was."""
-    if FAULT_KINDS[seed % len(FAULT_KINDS)] in EFO_FAULTS:
-        return ("efo", random.Random(seed * 7919).choice(("efo", "polling")))
-    return random.Random(seed * 7919).choice(READ_MODES)
+    a seed as it was. The faults aimed at GetRecords strike a faulty run that polls; the EFO
+    faults, one that reads through the consumer."""
+    fault, rng = FAULT_KINDS[seed % len(FAULT_KINDS)], random.Random(seed * 7919)
+    if fault in EFO_FAULTS:
+        return ("efo", rng.choice(("efo", "polling")))
+    if fault in GET_RECORDS_FAULTS:
+        return ("polling", rng.choice(("efo", "polling")))
+    return rng.choice(READ_MODES)
 
 
 @dataclass(frozen=True)
