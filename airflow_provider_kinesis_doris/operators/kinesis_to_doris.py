@@ -284,7 +284,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         doris_config = doris_hook.connection_config()
         DorisTableLink.persist(context, doris_config.fe_url, database, table)
         try:
-            settings = self._spark_settings()
+            # A spark connection is looked up only for a run that may start Spark.
+            settings = self._spark_settings() if self.use_spark else None
             config = self._pipeline_config(aws_hook, doris_config, database, table)
             if self.use_spark is True:
                 check_prerequisites(settings)  # "auto" checks only if it chooses Spark
@@ -298,7 +299,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.read_mode == "efo":
             config = replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
         lanes = self.driver_concurrency
-        spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())
+        spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())  # type: ignore[arg-type]
         in_process = steps.loading(
             lambda job, credentials: run_here(job, credentials, lanes=lanes),
             f"the load in the task's process (use_spark={self.use_spark!r})",

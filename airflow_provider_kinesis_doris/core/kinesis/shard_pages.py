@@ -166,9 +166,15 @@ class Pager:
         """Nothing to release: an iterator needs no closing (``SubscriptionPager`` does)."""
 
     def _resume_request(self) -> dict[str, Any]:
-        if self._last_sequence is None:
-            return self._opening
-        return sequence_request("AFTER_SEQUENCE_NUMBER", self._last_sequence)
+        return resume_request(self._opening, self._last_sequence)
+
+
+def resume_request(opening: dict[str, Any], last_sequence: int | None) -> dict[str, Any]:
+    """Where a renewed read of a shard starts: AFTER the last record returned, or at the opening
+    position if none was (an expired iterator, an ended subscription)."""
+    if last_sequence is None:
+        return opening
+    return sequence_request("AFTER_SEQUENCE_NUMBER", last_sequence)
 
 
 def backoff_delay(attempt: int) -> float:

@@ -24,7 +24,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
     Page,
     ShardClient,
     backoff_delay,
-    sequence_request,
+    resume_request,
 )
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class SubscriptionPager:
         retries = 0
         while True:
             if self._events is None:
-                self._open(self._resume_request())
+                self._open(resume_request(self._opening, self._last_sequence))
             assert self._events is not None
             try:
                 event = next(self._events)
@@ -101,10 +101,6 @@ class SubscriptionPager:
         self._stream = self._shard.subscribe(self._consumer_arn, starting_position(request))
         self._events = iter(self._stream)
 
-    def _resume_request(self) -> dict[str, Any]:
-        if self._last_sequence is None:
-            return self._opening
-        return sequence_request("AFTER_SEQUENCE_NUMBER", self._last_sequence)
 
 
 def starting_position(request: dict[str, Any]) -> dict[str, Any]:
