@@ -59,8 +59,8 @@ node_modules/.installed: package.json package-lock.json
 lock: $(UV)
 	echo "apache-airflow==$(AIRFLOW3_VERSION)" > /tmp/kd-af3.in
 	echo "apache-airflow==$(AIRFLOW2_VERSION)" > /tmp/kd-af2.in
-	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
-	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
+	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
 	$(UV) pip compile --quiet --python-version 3.11 requirements/executor.in -c requirements/airflow3.txt -o requirements/executor.txt
 
 test: install
