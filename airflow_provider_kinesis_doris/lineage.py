@@ -1,0 +1,120 @@
+"""OpenLineage for the loader: the stream it reads, the tables it writes, and how many rows.
+
+Names. The OpenLineage naming spec (https://openlineage.io/docs/spec/naming) lists neither Kinesis
+nor Doris, so the names follow its nearest entries:
+
+* A stream is named like AWS Glue's entry, an ARN split before its resource:
+  namespace ``arn:<partition>:kinesis:<region>:<account>``, name ``stream/<stream name>``. Joined by
+  ``:`` they give the stream's ARN, which is unique across accounts and regions and which any other
+  producer (a Firehose, a Lambda) can state the same way; ``kinesis://<region>`` would make two
+  accounts' streams of one name the same dataset.
+* A Doris table is named like the spec's MySQL entry, whose protocol and two-level hierarchy Doris
+  shares: namespace ``doris://<FE host>:<query port>``, name ``<database>.<table>``. The scheme says
+  Doris so the table is not taken for a MySQL one; the port is the FE's MySQL-protocol port
+  (``query_port``, 9030), the address SQL tools reach the table at, so the loader's output joins
+  the lineage of queries run on the same connection.
+
+The facets are imported through ``apache-airflow-providers-common-compat``; this module is used only
+when the openlineage provider calls the operator's ``get_openlineage_facets_on_*`` methods.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import BaseHook
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.openlineage.facet import Dataset, InputDataset, OutputDataset
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+DEFAULT_QUERY_PORT = 9030
+_STREAM_ARN = re.compile(r"^(?P<namespace>arn:[^:]+:kinesis:[^:]+:[^:]+):(?P<name>stream/.+)$")
+
+
+def kinesis_dataset(stream_arn: str, records: int | None = None) -> InputDataset:
+    """The stream as an input; ``records``: how many this run read (``inputStatistics``).
+
+    :raises ValueError: ``stream_arn`` is not a Kinesis stream ARN.
+    """
+    from airflow.providers.common.compat.openlineage.facet import InputDataset
+
+    match = _STREAM_ARN.match(stream_arn)
+    if match is None:
+        raise ValueError(f"Not a Kinesis stream ARN: {stream_arn!r}")
+    facets: dict[str, Any] = {}
+    if records is not None:
+        from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
+
+        facets["inputStatistics"] = InputStatisticsInputDatasetFacet(rowCount=records)
+    return InputDataset(namespace=match["namespace"], name=match["name"], inputFacets=facets)
+
+
+def doris_namespace(doris_conn_id: str) -> str:
+    """``doris://<FE host>:<query port>`` of the ``doris`` connection."""
+    conn = BaseHook.get_connection(doris_conn_id)
+    port = conn.extra_dejson.get("query_port") or DEFAULT_QUERY_PORT
+    return f"doris://{conn.host}:{int(port)}"
+
+
+def doris_dataset(doris_conn_id: str, database: str, table: str) -> Dataset:
+    """The table ``database.table`` of the ``doris`` connection, without facets."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+
+    return Dataset(namespace=doris_namespace(doris_conn_id), name=f"{database}.{table}")
+
+
+def doris_output(
+    doris_conn_id: str, database: str, table: str, *, rows: int | None = None, columns: Sequence[tuple[str, str]] = ()
+) -> OutputDataset:
+    """The table as an output: ``columns`` (name, Doris type) in the schema facet, ``rows``
+    this run loaded in ``outputStatistics``."""
+    from airflow.providers.common.compat.openlineage.facet import (
+        OutputDataset,
+        OutputStatisticsOutputDatasetFacet,
+        SchemaDatasetFacet,
+        SchemaDatasetFacetFields,
+    )
+
+    named = doris_dataset(doris_conn_id, database, table)
+    facets: dict[str, Any] = {}
+    if columns:
+        facets["schema"] = SchemaDatasetFacet(fields=[SchemaDatasetFacetFields(name=n, type=t) for n, t in columns])
+    output_facets = {"outputStatistics": OutputStatisticsOutputDatasetFacet(rowCount=rows)} if rows is not None else {}
+    return OutputDataset(namespace=named.namespace, name=named.name, facets=facets, outputFacets=output_facets)
+
+
+def loader_lineage(
+    *,
+    stream_arn: str,
+    doris_conn_id: str,
+    database: str,
+    table: str,
+    dead_letter_table: str,
+    totals: Mapping[str, Any] | None = None,
+    columns: Sequence[tuple[str, str]] = (),
+    dead_letter_columns: Sequence[tuple[str, str]] = (),
+) -> OperatorLineage:
+    """What one run of the loader read and wrote.
+
+    :param totals: the run's summary (``IntervalResult.summary``: ``records``, ``loaded``,
+        ``dead_lettered``); None before the run or when it failed: the datasets without counts.
+        The dead-letter table is an output only when the run sent rows to it.
+    :param columns: the table's columns, for the schema facet.
+    :param dead_letter_columns: the dead-letter table's columns.
+    """
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    outputs = [doris_output(doris_conn_id, database, table, rows=_count(totals, "loaded"), columns=columns)]
+    dead_lettered = _count(totals, "dead_lettered")
+    if dead_lettered:
+        outputs.append(
+            doris_output(doris_conn_id, database, dead_letter_table, rows=dead_lettered, columns=dead_letter_columns)
+        )
+    return OperatorLineage(inputs=[kinesis_dataset(stream_arn, _count(totals, "records"))], outputs=outputs)
+
+
+def _count(totals: Mapping[str, Any] | None, name: str) -> int | None:
+    return None if totals is None else int(totals.get(name) or 0)
