@@ -67,10 +67,31 @@ class Chunk:
     dead_letters: tuple[DeadLetter, ...]
     dead_ordinals: tuple[int, ...]
     """Where the dead letters are among the chunk's records (0 is ``first``)."""
+    row_lines: tuple[int, ...] | None = None
+    """Lines of ``body`` per record that became rows, in order, when a decoder made a record into
+    other than one line (``core.decoders``); None when each is one line."""
 
     @property
     def record_count(self) -> int:
         return self.row_count + len(self.dead_letters)
+
+    @property
+    def line_count(self) -> int:
+        """Lines of ``body``: the rows Stream Load receives."""
+        return self.row_count if self.row_lines is None else sum(self.row_lines)
+
+    @property
+    def skipped(self) -> int:
+        """Records that became no row by design (a CloudWatch Logs control message)."""
+        return 0 if self.row_lines is None else self.row_lines.count(0)
+
+    def line_records(self) -> list[int]:
+        """For each line of ``body``, the ordinal of its record among the chunk's records."""
+        dead = set(self.dead_ordinals)
+        ordinals = [ordinal for ordinal in range(self.record_count) if ordinal not in dead]
+        if self.row_lines is None:
+            return ordinals
+        return [ordinal for ordinal, lines in zip(ordinals, self.row_lines) for _ in range(lines)]
 
     @property
     def content(self) -> ChunkContent:
@@ -184,7 +205,8 @@ def cut_chunks(
     """Group mapped records, in shard order, into chunks.
 
     Dead letters count toward the limits like rows, so where a chunk ends depends only on the
-    records, never on how a user transform classified them.
+    records, never on how a user transform classified them. A record a decoder made into several
+    rows counts once toward ``max_rows`` (it is one record) and its lines stay in one chunk.
 
     :param recorded: ``(first, last)`` of chunks an earlier attempt recorded for this range; a
         record inside one of them is chunked exactly as then.
@@ -198,26 +220,36 @@ def cut_chunks(
     first: Position | None = None
     last: Position | None = None
     shard_id = ""
+    row_lines: list[int] | None = None
     for item in mapped:
         position = item.record.position
         item_size = len(item.line) + 1 if isinstance(item, Row) else len(item.record.data) + 1
         span = _span_of(position, spans)
         if first is not None and _ends_before(first, last, position, span, limits, rows + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
-            yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals))  # type: ignore[arg-type]
-            body, rows, dead, ordinals, size, first = bytearray(), 0, [], [], 0, None
+            yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals), _lines(row_lines))  # type: ignore[arg-type]
+            body, rows, dead, ordinals, size, first, row_lines = bytearray(), 0, [], [], 0, None, None
         if first is None:
             first, shard_id = item.record.position, item.record.shard_id
         last = item.record.position
         size += item_size
         if isinstance(item, Row):
-            body += item.line
-            body += b"\n"
+            if item.lines != 1 and row_lines is None:
+                row_lines = [1] * rows
+            if row_lines is not None:
+                row_lines.append(item.lines)
+            if item.lines:
+                body += item.line
+                body += b"\n"
             rows += 1
         else:
             ordinals.append(rows + len(dead))
             dead.append(item)
     if first is not None:
-        yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals))  # type: ignore[arg-type]
+        yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals), _lines(row_lines))  # type: ignore[arg-type]
+
+
+def _lines(row_lines: list[int] | None) -> tuple[int, ...] | None:
+    return tuple(row_lines) if row_lines is not None else None
 
 
 def _span_of(position: Position, spans: Sequence[tuple[Position, Position]]) -> tuple[Position, Position] | None:

@@ -97,6 +97,9 @@ class RangeReport:
     rows_already_loaded: int = 0
     """Rows of chunks an earlier attempt had loaded (a replay): not sent again."""
     dead_letters_already_loaded: int = 0
+    records_skipped: int = 0
+    """Records that make no row by design and are neither loaded nor dead letters (a CloudWatch
+    Logs control message with ``decoder="gzip+json"``, a decoder function returning no row)."""
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)
     """Dead letters this run sent, by the kind of their reason (see :func:`reason_kind`)."""
     chunks: int = 0
@@ -405,10 +408,18 @@ def _load_chunk(
     """Load one chunk's rows and dead letters; ``recorded``: the range's chunks by label, as this
     pass read them when it began."""
     pipeline = clients.job.pipeline
+    report.records_skipped += chunk.skipped
+    if not chunk.line_count and not chunk.dead_letters:
+        # Only records that make no row: nothing to send, nothing to settle (a replay cuts the
+        # same chunk again, since its records and the limits it was cut by are the same).
+        report.records += chunk.record_count
+        report.chunks += 1
+        sent.add(chunk.first)
+        return
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
-    first_label = chunk_label(*ids) if chunk.row_count else dead_letter_label(*ids)
+    first_label = chunk_label(*ids) if chunk.line_count else dead_letter_label(*ids)
     settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label))
-    if chunk.row_count:
+    if chunk.line_count:
         label = chunk_label(*ids)
         try:
             loaded = _load_once(
@@ -422,7 +433,7 @@ def _load_chunk(
         report.labels.append(label)
         report.chunks_already_loaded += loaded is None
         if loaded is None:
-            report.rows_already_loaded += chunk.row_count
+            report.rows_already_loaded += chunk.line_count
         else:
             report.rows_loaded += loaded.number_loaded_rows
             report.rows_filtered += loaded.number_filtered_rows
@@ -468,9 +479,9 @@ def _settle_refused_rows(
     refused = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
     if not refused:
         raise error
-    dead = set(chunk.dead_ordinals)
-    row_ordinals = [ordinal for ordinal in range(chunk.record_count) if ordinal not in dead]
-    amended = ChunkContent.decode(settled).with_refused({row_ordinals[index]: reason for index, reason in refused.items()})
+    # A refused line makes its whole record a dead letter (a record's rows load together or not).
+    line_records = chunk.line_records()
+    amended = ChunkContent.decode(settled).with_refused({line_records[index]: reason for index, reason in refused.items()})
     clients.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
     raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
 

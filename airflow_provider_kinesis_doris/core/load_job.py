@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.decoders import JSON, build_decoder, check_load_options, import_function
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -164,6 +166,12 @@ class PipelineConfig:
     :param efo_consumer_arn: a registered stream consumer: loaders read their ranges through it
         with enhanced fan-out (``SubscribeToShard``) instead of GetRecords
         (``core.kinesis.consumer.ensure_consumer`` gives it, on the driver).
+    :param decoder: how a payload becomes rows (``core.decoders``): ``"json"``, ``"gzip+json"``,
+        ``"csv"`` or ``package.module:function``; built into ``mapping.decoder`` when the config
+        is made, like the transform.
+    :param csv_columns: the field names of the ``"csv"`` decoder, in order.
+    :raises ConfigurationError: also for a database or table name Doris could not have
+        (``core.doris.identifiers``), and for ``load_options`` that contradict the JSON-lines body.
     """
 
     pipeline_id: str
@@ -185,8 +193,24 @@ class PipelineConfig:
     retry_policy: RetryPolicy = RetryPolicy()
     max_bad_record_ratio: float = 0.5
     efo_consumer_arn: str | None = None
+    decoder: str = JSON
+    csv_columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        for name in ("doris_database", "doris_table", "dead_letter_table"):
+            check_name(getattr(self, name), name)
+        if self.decoder != JSON or self.mapping.decoder is None:
+            # Built on every construction, in the task and on each executor (a replace() with other
+            # columns rebuilds it); a mapping given a decoder function of its own keeps it.
+            decoder = build_decoder(self.decoder, self.csv_columns)
+            object.__setattr__(self, "mapping", replace(self.mapping, decoder=decoder))
+        for name in ("load_options", "dead_letter_options"):
+            options = getattr(self, name)
+            check_load_options(
+                {"format": options.format, "strip_outer_array": options.strip_outer_array,
+                 "read_json_by_line": options.read_json_by_line},
+                self.decoder if name == "load_options" else JSON,
+            )  # fmt: skip
         if self.transform_path and self.mapping.transform is None:
             # Imported here, where the config is made (before planning, in the task and on every
             # executor), so each runner maps with the same function and a bad path loads nothing.
@@ -241,6 +265,7 @@ class PipelineConfig:
             },
             "chunk_limits": asdict(self.chunk_limits),
             "retry_policy": asdict(self.retry_policy),
+            "csv_columns": list(self.csv_columns) if self.csv_columns is not None else None,
         }
 
     @classmethod
@@ -258,6 +283,7 @@ class PipelineConfig:
                 ),
                 "chunk_limits": ChunkLimits(**data["chunk_limits"]),
                 "retry_policy": RetryPolicy(**data["retry_policy"]),
+                "csv_columns": tuple(data["csv_columns"]) if data.get("csv_columns") is not None else None,
             }
         )
 
@@ -321,18 +347,7 @@ class LoadJob:
 
 def import_transform(path: str) -> Any:
     """The user transform named ``package.module:function``."""
-    module_name, _, attribute = path.partition(":")
-    if not module_name or not attribute:
-        raise ConfigurationError(f"transform must be 'package.module:function', got {path!r}")
-    import importlib
-
-    try:
-        function = getattr(importlib.import_module(module_name), attribute)
-    except Exception as exc:  # noqa: BLE001 - a module failing on import (SyntaxError, NameError ...) is a bad path too
-        raise ConfigurationError(f"Cannot import transform {path!r}: {type(exc).__name__}: {exc}") from exc
-    if not callable(function):
-        raise ConfigurationError(f"transform {path!r} is a {type(function).__name__}, not a function")
-    return function
+    return import_function(path, "transform")
 
 
 # --- JSON forms of the value objects -----------------------------------------------------------

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import KinesisRecord
 
@@ -28,6 +29,11 @@ RowTransform = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 """A user function applied to each decoded row: return the row to load, or None to send the
 record to the dead letter (it is never dropped silently)."""
 
+RecordDecoder = Callable[[bytes], Any]
+"""Turns a record's payload into its rows: a dict (one row) or an iterable of dicts (one row
+each; none for a record that carries no data by design). Anything else it returns, and anything
+it raises, makes the record a dead letter with the reason (``core.decoders``)."""
+
 
 @dataclass(frozen=True)
 class RecordMapping:
@@ -37,11 +43,14 @@ class RecordMapping:
     :param required_fields: fields a payload must have (after ``transform``); a payload missing
         one goes to the dead letter instead of failing the whole chunk in Doris.
     :param transform: optional per-row function (must be picklable to reach Spark executors).
+    :param decoder: how a payload becomes rows (``core.decoders``); None: the payload is one
+        JSON object (the default ``"json"`` decoder, with its fast path).
     """
 
     metadata_columns: tuple[str, ...] = ()
     required_fields: tuple[str, ...] = ()
     transform: RowTransform | None = field(default=None, compare=False)
+    decoder: RecordDecoder | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.metadata_columns) - set(METADATA_COLUMNS))
@@ -51,13 +60,19 @@ class RecordMapping:
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """A record mapped for loading: one JSON line (without its newline)."""
+    """A record mapped for loading: its JSON lines, joined by newlines, without the last one.
+
+    Most records are one line. A decoder may make several (CloudWatch Logs: one per log event),
+    which stay together in one chunk, or none (a CloudWatch Logs control message): then ``line``
+    is empty and the record is counted as skipped, not dead-lettered.
+    """
 
     record: KinesisRecord
     line: bytes
+    lines: int = 1
 
 
-_DEAD_LETTER_DDL = """CREATE TABLE IF NOT EXISTS `{database}`.`{table}` (
+_DEAD_LETTER_DDL = """CREATE TABLE IF NOT EXISTS {name} (
     stream_name VARCHAR(128) NOT NULL,
     shard_id VARCHAR(64) NOT NULL,
     sequence_number VARCHAR(64) NOT NULL,
@@ -75,8 +90,11 @@ def dead_letter_ddl(database: str, table: str, properties: Mapping[str, str] | N
 
     :param properties: the table's ``PROPERTIES``, e.g. ``{"replication_num": "1"}``: Doris's
         default of 3 replicas fails on a cluster with fewer BEs.
+
+    Both names are backtick-quoted (backticks inside doubled), whatever they hold; the operator
+    also refuses names Doris could not have (``core.doris.identifiers``) before any SQL runs.
     """
-    ddl = _DEAD_LETTER_DDL.format(database=database, table=table)
+    ddl = _DEAD_LETTER_DDL.format(name=qualified_name(database, table))
     if properties:
         ddl += "\nPROPERTIES (" + ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in properties.items()) + ")"
     return ddl
@@ -121,23 +139,56 @@ def map_record(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLette
         return DeadLetter(record, f"mapping raised {type(exc).__name__}: {exc}")
 
 
+class PayloadError(ValueError):
+    """A payload that is not what its decoder reads; the message is the dead letter's reason."""
+
+
 def _map(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
     if not record.data:
         return DeadLetter(record, "payload is empty")
-    if (depth := _nesting_beyond(record.data, MAX_NESTING)) is not None:
-        return DeadLetter(record, f"payload nests more than {MAX_NESTING} arrays/objects deep (at byte {depth})")
+    if mapping.decoder is not None:
+        return _map_decoded(record, mapping)
+    try:
+        payload = parse_json_object(record.data)
+    except PayloadError as exc:
+        return DeadLetter(record, str(exc))
+    payload_or_dead = _shape(record, payload, mapping)
+    if isinstance(payload_or_dead, DeadLetter):
+        return payload_or_dead
+    payload, metadata = payload_or_dead
+    if mapping.transform is None and _splicable(record.data, payload, metadata):
+        return Row(record, _spliced_line(record.data, payload, metadata))
+    payload.update(metadata)
+    return Row(record, _json_line(payload))
+
+
+def parse_json_object(data: bytes, what: str = "payload") -> dict[str, Any]:
+    """``data`` as one JSON object (UTF-8, no NaN/Infinity, at most ``MAX_NESTING`` deep).
+
+    :param what: what ``data`` is, for the message (``"payload"``, ``"gunzipped payload"``).
+    :raises PayloadError: with the dead letter's reason.
+    """
+    if (depth := _nesting_beyond(data, MAX_NESTING)) is not None:
+        raise PayloadError(f"{what} nests more than {MAX_NESTING} arrays/objects deep (at byte {depth})")
     try:
         # Decode explicitly: json.loads(bytes) guesses UTF-16/32 and can misread binary payloads.
-        payload = _DECODER.decode(record.data.decode("utf-8"))
+        payload = _DECODER.decode(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
-        return DeadLetter(record, f"payload is not UTF-8 text: {exc.reason} at byte {exc.start}")
+        raise PayloadError(f"{what} is not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     except (json.JSONDecodeError, ValueError) as exc:
-        return DeadLetter(record, f"payload is not JSON: {exc}")
+        raise PayloadError(f"{what} is not JSON: {exc}") from exc
     if not isinstance(payload, dict):
-        return DeadLetter(record, f"payload is JSON {type(payload).__name__}, expected an object")
+        raise PayloadError(f"{what} is JSON {type(payload).__name__}, expected an object")
+    return payload
+
+
+def _shape(
+    record: KinesisRecord, payload: dict[str, Any], mapping: RecordMapping
+) -> tuple[dict[str, Any], dict[str, Any]] | DeadLetter:
+    """``payload`` after the transform and the required fields, with the record's metadata."""
     if mapping.transform is not None:
         try:
-            payload = mapping.transform(payload)
+            payload = mapping.transform(payload)  # type: ignore[assignment]
         except Exception as exc:  # noqa: BLE001 - a user function's failure is this record's dead letter
             return DeadLetter(record, f"transform raised {type(exc).__name__}: {exc}")
         if payload is None:
@@ -147,11 +198,41 @@ def _map(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
     missing = [name for name in mapping.required_fields if payload.get(name) is None]
     if missing:
         return DeadLetter(record, f"missing required fields {missing}")
-    metadata = {column: METADATA_COLUMNS[column](record) for column in mapping.metadata_columns}
-    if mapping.transform is None and _splicable(record.data, payload, metadata):
-        return Row(record, _spliced_line(record.data, payload, metadata))
-    payload.update(metadata)
-    return Row(record, _json_line(payload))
+    return payload, {column: METADATA_COLUMNS[column](record) for column in mapping.metadata_columns}
+
+
+def _map_decoded(record: KinesisRecord, mapping: RecordMapping) -> Row | DeadLetter:
+    """A record through ``mapping.decoder``: all of its rows, or its dead letter (one row failing
+    the transform or the required fields dead-letters the whole record, so a record is never
+    half loaded)."""
+    try:
+        decoded = mapping.decoder(record.data)  # type: ignore[misc]
+    except PayloadError as exc:
+        return DeadLetter(record, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a decoder's failure is this record's dead letter
+        return DeadLetter(record, f"decoder raised {type(exc).__name__}: {exc}")
+    if isinstance(decoded, dict):
+        rows: list[Any] = [decoded]
+    elif decoded is None or isinstance(decoded, (str, bytes, bytearray)):
+        return DeadLetter(record, f"decoder returned {type(decoded).__name__}, expected a dict or an iterable of dicts")
+    else:
+        try:
+            rows = list(decoded)
+        except TypeError:
+            return DeadLetter(record, f"decoder returned {type(decoded).__name__}, expected a dict or an iterable of dicts")
+        except Exception as exc:  # noqa: BLE001 - a generator failing midway is the record's dead letter
+            return DeadLetter(record, f"decoder raised {type(exc).__name__}: {exc}")
+    lines: list[bytes] = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            return DeadLetter(record, f"decoder returned {type(row).__name__} as row {index}, expected a dict")
+        shaped = _shape(record, dict(row), mapping)
+        if isinstance(shaped, DeadLetter):
+            return shaped
+        payload, metadata = shaped
+        payload.update(metadata)
+        lines.append(_json_line(payload))
+    return Row(record, b"\n".join(lines), len(lines))
 
 
 def _nesting_beyond(data: bytes, limit: int) -> int | None:

@@ -61,6 +61,7 @@ class IntervalResult:
                     loaded=report.rows_loaded,
                     filtered=report.rows_filtered,
                     dead_lettered=report.dead_lettered,
+                    skipped=report.records_skipped,
                     dead_letter_reasons=report.dead_letter_reasons,
                     already_loaded={"rows": report.rows_already_loaded, "dead_letters": report.dead_letters_already_loaded},
                     chunks=report.chunks,
@@ -80,6 +81,9 @@ class IntervalResult:
             "loaded": sum(r.rows_loaded for r in self.reports),
             "filtered": sum(r.rows_filtered for r in self.reports),
             "dead_lettered": sum(r.dead_lettered for r in self.reports),
+            # Records that make no row by design (a CloudWatch Logs control message): neither
+            # loaded nor dead letters, counted here so that none is lost silently (I6).
+            "skipped": sum(r.records_skipped for r in self.reports),
             "dead_letter_reasons": _summed(r.dead_letter_reasons for r in self.reports),
             # What a replay found loaded by an earlier attempt; "loaded" and "dead_lettered" count
             # only what this run sent.
