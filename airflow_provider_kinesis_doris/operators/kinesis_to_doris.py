@@ -16,6 +16,8 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, 
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.decoders import CSV, JSON, check_decoder, check_load_options, plain_columns
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
@@ -100,6 +102,15 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param required_fields: JSON fields a record must have; others go to the dead letter.
     :param transform: ``package.module:function`` applied to each decoded JSON object (returns
         the row, or None to dead-letter it); importable on Spark executors.
+    :param decoder: how a record's payload becomes rows (``core.decoders``): ``"json"`` (default,
+        one JSON object), ``"gzip+json"`` (gzip of a JSON object; a CloudWatch Logs subscription
+        envelope gives one row per log event: ``log_group``, ``log_stream``, ``owner``, ``id``,
+        ``timestamp``, ``message``, and its control messages are counted as skipped), ``"csv"``
+        (one row per CSV line, fields named by the table's columns from ``DESC``, or by
+        ``load_options["columns"]``) or ``package.module:function`` taking the payload's bytes and
+        returning a dict or an iterable of dicts (importable on Spark executors). Rows always go
+        to Doris as JSON lines, so ``load_options`` with another ``format``, ``strip_outer_array``
+        or ``read_json_by_line=False`` are refused.
     :param unique_key_sequence: for UNIQUE KEY tables: feed the record's arrival time to Doris's
         sequence column (``function_column.sequence_col``), so the newest value wins whatever
         order loads land in. Adds ``_kinesis_arrival`` to every row.
@@ -188,6 +199,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         metadata_columns: Sequence[str] = (),
         required_fields: Sequence[str] = (),
         transform: str | None = None,
+        decoder: str = JSON,
         unique_key_sequence: bool = False,
         dead_letter_table: str | None = None,
         dead_letter_table_properties: Mapping[str, str] | None = None,
@@ -226,8 +238,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.metadata_columns = tuple(metadata_columns)
         self.required_fields = tuple(required_fields)
         self.transform = transform
+        self.decoder = check_decoder(decoder)
+        # Checked again once templates are rendered; a literal contradiction fails the DAG's parse.
+        check_load_options(self.load_options, self.decoder, skip_templates=True)
         self.unique_key_sequence = unique_key_sequence
         self.dead_letter_table = dead_letter_table
+        if "{{" not in doris_table and "{{" not in (dead_letter_table or ""):
+            self._table_names()  # literal names fail the DAG's parse; templated ones when the task runs
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.waiting_warn_after = waiting_warn_after
@@ -278,7 +295,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     def _load(self, context: Context, start: datetime, end: datetime) -> dict[str, Any]:
         from airflow_provider_kinesis_doris.spark.runner import check_prerequisites, run_spark_job
 
-        database, table = _split_table(self.doris_table)
+        try:
+            # Before any connection is looked up or any statement runs: the names are templated
+            # (a DAG run's conf can set them) and reach SQL and Stream Load URLs.
+            database, table, dead_letter_table = self._table_names()
+            load_options = self._load_options()
+        except ConfigurationError as exc:
+            raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         aws_hook = self.aws_hook
         doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
         doris_config = doris_hook.connection_config()
@@ -286,7 +309,11 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         try:
             # A spark connection is looked up only for a run that may start Spark.
             settings = self._spark_settings() if self.use_spark else None
-            config = self._pipeline_config(aws_hook, doris_config, database, table)
+            csv_columns = self._csv_columns(doris_hook, database, table, load_options)
+            config = self._pipeline_config(
+                aws_hook, doris_config, database, table,
+                dead_letter_table=dead_letter_table, load_options=load_options, csv_columns=csv_columns,
+            )  # fmt: skip
             if self.use_spark is True:
                 check_prerequisites(settings)  # "auto" checks only if it chooses Spark
         except ConfigurationError as exc:
@@ -331,19 +358,23 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         return summary
 
     def _pipeline_config(
-        self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str
-    ) -> PipelineConfig:
-        """The pipeline's settings, with the transform imported (before anything is planned)."""
+        self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str, *,
+        dead_letter_table: str, load_options: StreamLoadOptions, csv_columns: tuple[str, ...] | None,
+    ) -> PipelineConfig:  # fmt: skip
+        """The pipeline's settings, with the transform and the decoder imported (before anything
+        is planned)."""
         return PipelineConfig(
             pipeline_id=self.resolved_pipeline_id,
             stream_name=self.stream_name,
             checkpoint_table=self.checkpoint_table,
             doris_database=database,
             doris_table=table,
-            dead_letter_table=self.dead_letter_table or f"{table}_dead_letter",
+            dead_letter_table=dead_letter_table,
             doris=replace(doris_config, password=""),
             aws=aws_hook.aws_settings(self.executor_credentials),
-            load_options=self._load_options(),
+            load_options=load_options,
+            decoder=self.decoder,
+            csv_columns=csv_columns,
             max_bad_record_ratio=self.max_bad_record_ratio,
             mapping=RecordMapping(metadata_columns=self._metadata_columns(), required_fields=self.required_fields),
             transform_path=self.transform,
@@ -393,7 +424,42 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self._submitter is not None:
             self._submitter.on_kill()
 
+    def _table_names(self) -> tuple[str, str, str]:
+        """``doris_table``'s database and table and the dead-letter table, each a name Doris could
+        have (``core.doris.identifiers``, which says which rule and why).
+
+        :raises ConfigurationError: naming the argument and what is wrong with the name.
+        """
+        database, table = _split_table(self.doris_table)
+        check_name(database, f"doris_table {self.doris_table!r}, its database")
+        check_name(table, f"doris_table {self.doris_table!r}, its table")
+        if self.dead_letter_table is None:
+            dead_letter_table = check_name(f"{table}_dead_letter", "dead_letter_table (default '<table>_dead_letter')")
+        else:
+            dead_letter_table = check_name(self.dead_letter_table, "dead_letter_table")
+        return database, table, dead_letter_table
+
+    def _csv_columns(
+        self, hook: DorisHook, database: str, table: str, options: StreamLoadOptions
+    ) -> tuple[str, ...] | None:
+        """The field names of ``decoder="csv"``: ``load_options["columns"]``'s plain names, else
+        the table's columns from ``DESC`` without the metadata columns."""
+        if self.decoder != CSV:
+            return None
+        if options.columns:
+            return plain_columns(options.columns)
+        try:
+            described = hook.run_sql(f"DESC {qualified_name(database, table)}", database=database)
+        except Exception as exc:
+            raise AirflowException(
+                f"decoder='csv' names its fields by the columns of Doris table {database}.{table}, and DESC of it "
+                f"failed (does the table exist?); nothing was planned or loaded: {type(exc).__name__}: {exc}"
+            ) from exc
+        metadata = set(self._metadata_columns())
+        return tuple(str(row[0]) for row in described.rows if str(row[0]) not in metadata)
+
     def _load_options(self) -> StreamLoadOptions:
+        check_load_options(self.load_options, self.decoder)
         options: dict[str, Any] = {"format": "json", "read_json_by_line": True, "strict_mode": True, **self.load_options}
         for name in ("columns", "jsonpaths"):
             if options.get(name) is not None:

@@ -73,3 +73,57 @@ def test_credentials_client_settings_spark_connections_and_read_mode_are_checked
         "AirflowException: Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both"
     )
     assert bad_read_mode == "AirflowException: read_mode must be 'polling' or 'efo', got 'fanout'"
+
+
+BUILD_DECODERS = """
+import json
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+def build(**arguments):
+    arguments.setdefault("doris_table", "d.t")
+    try:
+        loader = KinesisToDorisOperator(task_id="load", stream_name="s", checkpoint_table="c", **arguments)
+    except Exception as error:
+        return type(error).__name__ + ": " + str(error)
+    return loader.decoder
+
+print(json.dumps([
+    build(),
+    build(decoder="gzip+json", load_options={"format": "json", "strict_mode": False}),
+    build(decoder="csv", load_options={"format": "{{ params.format }}"}),
+    build(decoder="csv", load_options={"format": "csv", "column_separator": ","}),
+    build(decoder="gzip+json", load_options={"strip_outer_array": True}),
+    build(load_options={"read_json_by_line": "false"}),
+    build(decoder="gzip"),
+    build(doris_table="d.t; DROP TABLE x"),
+    build(dead_letter_table="t/*x*/"),
+    build(doris_table="{{ dag_run.conf['table'] }}", dead_letter_table="{{ dag_run.conf['dl'] }}"),
+]))
+"""
+
+
+def test_decoders_and_load_options_that_contradict_the_json_body_are_checked_when_the_dag_is_parsed() -> None:
+    built = subprocess.run([sys.executable, "-c", BUILD_DECODERS], capture_output=True, text=True, timeout=120, check=True)
+
+    (default, gzip_json, templated, csv_format, outer_array, by_line, unknown, hostile_table, hostile_dead_letter,
+     templated_names) = json.loads(built.stdout.strip().splitlines()[-1])  # fmt: skip
+
+    assert (default, gzip_json, templated, templated_names) == ("json", "gzip+json", "csv", "json")
+    assert csv_format.startswith(
+        "ConfigurationError: load_options format='csv' contradicts the body: with decoder='csv' the loader sends "
+        "every row as a line of JSON"
+    ), csv_format
+    assert outer_array.startswith("ConfigurationError: load_options strip_outer_array=True contradicts the body: "
+                                  "with decoder='gzip+json'"), outer_array  # fmt: skip
+    assert by_line.startswith("ConfigurationError: load_options read_json_by_line='false' contradicts the body: "
+                              "with decoder='json'"), by_line  # fmt: skip
+    assert unknown == (
+        "ConfigurationError: decoder must be one of ['json', 'gzip+json', 'csv'] or 'package.module:function', "
+        "got 'gzip'"
+    )
+    assert hostile_table.startswith(
+        "ConfigurationError: doris_table 'd.t; DROP TABLE x', its table: 't; DROP TABLE x' is not a valid Doris name"
+    ), hostile_table
+    assert hostile_dead_letter.startswith(
+        "ConfigurationError: dead_letter_table: 't/*x*/' is not a valid Doris name"
+    ), hostile_dead_letter
