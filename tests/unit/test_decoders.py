@@ -286,3 +286,17 @@ def test_the_pipeline_config_refuses_a_csv_body_and_carries_the_decoder_to_execu
     assert (on_executor.decoder, on_executor.csv_columns) == ("csv", ("a", "b"))
     assert rows_of(map_record(record(b"1,x"), on_executor.mapping)) == [{"a": "1", "b": "x"}]
     assert isinstance(map_record(record(base64.b64encode(b"1,x")), on_executor.mapping), DeadLetter)
+
+
+def test_the_decoder_reasons_in_docs_usage_are_what_the_code_produces() -> None:
+    from pathlib import Path
+
+    usage = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+    produced = [
+        mapped(b'{"plain": "json"}', "gzip+json"),
+        mapped(cloudwatch(events=[{"id": "1"}]), "gzip+json"),
+        mapped(b"1,2,3", "csv", ("a", "b")),
+        mapped(b"none", f"{__name__}:one_object"),
+    ]
+    for item in produced:
+        assert isinstance(item, DeadLetter) and f"`{item.reason}`" in usage, item
