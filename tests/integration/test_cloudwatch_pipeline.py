@@ -16,6 +16,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.core.pipeline import run_here
 from kinesis_doris_devstack.scenario import now_ms, put_records, sealed_end, wait_past
 from tests.integration.conftest import DB
 
@@ -39,7 +40,16 @@ def log_events(group: int, count: int) -> list[dict[str, Any]]:
     return [{"id": f"{group:04d}{i:04d}", "timestamp": 1_700_000_000_000 + i, "message": f"line {i} of {group}"} for i in range(count)]
 
 
-def test_cloudwatch_records_load_one_row_per_log_event_exactly_once_across_a_replay(world, kinesis_client, doris_server) -> None:  # type: ignore[no-untyped-def]
+def spark_runner(job, credentials):  # type: ignore[no-untyped-def]
+    from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+
+    return run_spark_job(job, credentials, SparkSettings(master="local[1]"))
+
+
+@pytest.mark.parametrize("first_runner", [run_here, pytest.param(spark_runner, marks=pytest.mark.spark)], ids=["in-task", "spark"])
+def test_cloudwatch_records_load_one_row_per_log_event_exactly_once_across_a_replay(world, kinesis_client, doris_server, first_runner) -> None:  # type: ignore[no-untyped-def]
+    """The first run with either runner (the decoder travels in the job to Spark executors), the
+    replay in the task's process with other chunk limits."""
     table = f"{world['table']}_logs"
     doris_server.execute_sql(DB, LOGS_DDL.format(table=table))
     doris_server.execute_sql(DB, dead_letter_ddl(DB, f"{table}_dl"))
@@ -60,7 +70,7 @@ def test_cloudwatch_records_load_one_row_per_log_event_exactly_once_across_a_rep
     wait_past(start)
     end = sealed_end(kinesis_client, world["stream"], put_records(kinesis_client, world["stream"], payloads))
 
-    first = world["run"](start, end, cfg=config).summary()
+    first = world["run"](start, end, cfg=config, runner=first_runner).summary()
 
     def loaded() -> list[tuple[Any, ...]]:
         return [tuple(row) for row in doris_server.execute_sql(DB, f"SELECT log_group, id, message FROM {table} ORDER BY id")]
