@@ -1,5 +1,6 @@
 """A Stream Load compatible local Doris stand-in: an FE port that authenticates and answers
-``307`` to a BE port, and a BE port that runs the load, both backed by SQLite.
+``307`` to a BE port, a BE port that runs the load, and the FE's MySQL protocol port
+(``query_port``, :mod:`kinesis_doris_devstack.doris_mysql`), all backed by SQLite.
 
 Behaviour follows Doris's Stream Load wire behaviour as ``docs/doris.md`` describes it; what is
 and is not emulated is listed in ``docs/doris-standin.md``. Use it in-process::
@@ -9,7 +10,8 @@ and is not emulated is listed in ``docs/doris-standin.md``. Use it in-process::
         ...  # PUT http://127.0.0.1:<doris.fe_port>/api/demo/<table>/_stream_load
 
 or as a process: ``python -m kinesis_doris_devstack.doris_server --fe-port 0``
-prints one JSON line ``{"fe_port": ..., "be_port": ..., "pid": ...}`` once it listens.
+prints one JSON line ``{"fe_port": ..., "be_port": ..., "query_port": ..., "pid": ...}`` once it
+listens.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from kinesis_doris_devstack.doris_mysql import DorisMysqlServer
 from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
 from kinesis_doris_devstack.doris_loads import (
     LoadError,
@@ -248,6 +251,14 @@ class _Cluster:
         self.be_host = "127.0.0.1"
         self.be_port = 0
 
+    def has_database(self, db: str) -> bool:
+        with self.storage.lock:
+            return self.storage.has_database(db)
+
+    def execute_unlimited(self, db: str, stmt: str) -> StatementResult:
+        """A statement of the MySQL port, which has no row limit."""
+        return self.execute_sql(db, stmt, None)
+
     def credentials_valid(self, user: str, password: str) -> bool:
         return user == self.user and password == self.password
 
@@ -268,9 +279,9 @@ class _Cluster:
     def error_url(self, name: str) -> str:
         return f"http://{self.be_host}:{self.be_port}/api/_load_error_log?file={quote(name)}"
 
-    def execute_sql(self, db: str, stmt: str, limit: int = 10000) -> StatementResult:
+    def execute_sql(self, db: str, stmt: str, limit: int | None = 10000) -> StatementResult:
         """Run a statement with ``db`` as the session database, which must exist (as when FE's
-        SQL endpoint opens its connection); "" means no database."""
+        SQL endpoint opens its connection); "" means no database; ``limit`` None: every row."""
         with self.storage.lock:
             self.txns.sweep()
             if db and db != INFORMATION_SCHEMA and not self.storage.has_database(db):
@@ -879,11 +890,12 @@ class _BackendHandler(_Handler):
 
 
 class DorisServer:
-    """A local Doris stand-in with an FE and a BE HTTP port.
+    """A local Doris stand-in with an FE and a BE HTTP port and the FE's MySQL protocol port.
 
-    :param host: address both ports bind to (keep it on loopback).
+    :param host: address every port binds to (keep it on loopback).
     :param fe_port: FE HTTP port; 0 picks a free one (read :attr:`fe_port` after :meth:`start`).
     :param be_port: BE HTTP port; 0 picks a free one.
+    :param query_port: FE MySQL protocol port (Doris ``query_port``); 0 picks a free one.
     :param user: the one user that may log in.
     :param password: its password.
     :param data_dir: directory of the SQLite files; data and labels survive restarts. None keeps
@@ -897,10 +909,11 @@ class DorisServer:
     def __init__(self, host: str = "127.0.0.1", fe_port: int = 0, be_port: int = 0,
                  user: str = "root", password: str = "", data_dir: str | None = None,
                  label_keep_seconds: float = 43200, precommit_timeout_seconds: float = 3600,
-                 be_advertised_host: str | None = None) -> None:
+                 be_advertised_host: str | None = None, query_port: int = 0) -> None:
         self.host = host
         self.fe_port = fe_port
         self.be_port = be_port
+        self.query_port = query_port
         self._user = user
         self._password = password
         self._data_dir = data_dir
@@ -911,17 +924,18 @@ class DorisServer:
         self._cluster: _Cluster | None = None
         self._servers: list[_StandInHTTPServer] = []
         self._threads: list[threading.Thread] = []
+        self._mysql: DorisMysqlServer | None = None
 
     def __repr__(self) -> str:
         return (f"DorisServer(host={self.host!r}, fe_port={self.fe_port}, be_port={self.be_port}, "
-                f"user={self._user!r})")
+                f"query_port={self.query_port}, user={self._user!r})")
 
     @property
     def fe_url(self) -> str:
         return f"http://{self.host}:{self.fe_port}"
 
     def start(self) -> DorisServer:
-        """Bind both ports and serve in background threads."""
+        """Bind the three ports and serve in background threads."""
         if self._data_dir is None:
             self._temp_dir = tempfile.TemporaryDirectory(prefix="doris-standin-")
             root, durable = Path(self._temp_dir.name), False
@@ -930,6 +944,13 @@ class DorisServer:
         cluster = _Cluster(self._user, self._password, root, durable,
                            self._label_keep_seconds, self._precommit_timeout_seconds)
         self._cluster = cluster
+        self._mysql = DorisMysqlServer(cluster.execute_unlimited, cluster.has_database, self._user, self._password,
+                                       self.host, self.query_port)
+        try:
+            self.query_port = self._mysql.start().port
+        except BaseException:
+            self.stop()
+            raise
         backend = _StandInHTTPServer((self.host, self.be_port), _BackendHandler, cluster)
         frontend = _StandInHTTPServer((self.host, self.fe_port), _FrontendHandler, cluster)
         self._servers = [backend, frontend]
@@ -946,6 +967,8 @@ class DorisServer:
         """Stop serving, wake sleeping (``slow``) loads, close storage, remove a temp dir."""
         if self._cluster is not None:
             self._cluster.stopping.set()
+        if self._mysql is not None:
+            self._mysql.stop()
         for server in self._servers:
             server.shutdown()
             server.server_close()
@@ -956,6 +979,7 @@ class DorisServer:
         if self._temp_dir is not None:
             self._temp_dir.cleanup()
         self._servers, self._threads, self._cluster, self._temp_dir = [], [], None, None
+        self._mysql = None
 
     def __enter__(self) -> DorisServer:
         return self.start()
@@ -1013,6 +1037,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--fe-port", type=int, default=0)
     parser.add_argument("--be-port", type=int, default=0)
+    parser.add_argument("--query-port", type=int, default=0, help="the MySQL protocol port (Doris query_port)")
     parser.add_argument("--user", default="root")
     parser.add_argument("--password", default=None,
                         help="default: env DORIS_STANDIN_PASSWORD, else empty")
@@ -1028,13 +1053,15 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse_args(argv)
     password = args.password if args.password is not None else os.environ.get("DORIS_STANDIN_PASSWORD", "")
     server = DorisServer(args.host, args.fe_port, args.be_port, args.user, password, args.data_dir,
-                         args.label_keep_seconds, args.precommit_timeout_seconds, args.be_advertised_host)
+                         args.label_keep_seconds, args.precommit_timeout_seconds, args.be_advertised_host,
+                         args.query_port)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     server.start()
     try:
-        announcement = {"fe_port": server.fe_port, "be_port": server.be_port, "pid": os.getpid()}
+        announcement = {"fe_port": server.fe_port, "be_port": server.be_port, "query_port": server.query_port,
+                        "pid": os.getpid()}
         print(json.dumps(announcement), flush=True)
         while not stop.wait(0.5):
             pass

@@ -686,21 +686,22 @@ class Storage:
 
     # queries
 
-    def select(self, db: str, sql: str, limit: int) -> StatementResult:
-        """Run a read-only SQL query with ``db`` as the current database."""
+    def select(self, db: str, sql: str, limit: int | None) -> StatementResult:
+        """Run a read-only SQL query with ``db`` as the current database; ``limit`` None: every row."""
         connection = self.connection(db)
         self._attach_referenced_databases(connection, sql)
         connection.execute("PRAGMA query_only = 1")
         try:
             cursor = connection.execute(sql)
-            rows = tuple(tuple(r) for r in cursor.fetchmany(limit + 1))
+            fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
+            rows = tuple(tuple(r) for r in fetched)
         except sqlite3.Error as exc:
             raise DorisSqlError(str(exc)) from exc
         finally:
             connection.execute("PRAGMA query_only = 0")
-        truncated = len(rows) > limit
-        if truncated:
-            rows = rows[:limit]
+        truncated = False
+        if limit is not None and len(rows) > limit:
+            rows, truncated = rows[:limit], True
             log.warning(truncation_message(db, sql, limit))
         columns = tuple(d[0] for d in cursor.description or ())
         return StatementResult("result_set", columns, _result_types(rows, len(columns)), rows, truncated)
@@ -892,14 +893,15 @@ def truncation_message(db: str, sql: str, limit: int) -> str:
 # --- the SQL endpoint's statement dispatcher -------------------------------------------------
 
 
-def execute_statement(storage: Storage, db: str, sql: str, limit: int = 1000) -> StatementResult:
+def execute_statement(storage: Storage, db: str, sql: str, limit: int | None = 1000) -> StatementResult:
     """Execute one statement of the supported subset with ``db`` as the current database.
 
     :param storage: the stand-in's storage (caller holds ``storage.lock``).
     :param db: current database ("" for none, ``information_schema`` always exists).
     :param sql: the statement text.
     :param limit: maximum number of rows returned by a query; a query that matches more returns
-        the first ``limit`` with ``truncated`` set, and the stand-in logs a warning.
+        the first ``limit`` with ``truncated`` set, and the stand-in logs a warning. None (the
+        MySQL port) returns every row.
     :raises DorisSqlError: the statement is invalid or unsupported.
     """
     tokens = tokenize(sql)

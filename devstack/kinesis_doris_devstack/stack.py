@@ -211,11 +211,13 @@ def start_dynamodb(log_dir: Path, *, timeout: float = 60.0) -> ServiceProcess:
 
 
 def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float = 30.0) -> ServiceProcess:
-    """The Doris stand-in (FE + BE ports) as a child process."""
-    fe_port, be_port = free_port(), free_port()
+    """The Doris stand-in (FE HTTP, BE and FE MySQL protocol ports) as a child process; it binds
+    the MySQL port before the HTTP ones, so a healthy FE means all three listen."""
+    fe_port, be_port, query_port = free_port(), free_port(), free_port()
     argv = [
         sys.executable, "-m", "kinesis_doris_devstack.doris_server",
-        "--host", LOOPBACK, "--fe-port", str(fe_port), "--be-port", str(be_port), "--user", DORIS_USER,
+        "--host", LOOPBACK, "--fe-port", str(fe_port), "--be-port", str(be_port), "--query-port", str(query_port),
+        "--user", DORIS_USER,
     ]  # fmt: skip
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
@@ -224,7 +226,8 @@ def start_doris(log_dir: Path, *, data_dir: Path | None = None, timeout: float =
     _wait_http("doris stand-in", process, f"{endpoint}/api/health", log_path, timeout)
     return ServiceProcess(
         "doris", process, endpoint, log_path,
-        extra={"fe_port": fe_port, "be_port": be_port, "user": DORIS_USER, "password": DORIS_PASSWORD},
+        extra={"fe_port": fe_port, "be_port": be_port, "query_port": query_port, "user": DORIS_USER,
+               "password": DORIS_PASSWORD},
     )  # fmt: skip
 
 
