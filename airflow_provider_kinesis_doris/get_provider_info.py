@@ -15,6 +15,11 @@ _INTEGRATION = "Kinesis to Doris"
 
 # Extras of the ``doris`` connection; the hook declares the same names for Airflow 2.x.
 DORIS_CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "query_port": {
+        "label": "FE query port (MySQL protocol)",
+        "description": "The FE's query_port (default 9030): SQL operators and get_records/run use it; loads use the HTTP port.",
+        "schema": {"type": ["integer", "null"], "default": 9030},
+    },
     "https": {
         "label": "Use HTTPS",
         "description": "Talk to the FE over HTTPS (the BE redirect target is always plain HTTP).",

@@ -138,7 +138,8 @@ DORIS_PASSWORD = "s3cret-doris-pw"
 
 @pytest.fixture(scope="session")
 def doris_server():  # type: ignore[no-untyped-def]
-    """The Doris stand-in, in-process, on 127.0.0.1 (user ``loader``, a known password)."""
+    """The Doris stand-in, in-process, on 127.0.0.1 (user ``loader``, a known password): FE and BE
+    HTTP ports and the FE's MySQL protocol port (``query_port``)."""
     from kinesis_doris_devstack.doris_server import DorisServer
 
     with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
@@ -149,14 +150,16 @@ def use_local_stack_connections(
     monkeypatch: pytest.MonkeyPatch, kinesis_endpoint: str, dynamodb_endpoint: str, doris_server: Any, schema: str
 ) -> None:
     """``aws_default`` and ``doris_default`` pointing at the local stack, set as a user would
-    (``AIRFLOW_CONN_*`` environment variables)."""
+    (``AIRFLOW_CONN_*`` environment variables); ``doris_default`` carries both the FE HTTP port
+    and the MySQL protocol port (extra ``query_port``)."""
     aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_endpoint,
                  "service_config": {"dynamodb": {"endpoint_url": dynamodb_endpoint}}}  # fmt: skip
     monkeypatch.setenv("AIRFLOW_CONN_AWS_DEFAULT", json.dumps(
         {"conn_type": "aws", "login": "testing", "password": "testing-secret-key", "extra": aws_extra}))  # fmt: skip
     monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(
         {"conn_type": "doris", "host": "127.0.0.1", "port": doris_server.fe_port, "login": DORIS_USER,
-         "password": DORIS_PASSWORD, "schema": schema}))  # fmt: skip
+         "password": DORIS_PASSWORD, "schema": schema,
+         "extra": {"query_port": doris_server.query_port}}))  # fmt: skip
 
 
 def dag_file_in_a_bundle(monkeypatch: pytest.MonkeyPatch, folder: Path, bundle: str, file_name: str, text: str) -> Path:

@@ -1,8 +1,10 @@
-"""Airflow hook for Apache Doris: builds the core Stream Load client from a ``doris`` connection.
+"""Airflow hook for Apache Doris: SQL over the FE's MySQL protocol port (a common.sql
+``DbApiHook``), and the core Stream Load client the loader uses, from one ``doris`` connection.
 
 Connection fields: host = FE host, port = FE HTTP port (8030), login/password, schema = default
-database. Extras (declared once, in ``get_provider_info.DORIS_CONN_FIELDS``): ``https``,
-``be_hosts``, ``allowed_redirect_hosts``, ``be_address_map``, ``label_keep_seconds``.
+database. Extras (declared once, in ``get_provider_info.DORIS_CONN_FIELDS``): ``query_port`` (the
+FE's MySQL protocol port, 9030), ``https``, ``be_hosts``, ``allowed_redirect_hosts``,
+``be_address_map``, ``label_keep_seconds``.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import BaseHook
+import pymysql
+from airflow.providers.common.sql.hooks.sql import DbApiHook
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -22,14 +25,28 @@ from airflow_provider_kinesis_doris.core.doris.options import Body, StreamLoadOp
 from airflow_provider_kinesis_doris.core.doris.connection import (
     DEFAULT_FE_HTTP_PORT,
     DEFAULT_LABEL_KEEP_SECONDS,
+    DEFAULT_QUERY_PORT,
     DorisConnectionConfig,
+    join_host_port,
 )
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
+if TYPE_CHECKING:
+    from pymysql.connections import Connection as MySQLConnection
+    from sqlalchemy.engine import URL, Engine
 
-class DorisHook(BaseHook):
-    """Stream Load, label state and SQL on an Apache Doris cluster.
+
+class DorisHook(DbApiHook):
+    """SQL, Stream Load and label state on an Apache Doris cluster.
+
+    Two ways to the FE, both from the one connection:
+
+    - the MySQL protocol on the FE's ``query_port`` (extra, default 9030), through PyMySQL:
+      :meth:`get_conn` and everything common.sql builds on it (``get_records``, ``get_first``,
+      ``run``, ``SQLExecuteQueryOperator``, the check operators);
+    - HTTP on the FE's ``http_port`` (the connection's port, 8030): :meth:`stream_load`,
+      :meth:`load_idempotently`, :meth:`get_load_state` and :meth:`run_sql`, which the loader uses.
 
     .. seealso:: https://doris.apache.org/docs/data-operate/import/import-way/stream-load-manual
 
@@ -40,10 +57,18 @@ class DorisHook(BaseHook):
     default_conn_name = "doris_default"
     conn_type = "doris"
     hook_name = "Apache Doris (Stream Load)"
+    supports_autocommit = True
+    _placeholder = "%s"
+    _test_connection_sql = "SELECT 1"
 
-    def __init__(self, doris_conn_id: str = default_conn_name, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.doris_conn_id = doris_conn_id
+    def __init__(self, doris_conn_id: str = default_conn_name, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, doris_conn_id=doris_conn_id, **kwargs)
+        self.doris_conn_id: str = getattr(self, self.conn_name_attr)
+        # common.sql's ``hook_params={"schema": ...}``: a database other than the connection's.
+        self._schema_override: str | None = kwargs.get("schema") or None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(doris_conn_id={self.doris_conn_id!r})"
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
@@ -76,14 +101,14 @@ class DorisHook(BaseHook):
             "placeholders": dict(behaviour["placeholders"]),
         }
 
+    # -- the HTTP side: the Stream Load client ----------------------------------------------------
+
     def connection_config(self) -> DorisConnectionConfig:
         """The core client configuration read from the connection."""
-        conn = self.get_connection(self.doris_conn_id)
-        if not conn.host:
-            raise ConfigurationError(f"Connection {self.doris_conn_id!r} has no host (the Doris FE)")
+        conn = self.connection
         extras = conn.extra_dejson
         return DorisConnectionConfig(
-            host=conn.host,
+            host=self._host(),
             port=int(conn.port or DEFAULT_FE_HTTP_PORT),
             user=conn.login or "root",
             password=conn.password or "",
@@ -98,18 +123,94 @@ class DorisHook(BaseHook):
         """A new core client for this connection (one per task or Spark partition)."""
         return DorisStreamLoadClient(self.connection_config())
 
-    def get_conn(self) -> DorisStreamLoadClient:
-        """The hook's own client, created on first use."""
-        return self._client
-
     @cached_property
-    def _client(self) -> DorisStreamLoadClient:
+    def stream_load_client(self) -> DorisStreamLoadClient:
+        """The hook's own Stream Load client, created on first use (:meth:`get_conn` is the
+        MySQL protocol connection)."""
         return self.get_client()
 
     @cached_property
     def default_database(self) -> str | None:
-        """The connection's schema, used when a method is called without ``database``."""
-        return self.get_connection(self.doris_conn_id).schema or None
+        """The database a method called without ``database`` uses: the hook's ``schema``
+        parameter, else the connection's schema."""
+        return self._schema_override or self.connection.schema or None
+
+    # -- the MySQL protocol side: common.sql ------------------------------------------------------
+
+    @cached_property
+    def query_port(self) -> int:
+        """The FE's MySQL protocol port: the connection's ``query_port`` extra, default 9030."""
+        value = _extra(self.connection.extra_dejson, "query_port")
+        if value in (None, ""):
+            return DEFAULT_QUERY_PORT
+        try:
+            port = int(value)
+        except (TypeError, ValueError):
+            port = 0
+        if not 0 < port < 65536:
+            raise ConfigurationError(
+                f"query_port of connection {self.doris_conn_id!r} must be a port number (1..65535), got {value!r}"
+            )
+        return port
+
+    @property
+    def query_address(self) -> str:
+        """``host:query_port`` of the FE's MySQL protocol port."""
+        return join_host_port(self._host(), self.query_port)
+
+    def get_conn(self) -> MySQLConnection:
+        """A new PyMySQL connection to the FE's MySQL protocol port, as the connection's user,
+        in its default database; the caller closes it.
+
+        :raises pymysql.err.OperationalError: the FE refused or could not be reached; the message
+            names the Airflow connection and the address (never the password).
+        """
+        conn = self.connection
+        host, port = self._host(), self.query_port
+        try:
+            return pymysql.connect(
+                host=host, port=port, user=conn.login or "root", password=conn.password or "",
+                database=self.default_database, charset="utf8mb4",
+            )  # fmt: skip
+        except pymysql.err.OperationalError as exc:
+            code, message = (*exc.args, None, "")[:2]
+            where = f"Doris connection {self.doris_conn_id!r}, MySQL protocol at {self.query_address}"
+            raise pymysql.err.OperationalError(code, f"{message} ({where})") from None
+
+    def set_autocommit(self, conn: MySQLConnection, autocommit: bool) -> None:
+        """PyMySQL's ``autocommit`` is a method, not the attribute DbApiHook assigns."""
+        conn.autocommit(autocommit)
+
+    def get_autocommit(self, conn: MySQLConnection) -> bool:
+        return bool(conn.get_autocommit())
+
+    @cached_property
+    def dialect_name(self) -> str:
+        return "mysql"
+
+    @property
+    def sqlalchemy_url(self) -> URL:
+        """``mysql+pymysql://`` to the FE's query port (SQLAlchemy's MySQL dialect over PyMySQL)."""
+        from sqlalchemy.engine import URL
+
+        conn = self.connection
+        return URL.create(
+            "mysql+pymysql", username=conn.login or "root", password=conn.password or None, host=self._host(),
+            port=self.query_port, database=self.default_database,
+        )  # fmt: skip
+
+    def get_uri(self) -> str:
+        """The SQLAlchemy URI of :attr:`sqlalchemy_url`, password included (as every DbApiHook's)."""
+        return self.sqlalchemy_url.render_as_string(hide_password=False)
+
+    def get_sqlalchemy_engine(self, engine_kwargs: dict[str, Any] | None = None) -> Engine:
+        """An engine on :attr:`sqlalchemy_url`; unlike DbApiHook's, it never logs the URL (whose
+        text shows the password on SQLAlchemy 1.4)."""
+        from sqlalchemy import create_engine
+
+        return create_engine(self.sqlalchemy_url, **(engine_kwargs or {}))
+
+    # -- operations -----------------------------------------------------------------------------
 
     def stream_load(
         self,
@@ -128,7 +229,7 @@ class DorisHook(BaseHook):
         :param options: format and other headers.
         :param database: target database; the connection's schema by default.
         """
-        client = self.get_conn()
+        client = self.stream_load_client
         return client.stream_load(self._database(database), table, body, label=label, options=options)
 
     def load_idempotently(
@@ -150,7 +251,7 @@ class DorisHook(BaseHook):
         :param database: target database; the connection's schema by default.
         :param precommitted_policy: what to do with a label left PRECOMMITTED.
         """
-        return self.get_conn().load_idempotently(
+        return self.stream_load_client.load_idempotently(
             self._database(database), table, label, body, options, precommitted_policy=precommitted_policy
         )
 
@@ -160,26 +261,46 @@ class DorisHook(BaseHook):
         :param label: the label.
         :param database: the label's database; the connection's schema by default.
         """
-        return self.get_conn().get_load_state(self._database(database), label)
+        return self.stream_load_client.get_load_state(self._database(database), label)
 
     def run_sql(self, statement: str, *, database: str | None = None) -> SqlResult:
-        """Run one statement through the FE's HTTP SQL endpoint.
+        """Run one statement through the FE's HTTP SQL endpoint (``POST /api/query``).
+
+        The loader uses this path, not :meth:`get_conn`, so that a worker needs only the FE's
+        HTTP port, which Stream Load needs anyway, and no MySQL port opened to it. The HTTP
+        endpoint returns at most 1,000 rows of a query: for larger results, and for everything
+        common.sql offers (``get_records``, ``run``, the SQL operators), use the MySQL protocol.
 
         :param statement: the SQL statement.
         :param database: default database; the connection's schema by default.
         """
-        return self.get_conn().run_sql(self._database(database), statement)
+        return self.stream_load_client.run_sql(self._database(database), statement)
 
     def test_connection(self) -> tuple[bool, str]:
-        """Run ``SELECT 1`` on the FE with the connection's credentials."""
+        """``SELECT 1`` over both ways to the FE, MySQL protocol first; says which one failed."""
         try:
-            result = self.run_sql("SELECT 1")
+            row = self.get_first(self._test_connection_sql)
+        except (pymysql.err.Error, KinesisDorisError) as exc:
+            return False, f"The MySQL protocol (query_port) failed: {_error_text(exc)}"
+        if not row or str(row[0]) != "1":
+            return False, f"The MySQL protocol at {self.query_address} failed: SELECT 1 returned {row!r}"
+        config = self.stream_load_client.config
+        try:
+            result = self.run_sql(self._test_connection_sql)
         except KinesisDorisError as exc:
-            return False, str(exc)
+            return False, f"The MySQL protocol works; the HTTP SQL endpoint at {config.fe_address} failed: {exc}"
         if not result.rows or str(result.rows[0][0]) != "1":
-            return False, f"SELECT 1 returned {result.rows!r}"
-        config = self.get_conn().config
-        return True, f"Connected to Doris FE {config.fe_address} as {config.user}"
+            return False, f"The HTTP SQL endpoint at {config.fe_address} failed: SELECT 1 returned {result.rows!r}"
+        return True, (
+            f"Connected to Doris FE {self.query_address} (MySQL protocol) and {config.fe_address} (HTTP) "
+            f"as {config.user}"
+        )
+
+    def _host(self) -> str:
+        host = self.connection.host
+        if not host:
+            raise ConfigurationError(f"Connection {self.doris_conn_id!r} has no host (the Doris FE)")
+        return host
 
     def _database(self, database: str | None) -> str:
         chosen = database or self.default_database
@@ -193,6 +314,13 @@ class DorisHook(BaseHook):
 def _doris_connection_type() -> dict[str, Any]:
     entries = get_provider_info()["connection-types"]
     return next(entry for entry in entries if entry["connection-type"] == "doris")
+
+
+def _error_text(exc: BaseException) -> str:
+    """PyMySQL's ``(code, message)`` as ``message (code)``; other errors as they are."""
+    if isinstance(exc, pymysql.err.Error) and len(exc.args) == 2:
+        return f"{exc.args[1]} (MySQL error {exc.args[0]})"
+    return str(exc)
 
 
 def _extra(extras: Mapping[str, Any], name: str) -> Any:

@@ -44,7 +44,7 @@ def set_connection(monkeypatch: pytest.MonkeyPatch, conn_id: str = "doris_defaul
 
 def standin_connection(server: DorisServer, **overrides: Any) -> dict[str, Any]:
     return {"host": "127.0.0.1", "port": server.fe_port, "login": "root", "password": PASSWORD, "schema": DB,
-            **overrides}
+            "extra": {"query_port": server.query_port}, **overrides}
 
 
 def make_hook(conn_id: str = "doris_default"):  # type: ignore[no-untyped-def]
@@ -86,7 +86,7 @@ def test_legacy_form_widgets_come_from_the_shared_field_declarations() -> None:
     widgets = DorisHook.get_connection_form_widgets()
     assert list(widgets) == list(DORIS_CONN_FIELDS)
     kinds = {name: widget.field_class.__name__ for name, widget in widgets.items()}
-    assert kinds == {"https": "BooleanField", "be_hosts": "StringField",
+    assert kinds == {"query_port": "IntegerField", "https": "BooleanField", "be_hosts": "StringField",
                      "allowed_redirect_hosts": "StringField",
                      "be_address_map": "StringField", "label_keep_seconds": "IntegerField"}
 
@@ -117,12 +117,16 @@ def test_connection_extras_become_the_client_config(monkeypatch: pytest.MonkeyPa
     assert dict(config.be_address_map) == {"10.0.0.5:8040": "be1:8040"}
     assert config.label_keep_seconds == 3600
     assert repr(hook.get_client()) == "DorisStreamLoadClient(user='loader', fe='fe.internal:18030')"
+    assert hook.stream_load_client.config == config
+    assert (hook.query_port, hook.query_address) == (9030, "fe.internal:9030")
 
 
 def test_prefixed_extras_and_defaults_are_understood(monkeypatch: pytest.MonkeyPatch) -> None:
     set_connection(monkeypatch, host="fe", extra={"extra__doris__be_address_map": {"a:1": "b:2"}})
-    config = make_hook().connection_config()
+    hook = make_hook()
+    config = hook.connection_config()
     assert (config.port, config.user, config.https, config.label_keep_seconds) == (8030, "root", False, 43200)
+    assert hook.query_port == 9030
     assert dict(config.be_address_map) == {"a:1": "b:2"}
 
 
@@ -132,13 +136,30 @@ def test_bad_be_address_map_names_the_connection(monkeypatch: pytest.MonkeyPatch
         make_hook("doris_bad").connection_config()
 
 
-def test_test_connection_runs_select_1_on_the_fe(
+def test_test_connection_runs_select_1_over_both_ways_to_the_fe(
     server: DorisServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     set_connection(monkeypatch, **standin_connection(server))
     ok, message = make_hook().test_connection()
     assert ok is True
-    assert f"127.0.0.1:{server.fe_port}" in message and PASSWORD not in message
+    assert f"127.0.0.1:{server.query_port} (MySQL protocol)" in message
+    assert f"127.0.0.1:{server.fe_port} (HTTP)" in message and PASSWORD not in message
+
+
+def test_test_connection_says_which_way_to_the_fe_failed(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed = {"query_port": _closed_port()}
+    set_connection(monkeypatch, **standin_connection(server, extra=closed))
+    ok, message = make_hook().test_connection()
+    assert ok is False
+    assert message.startswith("The MySQL protocol (query_port) failed") and "doris_default" in message
+    assert f"127.0.0.1:{closed['query_port']}" in message
+
+    set_connection(monkeypatch, **standin_connection(server, port=_closed_port()))
+    ok, message = make_hook().test_connection()
+    assert ok is False
+    assert message.startswith("The MySQL protocol works; the HTTP SQL endpoint at 127.0.0.1:")
 
 
 def test_test_connection_reports_a_wrong_password_without_showing_it(
@@ -149,9 +170,9 @@ def test_test_connection_reports_a_wrong_password_without_showing_it(
     hook = make_hook()
     ok, message = hook.test_connection()
     assert ok is False
-    assert "Access denied" in message or "Unauthorized" in message
+    assert "Access denied" in message and "MySQL protocol" in message
     assert wrong not in message and PASSWORD not in message
-    assert wrong not in repr(hook.get_conn())
+    assert wrong not in repr(hook.stream_load_client) and wrong not in repr(hook)
 
 
 def test_hook_loads_idempotently_and_reads_state_and_sql(
@@ -187,3 +208,12 @@ def test_hook_without_schema_or_database_asks_for_one(
     set_connection(monkeypatch, **standin_connection(server, schema=""))
     with pytest.raises(ConfigurationError, match="No database given"):
         make_hook().get_load_state("any")
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -12,6 +12,9 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.retry import backoff_seconds
 
 DEFAULT_FE_HTTP_PORT = 8030
+# The FE's MySQL protocol port (``query_port``): SQL clients and common.sql operators use it; the
+# Stream Load client does not.
+DEFAULT_QUERY_PORT = 9030
 DEFAULT_LABEL_KEEP_SECONDS = 43200
 
 
