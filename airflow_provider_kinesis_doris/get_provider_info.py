@@ -48,6 +48,14 @@ DORIS_CONN_FIELDS: dict[str, dict[str, Any]] = {
 }
 
 
+_DORIS_URIS = {
+    "schemes": ["doris"],
+    "handler": f"{_PACKAGE}.assets.doris.sanitize_uri",
+    "to_openlineage_converter": f"{_PACKAGE}.assets.doris.convert_asset_to_openlineage",
+    "factory": f"{_PACKAGE}.assets.doris.create_asset",
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-kinesis-doris",
@@ -76,6 +84,10 @@ def get_provider_info() -> dict[str, Any]:
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],
         "triggers": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kinesis_reshard"]}],
         "extra-links": [f"{_PACKAGE}.links.doris.DorisTableLink"],
+        # doris://<conn id>/<database>/<table>: the loader's default outlet (assets.doris).
+        # Airflow 3 reads "asset-uris", 2.11 "dataset-uris".
+        "asset-uris": [_DORIS_URIS],
+        "dataset-uris": [_DORIS_URIS],
         "connection-types": [
             {
                 "connection-type": "doris",

@@ -11,8 +11,9 @@ nor Doris, so the names follow its nearest entries:
 * A Doris table is named like the spec's MySQL entry, whose protocol and two-level hierarchy Doris
   shares: namespace ``doris://<FE host>:<query port>``, name ``<database>.<table>``. The scheme says
   Doris so the table is not taken for a MySQL one; the port is the FE's MySQL-protocol port
-  (``query_port``, 9030), the address SQL tools reach the table at, so the loader's output joins
-  the lineage of queries run on the same connection.
+  (``query_port``, 9030), the address SQL tools reach the table at; ``DorisHook`` names tables the
+  same way for the SQL operators, so the loader's output joins the lineage of queries run on the
+  same connection.
 
 The facets are imported through ``apache-airflow-providers-common-compat``; this module is used only
 when the openlineage provider calls the operator's ``get_openlineage_facets_on_*`` methods.
@@ -24,13 +25,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import BaseHook
-
 if TYPE_CHECKING:
     from airflow.providers.common.compat.openlineage.facet import Dataset, InputDataset, OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-DEFAULT_QUERY_PORT = 9030
 _STREAM_ARN = re.compile(r"^(?P<namespace>arn:[^:]+:kinesis:[^:]+:[^:]+):(?P<name>stream/.+)$")
 
 
@@ -53,10 +51,11 @@ def kinesis_dataset(stream_arn: str, records: int | None = None) -> InputDataset
 
 
 def doris_namespace(doris_conn_id: str) -> str:
-    """``doris://<FE host>:<query port>`` of the ``doris`` connection."""
-    conn = BaseHook.get_connection(doris_conn_id)
-    port = conn.extra_dejson.get("query_port") or DEFAULT_QUERY_PORT
-    return f"doris://{conn.host}:{int(port)}"
+    """``doris://<FE host>:<query port>`` of the ``doris`` connection, as ``DorisHook`` gives it
+    to the SQL operators' lineage."""
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    return f"doris://{DorisHook(doris_conn_id=doris_conn_id).query_address}"
 
 
 def doris_dataset(doris_conn_id: str, database: str, table: str) -> Dataset:

@@ -92,11 +92,14 @@ class ShardsWaiting(KinesisDorisError):
     committed; the run still fails, so Airflow retries it instead of marking it green (I9).
 
     :param waiting: shard id -> the parents it waits for.
+    :param result: what the run loaded and committed of the rest (a ``core.pipeline.IntervalResult``),
+        for its report and metrics.
     """
 
-    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]]) -> None:
+    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any = None) -> None:
         super().__init__(message)
         self.waiting = waiting
+        self.result = result
 
 
 class UnresolvableLoad(KinesisDorisError):

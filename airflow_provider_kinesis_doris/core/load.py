@@ -104,6 +104,8 @@ class RangeReport:
     """Dead letters this run sent, by the kind of their reason (see :func:`reason_kind`)."""
     chunks: int = 0
     chunks_already_loaded: int = 0
+    chunks_retried: int = 0
+    """Stream Loads of this run that needed more than one attempt (throttled, dropped, 5xx)."""
     labels: list[str] = field(default_factory=list)
     end: dict[str, Any] | None = None
     drained: bool = False
@@ -424,7 +426,7 @@ def _load_chunk(
         try:
             loaded = _load_once(
                 clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body,
-                recorded.get(label), intent_put=intent_put,
+                recorded.get(label), report, intent_put=intent_put,
             )  # fmt: skip
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
@@ -443,7 +445,7 @@ def _load_chunk(
         label = dead_letter_label(*ids)
         loaded = _load_once(
             clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body,
-            recorded.get(label), intent_put=intent_put and label == first_label,
+            recorded.get(label), report, intent_put=intent_put and label == first_label,
         )  # fmt: skip
         if loaded is None:
             report.dead_letters_already_loaded += len(chunk.dead_letters)
@@ -528,6 +530,7 @@ def _load_once(
     options: StreamLoadOptions,
     body: bytes,
     known: ChunkRecord | None,
+    report: RangeReport,
     *,
     intent_put: bool = False,
 ) -> Any:
@@ -536,6 +539,7 @@ def _load_once(
     :param known: the chunk as recorded when this pass began, or None. An intent another run
         records after that is not missed: ours is put once, so we then load as a run that did not
         settle every attempt (Doris refuses a label it holds).
+    :param report: counts a load that needed more than one attempt (``chunks_retried``).
     :param intent_put: this pass put the label's intent already (with the chunk's content).
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
@@ -581,6 +585,7 @@ def _load_once(
                 expected_state=CHUNK_INTENT,
             )  # fmt: skip
         raise
+    report.chunks_retried += result.attempts > 1
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
     store.record_chunk_outcome(

@@ -66,6 +66,7 @@ class IntervalResult:
                     already_loaded={"rows": report.rows_already_loaded, "dead_letters": report.dead_letters_already_loaded},
                     chunks=report.chunks,
                     chunks_already_loaded=report.chunks_already_loaded,
+                    chunks_retried=report.chunks_retried,
                     lag_ms=report.millis_behind_latest,
                     labels=report.labels,
                     end=report.end,
@@ -171,7 +172,7 @@ def run_interval(
         )  # fmt: skip
     if not plan.ranges:
         result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
-        _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
+        _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
         return result
     checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r), plan.ranges, driver_concurrency)
     empty = {report.shard_id: report for report in checked if report is not None}
@@ -186,7 +187,7 @@ def run_interval(
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     committed = commit_reports(store, reports, driver_concurrency, known)
     result = IntervalResult(plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state))
-    _raise_if_waiting(plan, store, clock(), warn_waiting_after_ms)
+    _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
     return result
 
 
@@ -196,9 +197,10 @@ def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore, concurren
     return prune_if_due(store, prune_horizon(plan.trim_horizon_ms, config.doris.label_keep_seconds), concurrency)
 
 
-def _raise_if_waiting(plan: Plan, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:
+def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:
     """Fail a run that left ranges of its interval unloaded, naming each shard, how long it has
     waited and how far each parent it waits for is loaded (I9)."""
+    plan = result.plan
     if not plan.waiting:
         return
     lines = []
@@ -227,7 +229,7 @@ def _raise_if_waiting(plan: Plan, store: CheckpointStore, now_ms: int, warn_afte
         "if the table does not depend on the order of records."
     )
     log.warning("%s", message)
-    raise ShardsWaiting(message, waiting=plan.waiting)
+    raise ShardsWaiting(message, waiting=plan.waiting, result=result)
 
 
 def _loaded_through(store: CheckpointStore, shard_id: str) -> str:

@@ -33,6 +33,7 @@ from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamL
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
 if TYPE_CHECKING:
+    from airflow.providers.openlineage.sqlparser import DatabaseInfo
     from pymysql.connections import Connection as MySQLConnection
     from sqlalchemy.engine import URL, Engine
 
@@ -209,6 +210,30 @@ class DorisHook(DbApiHook):
         from sqlalchemy import create_engine
 
         return create_engine(self.sqlalchemy_url, **(engine_kwargs or {}))
+
+    # -- OpenLineage (SQL operators on this connection) -------------------------------------------
+
+    def get_openlineage_database_info(self, connection: Any) -> DatabaseInfo:
+        """Tables are ``doris://<FE host>:<query_port>`` / ``<database>.<table>``, the names the
+        loader gives its own output (``airflow_provider_kinesis_doris.lineage``), so lineage of SQL
+        run on this connection joins the loads."""
+        from airflow.providers.openlineage.sqlparser import DatabaseInfo
+
+        return DatabaseInfo(
+            scheme="doris",
+            authority=self.query_address,
+            information_schema_columns=["table_schema", "table_name", "column_name", "ordinal_position", "column_type"],
+            information_schema_table_name="information_schema.columns",
+            normalize_name_method=lambda name: name,
+        )
+
+    def get_openlineage_database_dialect(self, connection: Any) -> str:
+        """Doris parses as MySQL."""
+        return "mysql"
+
+    def get_openlineage_default_schema(self) -> str | None:
+        """None: names have two parts, database and table, as MySQL's."""
+        return None
 
     # -- operations -----------------------------------------------------------------------------
 

@@ -34,10 +34,12 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
+from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_shards_waiting
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import (
     AIRFLOW_V_3_0_PLUS,
@@ -47,6 +49,7 @@ from airflow_provider_kinesis_doris.version_compat import (
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings
 
@@ -244,7 +247,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.unique_key_sequence = unique_key_sequence
         self.dead_letter_table = dead_letter_table
         if "{{" not in doris_table and "{{" not in (dead_letter_table or ""):
-            self._table_names()  # literal names fail the DAG's parse; templated ones when the task runs
+            # Literal names fail the DAG's parse; templated ones when the task runs.
+            database, table, _ = self._table_names()
+            if "outlets" not in kwargs:
+                self.outlets = [create_asset(database=database, table=table, conn_id=doris_conn_id)]
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.waiting_warn_after = waiting_warn_after
@@ -271,6 +277,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.prune_state = prune_state
         self.create_checkpoint_table = create_checkpoint_table
         self.deferrable = deferrable
+        self._run_totals: dict[str, Any] | None = None
 
     # -- seal -------------------------------------------------------------------------------------
 
@@ -343,19 +350,59 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 driver_concurrency=self.driver_concurrency, prune_state=self.prune_state,
             )  # fmt: skip
         except ShardsWaiting as exc:
-            # The failed try still tells, in XCom, which shards wait for which parents.
+            # The failed try still tells, in XCom, which shards wait for which parents, and its
+            # metrics and lineage count what it loaded of the rest.
             context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
+            if exc.result is not None:
+                self._report(config.pipeline_id, exc.result.summary())
+            emit_shards_waiting(config.pipeline_id, len(exc.waiting))
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         except Exception as exc:
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
-        for shard_id, shard in result.summary()["shards"].items():
-            self.log.info("shard %s: %s", shard_id, shard)
+        self._report(config.pipeline_id, result.summary())
         summary = result.xcom_summary()
         if auto is not None and auto.choice is not None:
             summary["runner"] = auto.choice.summary()
         return summary
+
+    def _report(self, pipeline_id: str, totals: dict[str, Any]) -> None:
+        """Log each shard's line, send the run's metrics and keep its totals for lineage."""
+        for shard_id, shard in totals["shards"].items():
+            self.log.info("shard %s: %s", shard_id, shard)
+        emit_interval_metrics(pipeline_id, totals)
+        self._run_totals = totals
+
+    # -- lineage ----------------------------------------------------------------------------------
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        """The stream and the table this run loads, without counts (``lineage`` names them)."""
+        return self._lineage(None)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        """The stream, the table and, when the run sent rows to it, the dead-letter table, with
+        what the run read and loaded and the tables' columns."""
+        return self._lineage(self._run_totals, with_schema=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        """As on completion, with what a run that failed with ``ShardsWaiting`` loaded of the
+        rest (no counts otherwise), and without asking Doris for the columns."""
+        return self._lineage(self._run_totals)
+
+    def _lineage(self, totals: dict[str, Any] | None, *, with_schema: bool = False) -> OperatorLineage:
+        from airflow_provider_kinesis_doris.lineage import loader_lineage
+
+        database, table, dead_letter_table = self._table_names()
+        summary = self.aws_hook.kinesis.describe_stream_summary(StreamName=self.stream_name)["StreamDescriptionSummary"]
+        dead_lettered = bool(totals and totals.get("dead_lettered"))
+        hook = DorisHook(doris_conn_id=self.doris_conn_id) if with_schema else None
+        return loader_lineage(
+            stream_arn=summary["StreamARN"], doris_conn_id=self.doris_conn_id, database=database, table=table,
+            dead_letter_table=dead_letter_table, totals=totals,
+            columns=_column_types(hook, database, table) if hook else (),
+            dead_letter_columns=_column_types(hook, database, dead_letter_table) if hook and dead_lettered else (),
+        )  # fmt: skip
 
     def _pipeline_config(
         self, aws_hook: KinesisPipelineHook, doris_config: DorisConnectionConfig, database: str, table: str, *,
@@ -449,14 +496,14 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if options.columns:
             return plain_columns(options.columns)
         try:
-            described = hook.run_sql(f"DESC {qualified_name(database, table)}", database=database)
+            described = _column_types(hook, database, table)
         except Exception as exc:
             raise AirflowException(
                 f"decoder='csv' names its fields by the columns of Doris table {database}.{table}, and DESC of it "
                 f"failed (does the table exist?); nothing was planned or loaded: {type(exc).__name__}: {exc}"
             ) from exc
         metadata = set(self._metadata_columns())
-        return tuple(str(row[0]) for row in described.rows if str(row[0]) not in metadata)
+        return tuple(name for name, _ in described if name not in metadata)
 
     def _load_options(self) -> StreamLoadOptions:
         check_load_options(self.load_options, self.decoder)
@@ -526,6 +573,12 @@ def _empty_interval_message(start: Any, end: Any, dag: Any) -> str:
         f"KinesisToDorisOperator needs a non-empty data interval [data_interval_start, data_interval_end), {got}. "
         f"{why}. See \"Schedules and dates\" in docs/usage.md."
     )
+
+
+def _column_types(hook: DorisHook, database: str, table: str) -> list[tuple[str, str]]:
+    """(name, Doris type) of each column of ``database.table``, from ``DESC`` (HTTP SQL path)."""
+    described = hook.run_sql(f"DESC {qualified_name(database, table)}", database=database)
+    return [(str(row[0]), str(row[1])) for row in described.rows]
 
 
 def _ms(moment: datetime) -> int:
