@@ -103,6 +103,7 @@ def test_a_run_reports_lineage_metrics_and_its_table_asset(example, kinesis_clie
     # Parses the DAG files into the metadata DB, as a deployment's DAG processor does: the
     # Asset and the consumer DAG scheduled on it must be known there (2.11's `dags test` does not sync).
     airflow_cli("dags", "reserialize", env=env)
+    doris_server.inject_fault("http_500")  # one Stream Load is retried under its label
     airflow_cli("dags", "test", DAG_ID, _iso(bounds[1]), env=env)
 
     rows = doris_server.execute_sql(DB, f"SELECT COUNT(*) FROM {example['table']}")
@@ -135,6 +136,7 @@ def test_a_run_reports_lineage_metrics_and_its_table_asset(example, kinesis_clie
     assert sum(statsd.values(f"airflow.kinesis_doris.rows_loaded.{pipeline}", "c")) == 20
     assert sum(statsd.values(f"airflow.kinesis_doris.dead_lettered.{pipeline}", "c")) == 1
     assert sum(statsd.values(f"airflow.kinesis_doris.chunks_loaded.{pipeline}", "c")) >= 1
+    assert sum(statsd.values(f"airflow.kinesis_doris.chunks_retried.{pipeline}", "c")) == 1
     assert statsd.values(f"airflow.kinesis_doris.shards_waiting.{pipeline}", "g") == [0]
     assert len(statsd.values(f"airflow.kinesis_doris.max_lag_ms.{pipeline}", "g")) == 1
     assert len(statsd.values(f"airflow.kinesis_doris.shard_lag_ms.{pipeline}.shardId-000000000000", "g")) == 1
