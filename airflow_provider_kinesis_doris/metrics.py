@@ -53,12 +53,8 @@ def emit_interval_metrics(pipeline_id: str, summary: Mapping[str, Any]) -> None:
         _gauge("shard_lag_ms", pipeline_id, lag, shard_id=shard_id)
     if lags:
         _gauge("max_lag_ms", pipeline_id, max(lags.values()))
-    emit_shards_waiting(pipeline_id, sum(1 for shard in shards.values() if shard.get("waiting_for")))
-
-
-def emit_shards_waiting(pipeline_id: str, waiting: int) -> None:
-    """Send how many shards of the pipeline wait for their parents (0 clears an earlier alert)."""
-    _gauge("shards_waiting", pipeline_id, waiting)
+    # 0 from a run that loaded everything clears the alert an earlier run raised.
+    _gauge("shards_waiting", pipeline_id, sum(1 for shard in shards.values() if shard.get("waiting_for")))
 
 
 def _incr(metric: str, pipeline_id: str, count: int) -> None:

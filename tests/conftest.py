@@ -184,3 +184,12 @@ def efo_server(kinesis_mock_endpoint: str) -> Iterator[Any]:
 
     with EfoServer(kinesis_mock_endpoint, subscription_seconds=20, heartbeat_seconds=0.2, poll_seconds=0.05) as server:
         yield server
+
+
+@pytest.fixture
+def statsd() -> Iterator[Any]:
+    """A statsd server on 127.0.0.1 (``tests.statsd_listener``); its ``port`` takes the metrics."""
+    from tests.statsd_listener import StatsdListener
+
+    with StatsdListener() as listener:
+        yield listener

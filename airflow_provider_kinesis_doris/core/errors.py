@@ -96,7 +96,7 @@ class ShardsWaiting(KinesisDorisError):
         for its report and metrics.
     """
 
-    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any = None) -> None:
+    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any) -> None:
         super().__init__(message)
         self.waiting = waiting
         self.result = result

@@ -39,7 +39,7 @@ from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
-from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_shards_waiting
+from airflow_provider_kinesis_doris.metrics import emit_interval_metrics
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import (
     AIRFLOW_V_3_0_PLUS,
@@ -353,9 +353,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             # The failed try still tells, in XCom, which shards wait for which parents, and its
             # metrics and lineage count what it loaded of the rest.
             context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
-            if exc.result is not None:
-                self._report(config.pipeline_id, exc.result.summary())
-            emit_shards_waiting(config.pipeline_id, len(exc.waiting))
+            self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         except Exception as exc:
             raise AirflowException(_explain_failure(exc, steps.current)) from exc

@@ -277,7 +277,7 @@ class Demo:
                      "service_config": {"dynamodb": {"endpoint_url": dynamodb_url}}}  # fmt: skip
         aws = {"conn_type": "aws", "login": "local", "password": "local", "extra": aws_extra}
         doris_conn = {"conn_type": "doris", "host": "127.0.0.1", "port": doris["fe_port"], "login": doris["user"],
-                      "password": doris["password"], "schema": DATABASE}  # fmt: skip
+                      "password": doris["password"], "schema": DATABASE, "extra": {"query_port": doris["query_port"]}}  # fmt: skip
         # Set in this process too, before Airflow is imported: the loader DAG runs in-process.
         os.environ.update(
             {

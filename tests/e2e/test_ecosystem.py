@@ -7,10 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
-import threading
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,52 +24,6 @@ pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.integration]
 DAG_ID = "kinesis_to_doris_example"
 CONSUMER_DAG_ID = "doris_table_consumer_example"
 KINESIS_MOCK_ACCOUNT = "000000000000"
-
-
-class StatsdListener:
-    """A UDP socket on 127.0.0.1 keeping every statsd line it receives."""
-
-    def __init__(self) -> None:
-        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.socket.bind(("127.0.0.1", 0))
-        self.socket.settimeout(0.2)
-        self.port = self.socket.getsockname()[1]
-        self.lines: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._receive, daemon=True)
-
-    def _receive(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data = self.socket.recv(65536)
-            except TimeoutError:
-                continue
-            self.lines += data.decode().splitlines()
-
-    def values(self, name: str, kind: str) -> list[float]:
-        """Values sent for ``name`` with type ``kind`` (``c`` counter, ``g`` gauge)."""
-        found = []
-        for line in self.lines:
-            stat, _, rest = line.partition(":")
-            value, _, metric_type = rest.partition("|")
-            if stat == name and metric_type.split("|")[0] == kind:
-                found.append(float(value))
-        return found
-
-    def __enter__(self) -> StatsdListener:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.socket.close()
-
-
-@pytest.fixture
-def statsd() -> Iterator[StatsdListener]:
-    with StatsdListener() as listener:
-        yield listener
 
 
 def _events(path: Path) -> list[dict]:
