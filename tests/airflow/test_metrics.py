@@ -46,3 +46,16 @@ def test_a_runs_counts_lags_and_waiting_shards_reach_statsd_through_airflows_sta
     assert sent("shards_waiting", "g") == [1]
     # Tagged names too, for backends that keep tags (plain statsd drops the tags).
     assert statsd.values("af.kinesis_doris.rows_loaded", "c") == [27]
+
+
+def test_the_readme_lists_every_metric_and_no_other() -> None:
+    import re
+    from pathlib import Path
+
+    from airflow_provider_kinesis_doris.metrics import METRICS
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("**Metrics**"):readme.index("## Performance")]
+    listed = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
+
+    assert sorted(listed) == sorted(METRICS)
