@@ -15,6 +15,7 @@ from airflow.providers.common.compat.sdk import DAG
 from airflow.providers.common.sql.operators.sql import SQLCheckOperator
 
 from airflow_provider_kinesis_doris.assets.doris import doris_table_asset
+from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 
 TABLE = os.environ.get("KD_EXAMPLE_TABLE", "demo.events")
 
@@ -29,5 +30,5 @@ with DAG(
     SQLCheckOperator(
         task_id="table_has_rows",
         conn_id="doris_default",
-        sql=f"SELECT COUNT(*) FROM {TABLE}",
+        sql=f"SELECT COUNT(*) FROM {qualified_name(*TABLE.split('.', 1))}",
     )

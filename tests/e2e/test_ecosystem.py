@@ -107,6 +107,13 @@ def test_a_run_reports_lineage_metrics_and_its_table_asset(example, kinesis_clie
         queued = [entry.target_dag_id for entry in session.query(Queue).filter(_asset_id(Queue) == asset.id)]
     assert events_of_asset == 1
     assert queued == [CONSUMER_DAG_ID]
+    # The downstream DAG's check runs over the connection's MySQL protocol port and passes.
+    airflow_cli("dags", "test", CONSUMER_DAG_ID, env=env)
+    from airflow.models.dagrun import DagRun
+
+    with create_session() as session:
+        states = [run.state for run in session.query(DagRun).filter(DagRun.dag_id == CONSUMER_DAG_ID)]
+    assert states == ["success"]
 
 
 def _asset_id(model):  # type: ignore[no-untyped-def]
