@@ -3,6 +3,8 @@
 #   .venv        Airflow 3.x + PySpark: the whole suite
 #   .venv-af2    Airflow 2.11: the Airflow-facing tests (marker "airflow")
 #   .venv-spark  a Spark executor's environment, without Airflow (cluster tests)
+#   .venv-lowest Airflow 2.11.0 with every direct dependency at its floor in pyproject.toml
+#                (requirements/lowest.txt): the proof that the floors work
 # plus node_modules/ for the Kinesis emulators.
 # uv keeps a new copy of PySpark's built sdist (about 1.4 GB) in its cache for each install here, so
 # each install prunes the cache after it: without that, each fresh clone's `make test` adds ~5 GB to
@@ -11,15 +13,16 @@ PYTHON ?= python3
 VENV := .venv
 VENV2 := .venv-af2
 VENV_SPARK := .venv-spark
+VENV_LOWEST := .venv-lowest
 UV := $(VENV)/bin/uv
 AIRFLOW3_VERSION := 3.3.2
 AIRFLOW2_VERSION := 2.11.2
 PYTEST_ARGS ?=
 
-.PHONY: install test test-af3 test-af2 demo lock bench bench-shards proof clean
+.PHONY: install test test-af3 test-af2 test-lowest demo lock bench bench-shards proof clean
 
-install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed node_modules/.installed \
-	$(VENV)/.compose-installed
+install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed $(VENV_LOWEST)/.installed \
+	node_modules/.installed $(VENV)/.compose-installed
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +38,13 @@ $(VENV2)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/a
 	test -x $(VENV2)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV2)
 	$(UV) pip install --quiet --python $(VENV2)/bin/python --override requirements/overrides.txt -r requirements/airflow2.txt
 	$(UV) pip install --quiet --python $(VENV2)/bin/python --no-deps -e . -e ./devstack
+	$(UV) cache prune --quiet
+	touch $@
+
+$(VENV_LOWEST)/.installed: $(UV) pyproject.toml devstack/pyproject.toml requirements/lowest.txt requirements/overrides.txt
+	test -x $(VENV_LOWEST)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(VENV_LOWEST)
+	$(UV) pip install --quiet --python $(VENV_LOWEST)/bin/python --override requirements/overrides.txt -r requirements/lowest.txt
+	$(UV) pip install --quiet --python $(VENV_LOWEST)/bin/python --no-deps -e . -e ./devstack
 	$(UV) cache prune --quiet
 	touch $@
 
@@ -56,22 +66,48 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # Regenerate the lock files after changing dependencies in pyproject.toml.
+# requirements/lowest.txt holds every direct dependency (extras included) at exactly its floor:
+# each `>=X` of pyproject.toml becomes an `==X` constraint, so a floor that cannot be installed
+# with the others fails here, and --resolution lowest-direct cannot drift above a floor to suit a
+# newer transitive dependency (without the constraints it did: common-compat 1.17.0 for a floor
+# of 1.12.0). Transitive dependencies resolve to their newest versions, as for a user's install.
 lock: $(UV)
+	$(VENV)/bin/python -c 'import re, tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+		reqs = p["dependencies"] + [r for e in ("spark", "apache-spark", "openlineage", "test") for r in p["optional-dependencies"][e]]; \
+		print("\n".join(re.sub(r"\[.*\]", "", r).replace(">=", "==") for r in reqs))' > /tmp/kd-floors.txt
 	echo "apache-airflow==$(AIRFLOW3_VERSION)" > /tmp/kd-af3.in
 	echo "apache-airflow==$(AIRFLOW2_VERSION)" > /tmp/kd-af2.in
 	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af3.in -o requirements/airflow3.txt
 	$(UV) pip compile --quiet --python-version 3.11 --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt pyproject.toml /tmp/kd-af2.in -o requirements/airflow2.txt
 	$(UV) pip compile --quiet --python-version 3.11 requirements/executor.in -c requirements/airflow3.txt -o requirements/executor.txt
+	$(UV) pip compile --quiet --python-version 3.11 --resolution lowest-direct --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt -c /tmp/kd-floors.txt pyproject.toml -o requirements/lowest.txt
 
 test: install
 	$(MAKE) test-af3
 	$(MAKE) test-af2
+	$(MAKE) test-lowest
 
 test-af3:
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 test-af2:
 	$(VENV2)/bin/python -m pytest -m airflow $(PYTEST_ARGS)
+
+# The floors (.venv-lowest, ~5 min on 2 cores): the Airflow-facing tests but the end-to-end runs,
+# then the tests of the code that meets each dependency's API: the unit tests, Kinesis, EFO and
+# DynamoDB through boto3 (moto, kinesis-mock), Stream Load through requests, a Spark job through
+# pyspark and pyarrow. Left out: test_docker_compose.py (the Compose binary is in .venv only) and
+# one test of the IAM-policy scanner, which needs Kinesis's TagResource in botocore's service
+# model (newer than the boto3 floor); neither is about the floors.
+LOWEST_TESTS := tests/unit tests/integration/kinesis tests/integration/stores tests/integration/doris \
+	tests/integration/test_pipeline.py tests/integration/test_efo_pipeline.py \
+	tests/integration/test_reshard_pipeline.py tests/integration/test_typed_failures.py
+test-lowest:
+	$(VENV_LOWEST)/bin/python -m pytest -m "airflow and not e2e" $(PYTEST_ARGS)
+	$(VENV_LOWEST)/bin/python -m pytest -m "not airflow and not e2e" $(LOWEST_TESTS) \
+		--ignore=tests/unit/test_docker_compose.py \
+		--deselect tests/unit/test_production_docs.py::test_the_scan_reads_every_way_of_reaching_an_operation \
+		$(PYTEST_ARGS)
 
 demo: $(VENV)/.installed node_modules/.installed
 	$(VENV)/bin/python -m kinesis_doris_devstack.demo
@@ -97,4 +133,4 @@ proof: install
 		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s --timeout=3600 $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) node_modules .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) $(VENV_LOWEST) node_modules .pytest_cache .hypothesis
