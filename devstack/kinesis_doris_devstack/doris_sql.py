@@ -689,29 +689,38 @@ class Storage:
     def select(self, db: str, sql: str, limit: int | None) -> StatementResult:
         """Run a read-only SQL query with ``db`` as the current database; ``limit`` None: every row."""
         connection = self.connection(db)
-        self._attach_referenced_databases(connection, sql)
+        attached = self._attach_referenced_databases(connection, sql)
         connection.execute("PRAGMA query_only = 1")
         try:
             cursor = connection.execute(sql)
             fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
             rows = tuple(tuple(r) for r in fetched)
+            columns = tuple(d[0] for d in cursor.description or ())
+            cursor.close()
         except sqlite3.Error as exc:
             raise DorisSqlError(str(exc)) from exc
         finally:
             connection.execute("PRAGMA query_only = 0")
+            # Attached only for this query: a database file attached to a connection stays locked
+            # against the other connections' writes (a later load or DDL got "database is locked").
+            for name in attached:
+                connection.execute("DETACH DATABASE " + _quote(name))
         truncated = False
         if limit is not None and len(rows) > limit:
             rows, truncated = rows[:limit], True
             log.warning(truncation_message(db, sql, limit))
-        columns = tuple(d[0] for d in cursor.description or ())
         return StatementResult("result_set", columns, _result_types(rows, len(columns)), rows, truncated)
 
-    def _attach_referenced_databases(self, connection: sqlite3.Connection, sql: str) -> None:
-        attached = {row[1] for row in connection.execute("PRAGMA database_list")}
+    def _attach_referenced_databases(self, connection: sqlite3.Connection, sql: str) -> list[str]:
+        """Attach the databases ``sql`` names (``db.table``); the names attached."""
+        present = {row[1] for row in connection.execute("PRAGMA database_list")}
+        attached = []
         for word in set(re.findall(r"`?([A-Za-z][A-Za-z0-9_-]*)`?\s*\.", sql)):
             # the current database too: `db.table` must resolve although it is SQLite's "main"
-            if word not in attached and self.has_database(word):
+            if word not in present and self.has_database(word):
                 connection.execute("ATTACH DATABASE ? AS " + _quote(word), (str(self._path(word)),))
+                attached.append(word)
+        return attached
 
 
 def _result_types(rows: Sequence[tuple[Any, ...]], width: int) -> tuple[str, ...]:

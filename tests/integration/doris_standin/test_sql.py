@@ -98,6 +98,15 @@ def test_select_across_databases(raw: RawDoris, dup_table: str) -> None:
     assert raw.rows("SELECT k FROM side.t") == [[5]]
 
 
+def test_a_query_naming_databases_leaves_them_writable(raw: RawDoris, dup_table: str) -> None:
+    # The stand-in attaches the databases a query names; attached files stayed locked against the
+    # next load ("database is locked") until they were detached after each query.
+    assert raw.rows(f"SELECT count(*) FROM `{DB}`.`{dup_table}`") == [[0]]
+    raw.stream_load(dup_table, b"1\ta\t10\n")
+    _ok(raw, "CREATE TABLE after_query (k INT) DUPLICATE KEY(k)")
+    assert raw.rows(f"SELECT count(*) FROM {DB}.{dup_table}") == [[1]]
+
+
 def test_select_is_read_only(raw: RawDoris, dup_table: str) -> None:
     assert "Failed to execute sql" in _error(raw, f"SELECT 1; DELETE FROM {dup_table}")
     assert "Unsupported statement type" in _error(raw, f"INSERT INTO {dup_table} VALUES (1, 'a', 1)")
