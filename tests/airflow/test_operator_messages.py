@@ -80,6 +80,7 @@ with DAG(
         executor_credentials=os.environ.get("KD_MESSAGES_EXECUTOR_CREDENTIALS", "driver"),
         read_mode=os.environ.get("KD_MESSAGES_READ_MODE", "polling"),
         efo_consumer_name=os.environ.get("KD_MESSAGES_EFO_CONSUMER") or None,
+        decoder=os.environ.get("KD_MESSAGES_DECODER", "json"),
         spark_master="local[2]",
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
@@ -408,6 +409,27 @@ def test_both_runners_dead_letter_poison_pills_with_their_reason_and_load_the_re
          b'{"event_id": "three", "use'),
         ("payload nests more than 256 arrays/objects deep (at byte 281)", b'{"event_id": 9, "nested": '),
     ]
+
+
+def test_csv_records_take_their_field_names_from_the_tables_columns(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """decoder="csv" without load_options["columns"]: the operator reads the table's columns
+    with DESC; a record of two lines is two rows, a line with too few fields a dead letter."""
+    table = f"csv_{stack['table']}"
+    doris_server.execute_sql(DB, f"CREATE TABLE {table} (event_id BIGINT, user_id VARCHAR(32), amount INT) "
+                                 "DUPLICATE KEY(event_id) DISTRIBUTED BY HASH(event_id) BUCKETS 1")  # fmt: skip
+    monkeypatch.setenv("KD_MESSAGES_TABLE", f"{DB}.{table}")
+    monkeypatch.setenv("KD_MESSAGES_DECODER", "csv")
+    end = _records_in_one_interval(kinesis_client, stack["stream"], [b"1,u1,10\n2,\"u,2\",20", b"3,u3", b"4,\\N,40"])
+
+    dag_run = run(dags().load, end)
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    rows = doris_server.execute_sql(DB, f"SELECT event_id, user_id, amount FROM {table} ORDER BY event_id")
+    assert [tuple(row) for row in rows] == [(1, "u1", 10), (2, "u,2", 20), (4, None, 40)]
+    dead = doris_server.execute_sql(DB, f"SELECT payload_base64 FROM {table}_dead_letter")
+    assert [base64.b64decode(payload) for (payload,) in dead] == [b"3,u3"]
 
 
 def _records_in_one_interval(kinesis_client: Any, stream: str, payloads: list[dict[str, Any] | bytes]) -> datetime:
