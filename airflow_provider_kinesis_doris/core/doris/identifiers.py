@@ -3,7 +3,7 @@ built.
 
 The names reach SQL text (``CREATE TABLE`` of the dead-letter table, ``DESC`` of the target) and
 Stream Load URLs, and they are templated: a DAG run's conf can set them. So every name is checked
-before anything is planned or sent (:func:`check_table_name`, :func:`check_database_name`), and
+before anything is planned or sent (:func:`check_name`), and
 SQL quotes it anyway (:func:`quote_identifier`), so that a legal but unusual name such as
 ``t--c`` (Doris allows ``-``) is never read as a comment.
 
