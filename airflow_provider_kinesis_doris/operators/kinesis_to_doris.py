@@ -278,6 +278,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.create_checkpoint_table = create_checkpoint_table
         self.deferrable = deferrable
         self._run_totals: dict[str, Any] | None = None
+        self._stream_arn: str | None = None
 
     # -- seal -------------------------------------------------------------------------------------
 
@@ -392,11 +393,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         from airflow_provider_kinesis_doris.lineage import loader_lineage
 
         database, table, dead_letter_table = self._table_names()
-        summary = self.aws_hook.kinesis.describe_stream_summary(StreamName=self.stream_name)["StreamDescriptionSummary"]
+        if self._stream_arn is None:  # asked once per task: on start, reused on completion
+            summary = self.aws_hook.kinesis.describe_stream_summary(StreamName=self.stream_name)
+            self._stream_arn = summary["StreamDescriptionSummary"]["StreamARN"]
         dead_lettered = bool(totals and totals.get("dead_lettered"))
         hook = DorisHook(doris_conn_id=self.doris_conn_id) if with_schema else None
         return loader_lineage(
-            stream_arn=summary["StreamARN"], doris_conn_id=self.doris_conn_id, database=database, table=table,
+            stream_arn=self._stream_arn, doris_conn_id=self.doris_conn_id, database=database, table=table,
             dead_letter_table=dead_letter_table, totals=totals,
             columns=_column_types(hook, database, table) if hook else (),
             dead_letter_columns=_column_types(hook, database, dead_letter_table) if hook and dead_lettered else (),
