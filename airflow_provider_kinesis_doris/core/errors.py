@@ -102,6 +102,16 @@ class ShardsWaiting(KinesisDorisError):
         self.result = result
 
 
+class IntervalsSkipped(KinesisDorisError):
+    """Intervals of the pipeline that no DAG run covers are not loaded (``core.catch_up``): the
+    operator was told not to load them, or the timetable does not tile them. ``intervals`` holds
+    their ``(start_ms, end_ms)``."""
+
+    def __init__(self, message: str, *, intervals: tuple[tuple[int, int], ...]) -> None:
+        super().__init__(message)
+        self.intervals = intervals
+
+
 class UnresolvableLoad(KinesisDorisError):
     """A chunk's intent is recorded but Doris no longer knows its label (past the label window)
     and nothing else proves the outcome. Reported, never guessed (invariant I7)."""

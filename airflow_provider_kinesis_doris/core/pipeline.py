@@ -14,13 +14,14 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, describe_interval, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
-from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
-from airflow_provider_kinesis_doris.core.plan import Plan, plan_interval
+from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
@@ -44,6 +45,10 @@ class IntervalResult:
     reports: tuple[RangeReport, ...]
     commit: CommitResult | None
     pruned: PruneResult | None = None
+    skipped: SkippedIntervals = SkippedIntervals()
+    """Intervals below this one that no DAG run covers (``core.catch_up``)."""
+    recovered: tuple[IntervalResult, ...] = ()
+    """The results of the skipped intervals this run loaded first, oldest first."""
 
     def summary(self) -> dict[str, Any]:
         """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
@@ -78,6 +83,10 @@ class IntervalResult:
             "pipeline_id": self.plan.pipeline_id,
             "interval": [self.plan.interval_start_ms, self.plan.interval_end_ms],
             **pruned,
+            "skipped_intervals": {
+                **self.skipped.summary(),
+                "loaded": [_interval_totals(result) for result in self.recovered],
+            },
             "records": sum(r.records for r in self.reports),
             "loaded": sum(r.rows_loaded for r in self.reports),
             "filtered": sum(r.rows_filtered for r in self.reports),
@@ -116,6 +125,12 @@ class IntervalResult:
         }
 
 
+def _interval_totals(result: IntervalResult) -> dict[str, Any]:
+    """What one recovered interval loaded (its shards are in the task log)."""
+    full = result.summary()
+    return {name: full[name] for name in ("interval", "records", "loaded", "filtered", "dead_lettered", "skipped")}
+
+
 def _needs_attention(entry: Mapping[str, Any]) -> bool:
     return bool(entry.get("waiting_for") or entry.get("dead_lettered") or entry.get("filtered"))
 
@@ -144,8 +159,10 @@ def run_interval(
     warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
     driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
     prune_state: bool = True,
+    catch_up: CatchUp | None = None,
 ) -> IntervalResult:
-    """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit.
+    """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit; first the same
+    for each interval below it that no DAG run covers, when ``catch_up`` says how to find them.
 
     An interval with nothing to read returns without calling the runner (no Spark start).
 
@@ -156,9 +173,60 @@ def run_interval(
         in this process (``core.concurrency``).
     :param prune_state: after the commit, prune the checkpoint table's history older than the
         stream's retention plus Doris's label window, when no run has this hour (``core.prune``).
+    :param catch_up: the DAG's timetable and runs, to find the intervals Airflow never ran
+        (``core.catch_up``); None: plan this interval only.
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
+    :raises IntervalsSkipped: intervals below this one are skipped and ``catch_up`` says not to
+        load them, or the timetable does not tile a gap of the pipeline's intervals.
     """
+
+    def run(start: int, end: int) -> IntervalResult:
+        return _run_one(
+            config, start, end, kinesis=kinesis, store=store, credentials=credentials, runner=runner, clock=clock,
+            warn_waiting_after_ms=warn_waiting_after_ms, driver_concurrency=driver_concurrency,
+            prune_state=prune_state,
+        )  # fmt: skip
+
+    if catch_up is None:
+        return run(start_ms, end_ms)
+    sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
+    skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
+    if skipped.adopted:
+        _raise_if_trimmed(skipped, config.pipeline_id, trim_horizon(kinesis, config.stream_name, clock))
+    recovered = tuple(run(start, end) for start, end in skipped.adopted)
+    return replace(run(start_ms, end_ms), skipped=skipped, recovered=recovered)
+
+
+def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: int) -> None:
+    """Skipped intervals that start before the stream's trim horizon may have lost records to
+    retention before anyone loaded them: that is loud (I6), never a partial load."""
+    trimmed = [interval for interval in skipped.adopted if interval[0] < horizon_ms]
+    if trimmed:
+        raise DataTrimmed(
+            f"Pipeline {pipeline_id}: {len(trimmed)} interval(s) that no DAG run covered are older than the "
+            f"stream's retention, so Kinesis may have deleted their records before they were loaded: "
+            + ", ".join(describe_interval(interval) for interval in trimmed[:5])
+            + (" ..." if len(trimmed) > 5 else "")
+            + ". Nothing of them was loaded. Raise the stream's retention period before it happens again; "
+            "see the README section 'Intervals Airflow did not run'."
+        )
+
+
+def _run_one(
+    config: PipelineConfig,
+    start_ms: int,
+    end_ms: int,
+    *,
+    kinesis: Any,
+    store: CheckpointStore,
+    credentials: Credentials,
+    runner: Runner,
+    clock: Callable[[], int],
+    warn_waiting_after_ms: int,
+    driver_concurrency: int,
+    prune_state: bool,
+) -> IntervalResult:
     plan = plan_interval(
         kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
         initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,

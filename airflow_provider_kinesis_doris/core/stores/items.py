@@ -11,6 +11,8 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
   are dead letters, fixed once before its first load;
 - ``interval#<interval_start_ms, 15 digits>``: an interval some run planned, with its end: the
   pipeline's interval grid, which a new interval must fit (one Query per run, not one per shard);
+- ``adopted#<interval_start_ms, 15 digits>``: the intervals no DAG run covered that the run of
+  this interval took on (``core.catch_up``), written once, so its retries load the same ones;
 - ``intervals``: written once the grid holds every interval of the table's ranges (tables from
   before the grid existed are registered by the first run that finds it missing);
 - ``topology``: the last shard set seen and the shard → partition assignment;
@@ -49,6 +51,7 @@ CHUNK_PREFIX = "chunk#"
 CONTENT_PREFIX = "content#"
 INTERVAL_PREFIX = "interval#"
 INTERVALS_KEY = "intervals"
+ADOPTED_PREFIX = "adopted#"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 PRUNE_KEY = "prune"
@@ -76,6 +79,10 @@ def boundary_sk(shard_id: str, instant_ms: int) -> str:
 
 def interval_sk(interval_start_ms: int) -> str:
     return f"{INTERVAL_PREFIX}{interval_start_ms:0{_INSTANT_DIGITS}d}"
+
+
+def adopted_sk(interval_start_ms: int) -> str:
+    return f"{ADOPTED_PREFIX}{interval_start_ms:0{_INSTANT_DIGITS}d}"
 
 
 def range_sk(shard_id: str, interval_start_ms: int) -> str:

@@ -12,6 +12,7 @@ from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Ra
 from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
+    ADOPTED_PREFIX,
     BOUNDARY_PREFIX,
     FLOOR_KEY,
     INTERVAL_PREFIX,
@@ -24,6 +25,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     interval_sk,
     range_sk,
     TopologyRecord,
+    adopted_sk,
 )
 
 log = logging.getLogger(__name__)
@@ -322,9 +324,14 @@ class RangeStore(StorePrimitives):
         put), else the stored one. Two first runs racing agree on the winner's."""
         self._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
                        "updated_ms": self._clock()})  # fmt: skip
+        floor = self.get_floor()
+        assert floor is not None, "a put-once item existed a moment ago and items are never deleted"
+        return floor
+
+    def get_floor(self) -> Floor | None:
+        """The pipeline's floor interval, if a TRIM_HORIZON run stored one."""
         item = self._get(FLOOR_KEY)
-        assert item is not None, "a put-once item existed a moment ago and items are never deleted"
-        return Floor(int(item["start_ms"]), int(item["end_ms"]))
+        return Floor(int(item["start_ms"]), int(item["end_ms"])) if item is not None else None
 
     # the interval grid ----------------------------------------------------------------------
 
@@ -385,11 +392,39 @@ class RangeStore(StorePrimitives):
         self._put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._clock()})
         self._grid_complete = True
 
+    def intervals_before(self, start_ms: int, *, with_floor: bool = False) -> list[tuple[int, int]]:
+        """The grid's intervals that start before ``start_ms``, oldest first (one paginated Query
+        of small items: the grid keeps only what pruning has not reached).
+
+        :param with_floor: also the floor interval of a TRIM_HORIZON pipeline, which is loaded by
+            its sweep and not registered in the grid, first (one more read)."""
+        self._register_stored_intervals()
+        items = self._query(INTERVAL_PREFIX, high=interval_sk(start_ms - 1))
+        grid = [(int(item["start_ms"]), int(item["end_ms"])) for item in items]
+        floor = self.get_floor() if with_floor else None
+        if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
+            grid.insert(0, (floor.start_ms, floor.end_ms))
+        return grid
+
+    def settle_adopted(self, start_ms: int, proposed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+        """The intervals the run of the interval starting at ``start_ms`` takes on: those an attempt
+        of it stored first (put once), else ``proposed`` (stored now unless empty). A retry so loads
+        exactly what its first attempt began, though those intervals are planned by then and no
+        longer look skipped."""
+        sk = adopted_sk(start_ms)
+        if proposed and self._put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
+                                       "updated_ms": self._clock()}):  # fmt: skip
+            return list(proposed)
+        stored = self._get(sk)
+        return [(int(s), int(e)) for s, e in stored["intervals"]] if stored else []
+
     def prune_grid(self, horizon_ms: int) -> int:
-        """Delete the grid's intervals that end by the horizon (with the shards' history before it).
+        """Delete the grid's intervals that end by the horizon (with the shards' history before it),
+        and the adoptions of runs of intervals that start before it.
 
         :return: items deleted."""
         old = [item["sk"] for item in self._query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
+        old += [item["sk"] for item in self._query(ADOPTED_PREFIX, high=adopted_sk(horizon_ms - 1))]
         self._delete(old)
         return len(old)
 

@@ -1,0 +1,168 @@
+"""Intervals Airflow never ran: found in the pipeline's interval grid, loaded by a later run (I11).
+
+Airflow skips intervals in ordinary operation: ``catchup=False`` after a pause or scheduler
+downtime creates only the latest run, and a manual ``dags test`` run holds the logical date of the
+next scheduled interval, which the scheduler then skips. Records of such an interval are in
+Kinesis all the same, and every run that plans only its own interval leaves them behind.
+
+A run therefore looks at the grid of intervals its pipeline has planned (``interval#`` items) below
+its own start: between two planned intervals, and between the latest one and its own, the DAG's
+timetable (:attr:`CatchUp.next_interval`) names the intervals that should be there. Those that no
+DAG run covers (:attr:`CatchUp.has_own_run`) are *skipped*: the run loads them before its own,
+oldest first, each under its own interval's key, so a later backfill of one replays it exactly (I2)
+instead of planning a new range. An interval whose run exists and is only late (catch-up with
+several active runs, a retry, an out-of-order backfill) is left to that run. Intervals before the
+grid's first one are not skipped: that is where the pipeline started.
+
+What a run took on is stored once before it plans any of it (``settle_adopted``), so its retries
+load the same intervals even though they are in the grid by then.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, IntervalsSkipped
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+
+log = logging.getLogger(__name__)
+
+Interval = tuple[int, int]
+"""``(start_ms, end_ms)`` of a data interval, epoch ms, end exclusive."""
+
+DEFAULT_MAX_SKIPPED_INTERVALS = 10
+"""Skipped intervals one run loads before its own at most; the rest wait for the next run."""
+
+
+def _no_runs(intervals: Sequence[Interval]) -> set[Interval]:
+    return set()
+
+
+@dataclass(frozen=True)
+class CatchUp:
+    """How a run finds and treats the intervals of its pipeline that no DAG run covers.
+
+    :param next_interval: the interval that follows ``(start_ms, end_ms)`` in the DAG's
+        timetable, or None where the timetable defines none (manual-only schedules).
+    :param with_own_runs: of the intervals given, those a DAG run exists for (queued, running,
+        failed or late): its own run loads each, and this run must not take it over.
+    :param max_intervals: skipped intervals loaded by one run at most, oldest first; the rest are
+        reported and left to the next run.
+    :param load: False: do not load skipped intervals; fail the run naming them instead.
+    """
+
+    next_interval: Callable[[int, int], Interval | None]
+    with_own_runs: Callable[[Sequence[Interval]], set[Interval]] = field(default=_no_runs)
+    max_intervals: int = DEFAULT_MAX_SKIPPED_INTERVALS
+    load: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_intervals, bool) or not isinstance(self.max_intervals, int) or self.max_intervals < 1:
+            raise ConfigurationError(f"max_skipped_intervals must be a positive integer, got {self.max_intervals!r}")
+
+
+@dataclass(frozen=True)
+class SkippedIntervals:
+    """What a run found below its own interval."""
+
+    adopted: tuple[Interval, ...] = ()
+    """Loaded by this run, before its own interval, oldest first."""
+    deferred: tuple[Interval, ...] = ()
+    """Skipped as well, beyond :attr:`CatchUp.max_intervals`: the next run loads them."""
+    left_to_own_runs: tuple[Interval, ...] = ()
+    """Not planned yet, but a DAG run of theirs exists: left to it."""
+
+    def summary(self) -> dict[str, object]:
+        """JSON-safe, for XCom and the log (ISO 8601 UTC); its size does not grow with the gap."""
+        return {
+            "recovered": [describe_interval(interval) for interval in self.adopted],
+            "left_for_next_run": _span(self.deferred),
+            "left_to_own_runs": _span(self.left_to_own_runs),
+        }
+
+
+def _span(intervals: Sequence[Interval]) -> dict[str, object]:
+    if not intervals:
+        return {"count": 0}
+    return {"count": len(intervals), "from": _iso(intervals[0][0]), "to": _iso(intervals[-1][1])}
+
+
+def find_skipped(
+    store: CheckpointStore, start_ms: int, end_ms: int, catch_up: CatchUp, *, sweeps: bool = False
+) -> SkippedIntervals:
+    """The intervals below ``[start_ms, end_ms)`` that the grid lacks, sorted by who loads them.
+
+    A run's own attempt stores what it takes on first; its retries get the stored list back.
+
+    :param sweeps: the pipeline starts at TRIM_HORIZON: its first interval is the floor's.
+
+    :raises IntervalsSkipped: with ``catch_up.load`` False, when any interval is skipped; or when
+        the timetable's intervals do not tile a gap of the grid (the schedule changed).
+    """
+    missing = _missing(store.intervals_before(start_ms, with_floor=sweeps), start_ms, catch_up.next_interval)
+    with_runs = catch_up.with_own_runs(missing) if missing else set()
+    skipped = [interval for interval in missing if interval not in with_runs]
+    if skipped and not catch_up.load:
+        raise IntervalsSkipped(_not_loading_message(store.pipeline_id, skipped), intervals=tuple(skipped))
+    # A retry gets its first attempt's list back, though those intervals are planned by now.
+    adopted = tuple(store.settle_adopted(start_ms, skipped[: catch_up.max_intervals]))
+    deferred = tuple(interval for interval in skipped if interval not in adopted)
+    found = SkippedIntervals(adopted, deferred, tuple(interval for interval in missing if interval in with_runs))
+    if missing or adopted:
+        summary = found.summary()
+        log.warning(
+            "pipeline %s interval %s: %d interval(s) below it were never planned, %d of them without a DAG run "
+            "of their own; this run loads %s first; left to the next run: %s; left to their own DAG runs: %s",
+            store.pipeline_id, describe_interval((start_ms, end_ms)), len(missing), len(skipped),
+            summary["recovered"] or "none", summary["left_for_next_run"], summary["left_to_own_runs"],
+        )  # fmt: skip
+    return found
+
+
+def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[int, int], Interval | None]) -> list[Interval]:
+    """The timetable's intervals in each gap of ``grid`` below ``start_ms``, oldest first."""
+    missing: list[Interval] = []
+    for previous, following_start in zip(grid, [s for s, _ in grid[1:]] + [start_ms]):
+        interval = previous
+        while interval[1] < following_start:
+            following = next_interval(*interval)
+            if following is None or not interval[1] <= following[0] < following[1] <= following_start:
+                raise IntervalsSkipped(
+                    f"No interval of the DAG's timetable fills {describe_interval((interval[1], following_start))}, "
+                    "which lies between intervals this pipeline loaded"
+                    + (f" (the timetable's next one is {describe_interval(following)})" if following else "")
+                    + ": records that arrived then would never be loaded. Was the schedule changed? Use a new "
+                    "pipeline_id for a new schedule, or load that span with a DAG whose schedule covers it.",
+                    intervals=((interval[1], following_start),),
+                )
+            missing.append(following)
+            interval = following
+    return missing
+
+
+def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
+    first, last = skipped[0], skipped[-1]
+    start, end = _iso(first[0]), _iso(last[1])
+    return (
+        f"Pipeline {pipeline_id}: {len(skipped)} interval(s) were never run by Airflow and are not loaded: "
+        + ", ".join(describe_interval(interval) for interval in skipped[:10])
+        + (" ..." if len(skipped) > 10 else "")
+        + ". This operator has load_skipped_intervals=False, so it does not load them itself. Load them with a "
+        f"backfill: on Airflow 3, `airflow backfill create --dag-id <dag_id> --from-date {start} --to-date {end}`; "
+        f"on Airflow 2, `airflow dags backfill <dag_id> --start-date {start} --end-date {end}`; then clear this run. "
+        "Or set load_skipped_intervals=True to have the next run load them."
+    )
+
+
+def describe_interval(interval: Interval) -> str:
+    """``[2026-11-27T04:20:00Z, 2026-11-27T04:21:00Z) (1795..., 1795...)``: a person reads the
+    first part, the keys in the checkpoint table are the second."""
+    return f"[{_iso(interval[0])}, {_iso(interval[1])}) ({interval[0]}, {interval[1]})"
+
+
+def _iso(epoch_ms: int) -> str:
+    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
+    return moment.isoformat(timespec="milliseconds" if epoch_ms % 1000 else "seconds").replace("+00:00", "Z")

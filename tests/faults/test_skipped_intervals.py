@@ -1,0 +1,196 @@
+"""Intervals Airflow never runs are loaded by a later run (I11), over the in-memory fakes with the
+real planner, loader and commit. The first test is the reproduction of
+``shared/repro/replay-contract-3/repro_skipped_interval_gap.py``: before ``core.catch_up`` the
+3 records of interval 1 were never loaded and every run was green."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
+from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+
+STREAM = "events"
+T0 = 1_700_000_040_000
+IV = 60_000
+
+
+class World:
+    """One shard, three records in each of ``intervals`` intervals, and what a run needs."""
+
+    def __init__(self, intervals: int = 4, retention_hours: int | None = None, **config: Any) -> None:
+        self.kinesis = FakeKinesis(now_ms=T0, retention_hours=retention_hours)
+        self.kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+        self.produced: list[int] = []
+        for k in range(intervals):
+            for j in range(3):
+                self.kinesis.now_ms = T0 + k * IV + 1_000 + j
+                self.kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": k * 10 + j}).encode(), PartitionKey="k")
+                self.produced.append(k * 10 + j)
+        self.kinesis.now_ms = T0 + intervals * IV + 100
+        self.store = MemoryCheckpointStore("p", clock=lambda: self.kinesis.now_ms)
+        self.doris = MemoryDoris()
+        self.config = PipelineConfig(
+            pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
+            dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
+            load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+            chunk_limits=ChunkLimits(max_rows=2), **config,
+        )  # fmt: skip
+        self.runs: set[Interval] = set()
+        """Intervals a DAG run exists for (the scheduler created it), whether it ran or not."""
+
+    def runner(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        clients = LoadClients(job=job, kinesis=self.kinesis, store=self.store, doris=self.doris,
+                              clock_ms=lambda: self.kinesis.now_ms)  # fmt: skip
+        return list(load_ranges(clients))
+
+    def catch_up(self, **changes: Any) -> CatchUp:
+        return CatchUp(next_interval=lambda start, end: (end, end + IV), with_own_runs=self.with_runs, **changes)
+
+    def with_runs(self, intervals: Sequence[Interval]) -> set[Interval]:
+        return {interval for interval in intervals if interval in self.runs}
+
+    def run(self, k: int, **changes: Any) -> IntervalResult:
+        interval = (T0 + k * IV, T0 + (k + 1) * IV)
+        self.runs.add(interval)
+        return run_interval(
+            self.config, *interval, kinesis=self.kinesis, store=self.store, credentials=Credentials(),
+            runner=self.runner, clock=lambda: self.kinesis.now_ms, catch_up=self.catch_up(**changes),
+        )  # fmt: skip
+
+    def visible(self) -> Counter[int]:
+        return self.doris.tally("t", "event_id")
+
+
+def test_an_interval_no_dag_run_covers_is_loaded_by_the_next_run() -> None:
+    world = World()
+
+    for k in (0, 2, 3):  # the scheduler never runs interval 1 (catchup=False after a pause)
+        result = world.run(k)
+        if k == 2:
+            summary = result.xcom_summary()["skipped_intervals"]
+            assert [entry["interval"] for entry in summary["loaded"]] == [[T0 + IV, T0 + 2 * IV]]
+            assert summary["recovered"] == ["[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"]
+            assert summary["loaded"][0]["loaded"] == 3
+
+    assert world.visible() == Counter(world.produced)
+
+
+def test_a_later_backfill_of_the_recovered_interval_replays_it() -> None:
+    world = World()
+    world.run(0)
+    world.run(2)
+
+    backfill = world.run(1)
+
+    assert {shard.decision.value for shard in backfill.plan.shards} == {"REPLAYED"}
+    assert backfill.summary()["loaded"] == 0
+    assert world.visible() == Counter(world.produced[:9])
+
+
+def test_an_interval_whose_run_exists_is_left_to_it() -> None:
+    world = World()
+    world.run(0)
+    world.runs.add((T0 + IV, T0 + 2 * IV))  # queued behind max_active_runs, or failed and to be retried
+
+    result = world.run(2)
+
+    assert result.recovered == ()
+    assert result.skipped.left_to_own_runs == ((T0 + IV, T0 + 2 * IV),)
+    assert set(world.visible()) == {0, 1, 2, 20, 21, 22}
+    world.run(1)  # the late run loads its own records
+    assert world.visible() == Counter(world.produced[:9])
+
+
+def test_at_most_max_intervals_per_run_oldest_first_the_rest_next_run() -> None:
+    world = World(intervals=6)
+    world.run(0)
+
+    fifth = world.run(5, max_intervals=2)
+
+    assert [start for start, _ in fifth.skipped.adopted] == [T0 + IV, T0 + 2 * IV]
+    assert [start for start, _ in fifth.skipped.deferred] == [T0 + 3 * IV, T0 + 4 * IV]
+    world.kinesis.now_ms += IV
+    world.run(6, max_intervals=2)
+    assert world.visible() == Counter(world.produced)
+
+
+def test_a_retry_loads_what_its_first_attempt_took_on() -> None:
+    """The first attempt registers the skipped interval, then dies before loading it: the retry
+    no longer sees a gap in the grid, and loads it because the adoption was stored."""
+    world = World()
+    world.run(0)
+    loads = world.runner
+    world.runner = lambda job, credentials: (_ for _ in ()).throw(InjectedCrash("killed while loading"))  # type: ignore[method-assign]
+    with pytest.raises(InjectedCrash):
+        world.run(2)
+    world.runner = loads  # type: ignore[method-assign]
+
+    retry = world.run(2)
+
+    assert retry.skipped.adopted == ((T0 + IV, T0 + 2 * IV),)
+    assert world.visible() == Counter(world.produced[:9])
+
+
+def test_opting_out_fails_naming_the_intervals_and_the_backfill_commands() -> None:
+    world = World()
+    world.run(0)
+
+    with pytest.raises(IntervalsSkipped) as failed:
+        world.run(2, load=False)
+
+    message = str(failed.value)
+    assert failed.value.intervals == ((T0 + IV, T0 + 2 * IV),)
+    assert "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z)" in message
+    assert "airflow backfill create --dag-id <dag_id> --from-date 2023-11-14T22:15:00Z --to-date 2023-11-14T22:16:00Z" in message
+    assert "airflow dags backfill <dag_id> --start-date 2023-11-14T22:15:00Z --end-date 2023-11-14T22:16:00Z" in message
+    assert set(world.visible()) == {0, 1, 2}, "nothing of the failing run is loaded"
+
+
+def test_a_gap_the_timetable_does_not_tile_fails_loudly() -> None:
+    world = World()
+    world.run(0)
+    world.runs.add((T0 + 2 * IV, T0 + 3 * IV))
+    catch_up = CatchUp(next_interval=lambda start, end: (end, end + 2 * IV))  # the schedule changed
+
+    with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z"):
+        run_interval(
+            world.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
+            runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up,
+        )  # fmt: skip
+
+
+def test_a_skipped_interval_past_retention_fails_loudly() -> None:
+    world = World(retention_hours=24)
+    world.run(0)
+    world.kinesis.now_ms = T0 + 24 * 3_600_000 + 2 * IV  # interval 1 is past the 24 h retention now
+    del world.kinesis.shard(STREAM, "shardId-000000000000").records[:6]
+
+    with pytest.raises(DataTrimmed, match=r"older than the stream's retention.*\[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z\)"):
+        world.run(1440 + 1)
+
+    assert set(world.visible()) == {0, 1, 2}
+
+
+def test_a_trim_horizon_pipeline_loads_an_interval_skipped_after_its_floor() -> None:
+    world = World(initial_position="TRIM_HORIZON")
+    world.run(1)  # the floor: sweeps interval 0 and 1
+    world.run(3)  # interval 2 is never run
+
+    assert world.visible() == Counter(world.produced)
