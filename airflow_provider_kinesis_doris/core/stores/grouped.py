@@ -97,15 +97,27 @@ class GroupedWrites:
                 self._sending = False
 
     def _next_group(self) -> tuple[list[_Entry], list[_Entry]]:
-        """The group to send from the queue, and what stays queued."""
+        """The group to send from the queue, and what stays queued.
+
+        A writer's writes go whole into one group, or wait whole for the next: split, a group
+        that failed could leave some of them applied by the next one (a range stored without its
+        end cut). Only writes that never fit one group (more than it holds, or an item twice) go
+        over several, in order, their head first once they reach the front of the queue."""
+        writers: dict[threading.Event, list[_Entry]] = {}
+        for entry in self._queue:
+            writers.setdefault(entry.ready, []).append(entry)
         group: list[_Entry] = []
         rest: list[_Entry] = []
         keys: set[Hashable] = set()
-        for entry in self._queue:
-            key = self._key(entry.item)
-            if len(group) < self._max_items and key not in keys:
-                keys.add(key)
-                group.append(entry)
-            else:
-                rest.append(entry)
+        for own in writers.values():
+            own_keys = [self._key(entry.item) for entry in own]
+            named = set(keys)
+            fitting = 0
+            while fitting < min(len(own), self._max_items - len(group)) and own_keys[fitting] not in named:
+                named.add(own_keys[fitting])
+                fitting += 1
+            taken = fitting if fitting == len(own) or not group else 0
+            keys.update(own_keys[:taken])
+            group.extend(own[:taken])
+            rest.extend(own[taken:])
         return group, rest
