@@ -426,7 +426,7 @@ class _IntervalPlanner:
                     return ShardDecision.EMPTY, None
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
-            self._rewind_past(proposed)
+            self._rewind_past(proposed, fence=False)
             stored = self.store.create_range(proposed, with_end=not end_stored)
             # A concurrent planner of the same interval may have stored it first: follow the store.
             decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
@@ -435,10 +435,10 @@ class _IntervalPlanner:
         if stored.interval_end_ms != interval_end_ms:
             # A concurrent planner stored the interval's range with another end.
             raise _misaligned(shard.shard_id, interval_start_ms, interval_end_ms, (stored.interval_start_ms, stored.interval_end_ms))
-        self._rewind_past(stored)
+        self._rewind_past(stored, fence=True)
         return decision, stored
 
-    def _rewind_past(self, shard_range: ShardRange) -> None:
+    def _rewind_past(self, shard_range: ShardRange, *, fence: bool) -> None:
         """Keep the high-water mark from claiming records of a range that is not loaded (a
         backfill before the shard's earliest range). A range cut at the shard's end, or before
         its birth, holds no record and moves nothing.
@@ -446,7 +446,12 @@ class _IntervalPlanner:
         Nor does a range at or after the mark this run listed (the steady state: no read). Since
         then a commit can only have moved the mark by loaded ranges, or across intervals that hold
         no record, and this range holds records and is not loaded; a pruning only across cuts that
-        are the mark's, which end before this range's end cut; a rewind only back."""
+        are the mark's, which end before this range's end cut; a rewind only back.
+
+        :param fence: ``shard_range`` is stored: with no mark to pull back, the shard's counter is
+            bumped all the same (``rewind_high_water_mark``), so a commit that read the shard
+            before the range was stored cannot move the mark past it. A lost race is read again:
+            the commit that won it may have done just that."""
         empty = shard_range.start.kind is BoundaryKind.SHARD_END or (
             shard_range.start.kind is BoundaryKind.SHARD_START and shard_range.end.kind is BoundaryKind.SHARD_START
         )
@@ -458,7 +463,10 @@ class _IntervalPlanner:
             and (listed.pruned_through_ms or 0) <= start_ms
         )
         if shard_range.state is RangeState.PLANNED and not empty and not behind:
-            shard = self.store.rewind_high_water_mark(shard_range.shard_id, shard_range.start.instant_ms)
+            shard = retry_on_conflict(
+                lambda: self.store.rewind_high_water_mark(shard_range.shard_id, start_ms, fence=fence),
+                f"shard {shard_range.shard_id}",
+            )
             self.rewound[shard.shard_id] = shard
 
     def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:

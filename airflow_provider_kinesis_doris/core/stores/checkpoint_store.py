@@ -209,12 +209,16 @@ class CheckpointStore(ChunkStore):
                 ancestors.extend(checkpoint.parent_ids)
         return False
 
-    def rewind_high_water_mark(self, shard_id: str, before_ms: int) -> ShardCheckpoint:
+    def rewind_high_water_mark(self, shard_id: str, before_ms: int, *, fence: bool = False) -> ShardCheckpoint:
         """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
         not loaded starts (a backfill before the shard's earliest range): the mark claims that
         everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
         CLOSED again until the commit that loads the range drains it.
 
+        :param fence: the range is stored: with no mark to drop, bump the shard's lease counter
+            all the same (a fenced touch). A commit that read the shard before the range was
+            stored walked from the ranges it saw then, past this one, and holds the counter it
+            read: its mark write must fail, and its retry walks from the stored range.
         :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
         """
         shard = self._require_shard(shard_id)
@@ -226,7 +230,7 @@ class CheckpointStore(ChunkStore):
             )
         mark = shard.high_water_mark
         if mark is None or mark.instant_ms <= before_ms:
-            return shard
+            return self._fenced_update(shard, {}, extra_expected={}, grouped=True) if fence else shard
         changes: dict[str, Any] = boundary_attributes(None, "hwm_")
         if shard.state is ShardState.DRAINED:
             changes["state"] = ShardState.CLOSED.value
