@@ -248,7 +248,19 @@ class PipelineConfig:
             # With a partition of its own for every range there is nothing to balance.
             weights = weights() if assignment or partitions < len(ranges) else None
         new = set(plan.new_ranges)
-        fresh = frozenset(index for index, shard_range in enumerate(ranges) if shard_range in new)
+        # A job can run more than once: Spark retries a task whose executor was lost (any error but
+        # a KinesisDorisError) and may start a speculative copy. Without the chunk log a re-run cuts
+        # the chunks the first run cut only if the range's first record stays put: a stored AT/AFTER
+        # cut does (if retention trims it, the reader raises DataTrimmed), a PENDING one is made
+        # concrete once by a conditional write. A SHARD_START range reads from TRIM_HORIZON, whose
+        # first record retention moves; re-cut from a later one, its chunks would go out under new
+        # labels (a duplicate). So such a range always reads its log: a Query once in a shard's life
+        # (only its first range starts there), where a per-attempt claim on the range would cost a
+        # conditional write for every new range of every interval.
+        fresh = frozenset(
+            index for index, shard_range in enumerate(ranges)
+            if shard_range in new and shard_range.start.kind is not BoundaryKind.SHARD_START
+        )  # fmt: skip
         return LoadJob(self, ranges, group_ranges(ranges, parents, partitions, weights, assignment), fresh=fresh)
 
     def to_dict(self) -> dict[str, Any]:
@@ -295,9 +307,11 @@ class LoadJob:
     :param pipeline: the settings of the pipeline the ranges belong to.
     :param groups: indices into ``ranges``, one list per Spark partition, parents first.
     :param credentials_file: path of the 0600 credentials file executors read, if any.
-    :param fresh: indices of the ranges this run's plan stored (``NEW``): no earlier attempt has
-        recorded anything of them, so their loaders do not read the chunk log before the first
-        pass (a concurrent run's records are met by the put-once writes and Doris's labels).
+    :param fresh: indices of the ranges this run's plan stored (``NEW``) that do not start at
+        ``SHARD_START``: no earlier run has recorded anything of them, and a re-run of this job (a
+        Spark task retry, a speculative copy) cuts the same chunks, so their loaders do not read
+        the chunk log before the first pass (what another execution recorded is met by the
+        put-once writes and Doris's labels).
     """
 
     pipeline: PipelineConfig
