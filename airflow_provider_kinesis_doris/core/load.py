@@ -303,7 +303,7 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
             break
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
-            fresh = False  # the pass recorded chunks and amended a content
+            fresh = False  # chunks are recorded and a content was amended (by this run or another)
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
@@ -432,6 +432,9 @@ def _load_chunk(
             if (failed := refused_rows(error)) is None:
                 raise
             _settle_refused_rows(clients, shard_range, chunk, settled, failed, error)
+        known = recorded.get(label)
+        if loaded is None and chunk.dead_letters and (known is None or known.state not in _LOADED_STATES):
+            _follow_an_amendment(clients.store, shard_range, chunk)
         report.labels.append(label)
         report.chunks_already_loaded += loaded is None
         if loaded is None:
@@ -486,6 +489,26 @@ def _settle_refused_rows(
     amended = ChunkContent.decode(settled).with_refused({line_records[index]: reason for index, reason in refused.items()})
     clients.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
     raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
+
+
+def _follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
+    """Check, before the dead letters of ``chunk`` are sent, that its content is still the one this
+    pass cut it by, when its rows turned out loaded by another run during this pass (Doris knew the
+    label; a chunk recorded loaded when the pass began was cut by the contents read after that).
+    That run may have found rows Doris refused, amended the content (:func:`_settle_refused_rows`)
+    and loaded the rows without them: the dead letters this pass holds lack those records, and
+    whichever run's dead-letter load reaches Doris first owns the label. The amendment is written
+    before the load that made the rows visible, so this strongly consistent read sees it.
+
+    :raises RowsRefused: the content changed; the range is read again, following it.
+    """
+    stored = store.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
+    if stored is not None and ChunkContent.decode(stored) != chunk.content:
+        raise RowsRefused(
+            f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
+            f"{chunk.shard_id} (interval {shard_range.interval_start_ms}) after this run settled it, and loaded its "
+            "rows without the rows Doris refused; its dead letters are sent as amended"
+        )
 
 
 def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:

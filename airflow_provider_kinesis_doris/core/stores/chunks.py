@@ -62,7 +62,7 @@ class ChunkStore(RangeStore):
         }
 
     def _content_item(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> dict[str, Any]:
-        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+        sk = _content_sk(shard_id, interval_start_ms, first)
         return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()}
 
     def record_chunk_outcome(
@@ -142,11 +142,17 @@ class ChunkStore(RangeStore):
 
         :return: the content stored now (ours, or another run's amendment that came first).
         """
-        sk = f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
-        self._update(sk, {"content": amended, "updated_ms": self._clock()}, {"content": settled})
-        item = self._get(sk)
-        assert item is not None, "settled contents are never deleted"
-        return str(item["content"])
+        self._update(_content_sk(shard_id, interval_start_ms, first), {"content": amended, "updated_ms": self._clock()},
+                     {"content": settled})  # fmt: skip
+        stored = self.chunk_content(shard_id, interval_start_ms, first)
+        assert stored is not None, "settled contents are never deleted"
+        return stored
+
+    def chunk_content(self, shard_id: str, interval_start_ms: int, first: Position) -> str | None:
+        """The settled content of the range's chunk starting at ``first`` (a strongly consistent
+        read), or None if none is settled."""
+        item = self._get(_content_sk(shard_id, interval_start_ms, first))
+        return str(item["content"]) if item else None
 
     def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
         """The settled contents of the range's chunks (one Query of the range's own items)."""
@@ -158,3 +164,6 @@ class ChunkStore(RangeStore):
             raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
         return chunk
 
+
+def _content_sk(shard_id: str, interval_start_ms: int, first: Position) -> str:
+    return f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
