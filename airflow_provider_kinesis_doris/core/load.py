@@ -66,6 +66,15 @@ log = logging.getLogger(__name__)
 _LOADED_STATES = frozenset({LabelState.VISIBLE.value, LabelState.COMMITTED.value})
 
 
+CLOCK_SKEW_MARGIN_SECONDS = 600
+"""How far the clock of a worker replaying a chunk may be behind the one that recorded its intent.
+A replayer behind by more than the margin would take a label Doris has forgotten for one it still
+keeps and send the chunk again. Both clocks sign their DynamoDB requests (SigV4), which AWS refuses
+when more than 5 minutes off its own, and botocore does not correct skew: two workers that reached
+the checkpoint table disagree by at most 10 minutes. An ``UNKNOWN`` label younger than
+``label_keep_seconds`` by less than this is reported (:class:`UnresolvableLoad`), not sent."""
+
+
 FEW_REFUSED_ROWS = 10
 """Fewer rows refused in a chunk are dead-lettered whatever their share (a small chunk at the end of
 an interval may hold one bad record and little else); from this many, ``max_bad_record_ratio``
@@ -581,7 +590,9 @@ def _load_once(
             raise UnresolvableLoad(
                 f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
                 f"interval {interval_start_ms}) was "
-                f"sent more than {clients.job.pipeline.doris.label_keep_seconds} s ago and Doris no longer "
+                f"sent more than {_label_window_seconds(clients)} s ago (label_keep_seconds "
+                f"{clients.job.pipeline.doris.label_keep_seconds} less {CLOCK_SKEW_MARGIN_SECONDS} s the workers' "
+                "clocks may disagree by) and Doris no longer "
                 "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
                 "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
             )
@@ -624,4 +635,12 @@ def _load_once(
 
 
 def _past_label_window(clients: LoadClients, chunk: ChunkRecord) -> bool:
-    return clients.clock_ms() - chunk.updated_ms >= clients.job.pipeline.doris.label_keep_seconds * 1000
+    """Whether Doris may have forgotten ``chunk``'s label: its intent's ``updated_ms`` is the clock
+    of the worker that wrote it, the age is measured on this worker's, so a label is taken as
+    still remembered only while it is younger than ``label_keep_seconds`` by more than the two
+    clocks can disagree (:data:`CLOCK_SKEW_MARGIN_SECONDS`)."""
+    return clients.clock_ms() - chunk.updated_ms >= _label_window_seconds(clients) * 1000
+
+
+def _label_window_seconds(clients: LoadClients) -> int:
+    return max(clients.job.pipeline.doris.label_keep_seconds - CLOCK_SKEW_MARGIN_SECONDS, 0)
