@@ -28,6 +28,8 @@ METRICS: dict[str, str] = {
     "shard_lag_ms": "gauge, per shard: how far behind the stream's tip the shard's read ended",
     "max_lag_ms": "gauge: the largest shard_lag_ms of the run",
     "shards_waiting": "gauge: shards whose range waits for parents' earlier intervals (0 when none)",
+    "intervals_recovered": "counter: intervals no DAG run covered that the run loaded before its own",
+    "intervals_left_behind": "gauge: intervals no DAG run covers that are still not loaded, left to the next run (0 when none)",
 }
 
 _COUNTERS = {
@@ -40,9 +42,14 @@ _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def emit_interval_metrics(pipeline_id: str, summary: Mapping[str, Any]) -> None:
-    """Send the metrics of a finished run, from its summary (``IntervalResult.summary``)."""
+    """Send the metrics of a finished run, from its summary (``IntervalResult.summary``); the
+    counters include what it loaded of intervals no DAG run covered."""
+    skipped: Mapping[str, Any] = summary.get("skipped_intervals", {})
+    recovered: list[Mapping[str, Any]] = list(skipped.get("loaded", []))
     for metric, key in _COUNTERS.items():
-        _incr(metric, pipeline_id, int(summary.get(key) or 0))
+        _incr(metric, pipeline_id, sum(int(part.get(key) or 0) for part in [summary, *recovered]))
+    _incr("intervals_recovered", pipeline_id, len(recovered))
+    _gauge("intervals_left_behind", pipeline_id, int(skipped.get("left_for_next_run", {}).get("count", 0)))
     shards: Mapping[str, Mapping[str, Any]] = summary.get("shards", {})
     for metric, key in (
         ("chunks_loaded", "chunks"), ("chunks_already_loaded", "chunks_already_loaded"), ("chunks_retried", "chunks_retried"),

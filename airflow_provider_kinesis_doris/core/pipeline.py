@@ -128,7 +128,10 @@ class IntervalResult:
 def _interval_totals(result: IntervalResult) -> dict[str, Any]:
     """What one recovered interval loaded (its shards are in the task log)."""
     full = result.summary()
-    return {name: full[name] for name in ("interval", "records", "loaded", "filtered", "dead_lettered", "skipped")}
+    return {
+        "interval": describe_interval((result.plan.interval_start_ms, result.plan.interval_end_ms)),
+        **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped")},
+    }
 
 
 def _needs_attention(entry: Mapping[str, Any]) -> bool:

@@ -27,6 +27,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
+from airflow_provider_kinesis_doris.core.catch_up import DEFAULT_MAX_SKIPPED_INTERVALS
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
@@ -37,6 +38,7 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_lett
 from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
 from airflow_provider_kinesis_doris.metrics import emit_interval_metrics
@@ -163,6 +165,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         (``core.prune``), so the table does not grow with the pipeline's age. Set False to keep
         everything (the table then grows by a few items per shard and interval).
     :param create_checkpoint_table: create the DynamoDB table (on-demand billing) if missing.
+    :param load_skipped_intervals: intervals of the DAG's timetable that no DAG run covers (a
+        pause or scheduler downtime with ``catchup=False``, a manual run holding a logical date)
+        and that lie between intervals this pipeline loaded, or between those and this run's, are
+        loaded by this run first, oldest first, each under its own interval (a later backfill of
+        one replays it). An interval whose DAG run exists is left to that run. ``False``: fail
+        naming them and the backfill commands instead. See the README, "Intervals Airflow did not run".
+    :param max_skipped_intervals: skipped intervals one run loads at most; the next run goes on.
     :param deferrable: wait for the seal in the triggerer instead of rescheduling.
     """
 
@@ -221,6 +230,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
         prune_state: bool = True,
         create_checkpoint_table: bool = True,
+        load_skipped_intervals: bool = True,
+        max_skipped_intervals: int = DEFAULT_MAX_SKIPPED_INTERVALS,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -276,6 +287,10 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.driver_concurrency = check_concurrency(driver_concurrency)
         self.prune_state = prune_state
         self.create_checkpoint_table = create_checkpoint_table
+        if isinstance(max_skipped_intervals, bool) or not isinstance(max_skipped_intervals, int) or max_skipped_intervals < 1:
+            raise AirflowException(f"max_skipped_intervals must be a positive integer, got {max_skipped_intervals!r}")
+        self.load_skipped_intervals = load_skipped_intervals
+        self.max_skipped_intervals = max_skipped_intervals
         self.deferrable = deferrable
         self._run_totals: dict[str, Any] | None = None
         self._stream_arn: str | None = None
@@ -349,6 +364,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 credentials=aws_hook.load_job_credentials(doris_config.password, self.executor_credentials),
                 runner=runner, warn_waiting_after_ms=int(self.waiting_warn_after.total_seconds() * 1000),
                 driver_concurrency=self.driver_concurrency, prune_state=self.prune_state,
+                catch_up=catch_up_for(context, load=self.load_skipped_intervals, max_intervals=self.max_skipped_intervals),
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents, and its
@@ -370,6 +386,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         """Log each shard's line, send the run's metrics and keep its totals for lineage."""
         for shard_id, shard in totals["shards"].items():
             self.log.info("shard %s: %s", shard_id, shard)
+        skipped = totals["skipped_intervals"]
+        for recovered in skipped["loaded"]:
+            self.log.warning("loaded interval %s, which no DAG run covered: %s", recovered["interval"], recovered)
         emit_interval_metrics(pipeline_id, totals)
         self._run_totals = totals
 

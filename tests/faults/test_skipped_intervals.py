@@ -85,8 +85,10 @@ def test_an_interval_no_dag_run_covers_is_loaded_by_the_next_run() -> None:
         result = world.run(k)
         if k == 2:
             summary = result.xcom_summary()["skipped_intervals"]
-            assert [entry["interval"] for entry in summary["loaded"]] == [[T0 + IV, T0 + 2 * IV]]
-            assert summary["recovered"] == ["[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"]
+            described = "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"
+            assert [entry["interval"] for entry in summary["loaded"]] == [described]
+            assert summary["recovered"] == [described]
+            assert summary["left_for_next_run"] == {"count": 0}
             assert summary["loaded"][0]["loaded"] == 3
 
     assert world.visible() == Counter(world.produced)
