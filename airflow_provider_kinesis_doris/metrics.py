@@ -25,7 +25,7 @@ METRICS: dict[str, str] = {
     "chunks_loaded": "counter: Stream Loads the run committed",
     "chunks_already_loaded": "counter: chunks a replay found loaded by an earlier attempt (not sent again)",
     "chunks_retried": "counter: chunks whose Stream Load took more than one attempt",
-    "shard_lag_ms": "gauge, per shard: how far behind the stream's tip the shard's read ended",
+    "shard_lag_ms": "gauge, per shard: how far the shard's loaded data is behind, from its high-water mark to the run's commit (or the read's distance from the tip, if larger)",
     "max_lag_ms": "gauge: the largest shard_lag_ms of the run",
     "shards_waiting": "gauge: shards whose range waits for parents' earlier intervals (0 when none)",
     "intervals_recovered": "counter: intervals no DAG run covered that the run loaded before its own",

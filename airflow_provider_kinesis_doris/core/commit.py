@@ -31,6 +31,8 @@ class CommitResult:
 
     high_water_marks: dict[str, str] = field(default_factory=dict)
     drained: list[str] = field(default_factory=list)
+    loaded_through_ms: dict[str, int] = field(default_factory=dict)
+    """Per shard with a mark before its end: the instant its records are loaded up to."""
 
 
 def commit_reports(
@@ -63,8 +65,10 @@ def commit_reports(
         shard_ids, concurrency,
     )  # fmt: skip
     result = CommitResult()
-    for shard_id, (mark, drained) in zip(shard_ids, commits):
+    for shard_id, (mark, through_ms, drained) in zip(shard_ids, commits):
         result.high_water_marks[shard_id] = mark
+        if through_ms is not None:
+            result.loaded_through_ms[shard_id] = through_ms
         if drained:
             result.drained.append(shard_id)
     return result
@@ -90,21 +94,23 @@ def _mark_loaded(store: CheckpointStore, reports: Sequence[RangeReport]) -> None
 def _commit_shard(
     store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
     last_interval_start_ms: int | None,
-) -> tuple[str, bool]:  # fmt: skip
-    """:return: the shard's mark after the commit, described, and whether this commit drained it."""
+) -> tuple[str, int | None, bool]:  # fmt: skip
+    """:return: the shard's mark after the commit, described; the instant it is loaded through
+    (None at the shard's end, or without a mark); whether this commit drained it."""
     shard = _advance(store, shard_id, lag_ms, known, last_interval_start_ms)
     mark = shard.high_water_mark
     described = mark.describe(position=False) if mark else "none"
     # Drained follows from the stored ranges (the mark reached the shard's end), whichever
     # commit gets there: the range read to the end may have been committed by an earlier run.
     if mark is None or mark.kind is not BoundaryKind.SHARD_END or shard.state is not ShardState.CLOSED:
-        return described, False
+        through_ms = mark.instant_ms if mark is not None and mark.kind is not BoundaryKind.SHARD_END else None
+        return described, through_ms, False
     try:
         store.mark_drained(shard_id)
     except CheckpointConflict:
         log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
-        return described, False
-    return described, True
+        return described, None, False
+    return described, None, True
 
 
 def _advance(

@@ -49,6 +49,8 @@ class IntervalResult:
     """Intervals below this one that no DAG run covers (``core.catch_up``)."""
     recovered: tuple[IntervalResult, ...] = ()
     """The results of the skipped intervals this run loaded first, oldest first."""
+    finished_ms: int | None = None
+    """When the run committed (its clock): a shard's lag is measured from its high-water mark."""
 
     def summary(self) -> dict[str, Any]:
         """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
@@ -72,7 +74,7 @@ class IntervalResult:
                     chunks=report.chunks,
                     chunks_already_loaded=report.chunks_already_loaded,
                     chunks_retried=report.chunks_retried,
-                    lag_ms=report.millis_behind_latest,
+                    lag_ms=self._lag_ms(shard.shard_id, report.millis_behind_latest),
                     labels=report.labels,
                     end=report.end,
                     high_water_mark=marks.get(shard.shard_id),
@@ -123,6 +125,16 @@ class IntervalResult:
             "attention": {shard_id: _without_labels(attention[shard_id]) for shard_id in listed},
             "attention_not_listed": len(attention) - len(listed),
         }
+
+
+    def _lag_ms(self, shard_id: str, read_lag_ms: int | None) -> int | None:
+        """How far the shard's loaded data is behind: from its high-water mark to the commit, or
+        what the read's last page said if that is larger. A mark that stays in front of an
+        interval nobody loaded then shows, however fresh the last read was (I11)."""
+        through_ms = self.commit.loaded_through_ms.get(shard_id) if self.commit else None
+        if through_ms is None or self.finished_ms is None:
+            return read_lag_ms
+        return max(read_lag_ms or 0, self.finished_ms - through_ms)
 
 
 def _interval_totals(result: IntervalResult) -> dict[str, Any]:
@@ -257,7 +269,9 @@ def _run_one(
     reports = loaded + tuple(empty.values())
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     committed = commit_reports(store, reports, driver_concurrency, known)
-    result = IntervalResult(plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state))
+    result = IntervalResult(
+        plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state), finished_ms=clock()
+    )
     _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
     return result
 

@@ -196,3 +196,20 @@ def test_a_trim_horizon_pipeline_loads_an_interval_skipped_after_its_floor() -> 
     world.run(3)  # interval 2 is never run
 
     assert world.visible() == Counter(world.produced)
+
+
+def test_lag_is_measured_from_the_high_water_mark() -> None:
+    """Without catch-up the mark stays in front of the interval nobody ran, and the lag says so
+    although the last read ended at the tip; with it the mark reaches the run's interval end."""
+    stalled, caught_up = World(), World()
+    for world in (stalled, caught_up):
+        world.run(0)
+    shard = "shardId-000000000000"
+    stalled_run = run_interval(
+        stalled.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=stalled.kinesis, store=stalled.store,
+        credentials=Credentials(), runner=stalled.runner, clock=lambda: stalled.kinesis.now_ms,
+    )  # fmt: skip
+
+    now = stalled.kinesis.now_ms
+    assert stalled_run.summary()["shards"][shard]["lag_ms"] == now - (T0 + IV)
+    assert caught_up.run(2).summary()["shards"][shard]["lag_ms"] == now - (T0 + 3 * IV)
