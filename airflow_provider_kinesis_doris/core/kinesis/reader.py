@@ -7,7 +7,8 @@ and afterwards reports how the read ended in ``outcome``. How each boundary is m
   the records below / at-or-below ``p`` (KCL style, and it proves ``p`` still exists; if it does
   not, retention trimmed it: ``DataTrimmed``, never a skip). ``PENDING``: re-read from the store;
   if still pending, find the first record at or after the instant with AT_TIMESTAMP, propose it,
-  and read from whatever the store then holds.
+  and read from whatever the store then holds. AT_TIMESTAMP lands on the first record still kept,
+  so an instant older than the stream's trim horizon is ``DataTrimmed``, as for the planner's probe.
 - end ``AT(q)``: stop before ``q``. ``AFTER(q)``: stop after ``q``. ``SHARD_END``: stop when
   NextShardIterator is null (never compared with EndingSequenceNumber). ``PENDING``: stop at the
   first record arriving at or after the instant, at the tip (MillisBehindLatest 0 and an empty
@@ -60,6 +61,9 @@ MAX_RECORDS_PER_CALL = 10_000
 IDLE_PAUSE_S = 0.2
 PROGRESS_EVERY_RECORDS = 100_000
 PROGRESS_EVERY_S = 10.0
+MIN_RETENTION_MS = 24 * 3_600_000
+"""Kinesis's shortest retention period: a PENDING start more recent than this is inside any
+stream's retention, so locating it asks no DescribeStreamSummary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,8 @@ class RangeReader:
     :param limit: records per GetRecords call, 1..10000.
     :param max_throttle_retries: retries of one throttled call before its error is raised.
     :param sleep: ``time.sleep`` (injectable for tests).
-    :param clock: ``time.time`` (injectable for tests).
+    :param clock: ``time.time`` (injectable for tests): whether the end is sealed, and the trim
+        horizon a PENDING start is checked against.
     :raises ConfigurationError: a bad limit, boundaries of another shard, or a PENDING end whose
         instant is still in the future (the interval is not sealed).
     """
@@ -173,6 +178,7 @@ class RangeReader:
         if not 1 <= limit <= MAX_RECORDS_PER_CALL:
             raise ConfigurationError(f"limit must be 1..{MAX_RECORDS_PER_CALL}, got {limit}")
         self._range = shard_range
+        self._kinesis = kinesis_client
         self._consumer_arn = consumer_arn
         self._store = boundaries
         self._sleep = sleep
@@ -264,6 +270,7 @@ class RangeReader:
     def _locate_pending_start(self, start: Boundary) -> Boundary:
         """Make a PENDING start concrete: AT the first record at or after its instant, or
         SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
+        self._check_within_retention(start)
         with closing(self._pager(iterator_request(start))) as pager:
             return self._first_cut_at_or_after(pager, start)
 
@@ -327,6 +334,27 @@ class RangeReader:
         if boundary.is_concrete:
             return boundary
         return self._store.get_boundary(boundary.shard_id, boundary.instant_ms) or boundary
+
+    def _check_within_retention(self, start: Boundary) -> None:
+        """AT_TIMESTAMP at an instant older than the trim horizon lands past records of the range
+        that retention deleted unseen (a start left PENDING by a run that failed before its reader
+        reached the tip, then retried after an outage longer than retention)."""
+        now_ms = int(self._clock() * 1000)
+        if start.instant_ms >= now_ms - MIN_RETENTION_MS:
+            return
+        # Imported here: core.plan imports this module (through core.kinesis.boundaries).
+        from airflow_provider_kinesis_doris.core.plan import trim_horizon
+
+        horizon_ms = trim_horizon(self._kinesis, self._range.stream_name, lambda: now_ms)
+        if start.instant_ms < horizon_ms:
+            raise DataTrimmed(
+                f"The range of shard {self._range.shard_id} in stream {self._range.stream_name} for the interval "
+                f"from {describe_instant(start.instant_ms)} starts at its first record arriving at or after that "
+                f"instant, a cut no reader has made yet, and the instant is older than the stream's trim horizon "
+                f"{describe_instant(horizon_ms)} (its retention period before now): records of the range may have "
+                "been deleted before they were loaded, so it cannot be loaded exactly. Raise the stream's retention "
+                "period so retries run inside it, and reload the interval's records from a backup if you keep one"
+            )
 
     def _check_not_trimmed(self, start: Boundary, first_sequence: int | None) -> None:
         assert start.position is not None
@@ -430,7 +458,12 @@ def _is_at_cut(end: Boundary, state: _ReadState) -> bool:
     """Whether ``end`` cuts right after the last record handed out (at the start if none was)."""
     if state.last_position is None:
         return (end.kind, end.position) == (state.start.kind, state.start.position)
-    return end.kind is BoundaryKind.AFTER and end.position == state.last_position
+    return ends_after(end, state.last_position)
+
+
+def ends_after(end: Boundary, position: Position) -> bool:
+    """Whether ``end`` cuts right after the record at ``position``: no record of the range follows it."""
+    return end.kind is BoundaryKind.AFTER and end.position == position
 
 
 def _cuts_before(end: Boundary, last_position: Position | None) -> bool:
@@ -446,6 +479,12 @@ def _cuts_before(end: Boundary, last_position: Position | None) -> bool:
 
 def _describe_position(position: Position | None) -> str:
     return "the start" if position is None else position.encode()
+
+
+def describe_instant(epoch_ms: int) -> str:
+    """``2023-11-14T22:13:20.000Z (1700000000000)``: a person reads the first part, the
+    checkpoint table's keys hold the second."""
+    return f"{timestamp_of_ms(epoch_ms).isoformat(timespec='milliseconds').replace('+00:00', 'Z')} ({epoch_ms})"
 
 
 def _check_range(shard_range: ShardRange, clock: Callable[[], float]) -> None:

@@ -1,0 +1,154 @@
+"""Records retention trimmed before they were loaded, found by the third round of reproductions
+(/work/shared/repro/replay-contract-3: repro_pending_start_read_after_trim), each pinned by a
+test that failed before its fix: a retry must fail with ``DataTrimmed`` (I6), never end green
+without them. The real planner, loader and commit (``run_interval``) over the in-memory fakes;
+retention trims a shard by deleting its oldest records, as the fake's docstring says."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
+from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
+from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
+from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+
+STREAM = "events"
+SHARD = "shardId-000000000000"
+T0 = 1_700_000_000_000
+IV = 60_000
+HOUR_MS = 3_600_000
+
+Runner = Callable[[LoadJob, Credentials], list[RangeReport]]
+
+
+def _config(**changes: Any) -> PipelineConfig:
+    base = PipelineConfig(
+        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
+        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
+        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_limits=ChunkLimits(max_rows=2),
+    )  # fmt: skip
+    return replace(base, **changes)
+
+
+def _in_process(kinesis: FakeKinesis, store: Any, doris: Any) -> Runner:
+    def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
+        return list(load_ranges(clients))
+
+    return run
+
+
+def _run(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: Any, runner: Runner) -> IntervalResult:
+    return run_interval(
+        config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
+        runner=runner, clock=lambda: kinesis.now_ms,
+    )  # fmt: skip
+
+
+def _put(kinesis: FakeKinesis, at_ms: int, data: bytes) -> None:
+    kinesis.now_ms = max(kinesis.now_ms, at_ms)
+    kinesis.put_record(StreamName=STREAM, Data=data, PartitionKey="k")
+
+
+def _event(event_id: int) -> bytes:
+    return json.dumps({"event_id": event_id}).encode()
+
+
+def _trim(kinesis: FakeKinesis, records: int) -> None:
+    del kinesis.shard(STREAM, SHARD).records[:records]
+
+
+# --- a PENDING start first read after retention -----------------------------------------------
+
+
+def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_data_trimmed() -> None:
+    """repro_pending_start_read_after_trim: interval 0's run dies before its reader reaches the tip,
+    so interval 1's start cut stays PENDING; interval 1's run plans and dies before reading. A day
+    later retention (24 h) has trimmed events 0..6. The retry of interval 1 located its start with
+    AT_TIMESTAMP, on event 7 (the first record still kept), and ended green with event 6 lost.
+
+    The driver's empty check reads with the wall clock (``run_interval`` gives the reader no clock),
+    years past the fake's, so the stream keeps everything until the outage and 24 h after it."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for event_id in range(6):
+        _put(kinesis, T0 + 1_000 + event_id, _event(event_id))
+    kinesis.now_ms = T0 + IV + 100
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    doris.down = True
+    with pytest.raises(RetryableStreamLoadError):
+        _run(_config(), 0, kinesis, store, _in_process(kinesis, store, doris))
+    doris.down = False
+    _put(kinesis, T0 + IV + 1_000, _event(6))
+    kinesis.now_ms = T0 + 2 * IV + 100
+    planned_only = FailOnNthCall(kinesis, "get_shard_iterator", 2)  # planning's probe, then the empty check
+    with pytest.raises(InjectedCrash):
+        run_interval(
+            _config(), T0 + IV, T0 + 2 * IV, kinesis=planned_only, store=store, credentials=Credentials(),
+            runner=_in_process(kinesis, store, doris), clock=lambda: kinesis.now_ms,
+        )  # fmt: skip
+    pending = Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
+    assert store.get_range(SHARD, T0 + IV).start == pending
+    kinesis.now_ms += 25 * HOUR_MS
+    kinesis.retention_hours = 24
+    _trim(kinesis, 7)
+    _put(kinesis, kinesis.now_ms, _event(7))
+
+    instant = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
+    with pytest.raises(DataTrimmed, match=rf"from {instant} starts at .* a cut no reader has made"):
+        _run(_config(), 1, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert store.get_boundary(SHARD, T0 + IV) == pending, "the start must not be cut after the trimmed records"
+    assert doris.tally("t", "event_id") == Counter()
+
+
+def _pending_start_range(store: MemoryCheckpointStore) -> ShardRange:
+    start = store.put_boundary(Boundary(SHARD, T0, BoundaryKind.PENDING))
+    end = store.put_boundary(Boundary(SHARD, T0 + IV, BoundaryKind.PENDING))
+    return ShardRange("p", STREAM, SHARD, T0, T0 + IV, start, end)
+
+
+@pytest.mark.parametrize("age_hours", [23, 47])
+def test_a_pending_start_inside_retention_is_located_and_read(age_hours: int) -> None:
+    """Control: a PENDING start younger than Kinesis's shortest retention (24 h) is located without
+    asking for the stream's retention; an older one inside the stream's (48 h) is located too."""
+    kinesis = FakeKinesis(now_ms=T0, retention_hours=48)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    _put(kinesis, T0 + 1_000, _event(0))
+    kinesis.now_ms = T0 + age_hours * HOUR_MS
+    store = MemoryCheckpointStore("p")
+    reader = RangeReader(kinesis, _pending_start_range(store), store, clock=lambda: kinesis.now_ms / 1000)
+
+    assert [json.loads(record.data)["event_id"] for record in reader] == [0]
+    assert reader.outcome.start.kind is BoundaryKind.AT
+    assert kinesis.calls["describe_stream_summary"] == (age_hours >= 24)
+
+
+def test_a_pending_start_older_than_the_stream_retention_is_data_trimmed_before_reading() -> None:
+    kinesis = FakeKinesis(now_ms=T0, retention_hours=48)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    _put(kinesis, T0 + 1_000, _event(0))
+    kinesis.now_ms = T0 + 49 * HOUR_MS
+    store = MemoryCheckpointStore("p")
+    reader = RangeReader(kinesis, _pending_start_range(store), store, clock=lambda: kinesis.now_ms / 1000)
+
+    with pytest.raises(DataTrimmed, match=r"older than the stream's trim horizon 2023-11-14T23:13:20\.000Z"):
+        list(reader)
+    assert kinesis.calls["get_shard_iterator"] == 0
