@@ -21,6 +21,7 @@ when the openlineage provider calls the operator's ``get_openlineage_facets_on_*
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -99,8 +100,10 @@ def loader_lineage(
     """What one run of the loader read and wrote.
 
     :param totals: the run's summary (``IntervalResult.summary``: ``records``, ``loaded``,
-        ``dead_lettered``); None before the run or when it failed: the datasets without counts.
-        The dead-letter table is an output only when the run sent rows to it.
+        ``dead_lettered``, and ``skipped_intervals``, whose loaded intervals count too); None
+        before the run or when it failed: the datasets without counts. The dead-letter table is an
+        output only when the run sent rows to it. Intervals no DAG run covered that the run loaded,
+        or left to the next run, are named in the run facet ``kinesisDorisSkippedIntervals``.
     :param columns: the table's columns, for the schema facet.
     :param dead_letter_columns: the dead-letter table's columns.
     """
@@ -112,8 +115,37 @@ def loader_lineage(
         outputs.append(
             doris_output(doris_conn_id, database, dead_letter_table, rows=dead_lettered, columns=dead_letter_columns)
         )
-    return OperatorLineage(inputs=[kinesis_dataset(stream_arn, _count(totals, "records"))], outputs=outputs)
+    skipped = (totals or {}).get("skipped_intervals") or {}
+    left = int((skipped.get("left_for_next_run") or {}).get("count", 0))
+    run_facets = (
+        {"kinesisDorisSkippedIntervals": _skipped_intervals_facet()(recovered=list(skipped["recovered"]), leftForNextRun=left)}
+        if skipped.get("recovered") or left
+        else {}
+    )
+    return OperatorLineage(
+        inputs=[kinesis_dataset(stream_arn, _count(totals, "records"))], outputs=outputs, run_facets=run_facets
+    )
 
 
 def _count(totals: Mapping[str, Any] | None, name: str) -> int | None:
-    return None if totals is None else int(totals.get(name) or 0)
+    """The run's count, with what it loaded of the intervals no DAG run covered."""
+    if totals is None:
+        return None
+    recovered = (totals.get("skipped_intervals") or {}).get("loaded", [])
+    return sum(int(part.get(name) or 0) for part in [totals, *recovered])
+
+
+@functools.cache
+def _skipped_intervals_facet() -> type:
+    """A run facet naming the intervals no DAG run covered that the run loaded (ISO 8601 UTC, with
+    their keys), and how many it left to the next run."""
+    import attrs
+
+    from airflow.providers.common.compat.openlineage.facet import RunFacet
+
+    @attrs.define
+    class KinesisDorisSkippedIntervalsRunFacet(RunFacet):  # type: ignore[misc]
+        recovered: list[str] = attrs.field(factory=list)
+        leftForNextRun: int = 0  # noqa: N815 - OpenLineage facets are camelCase
+
+    return KinesisDorisSkippedIntervalsRunFacet

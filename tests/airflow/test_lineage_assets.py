@@ -87,6 +87,24 @@ def test_lineage_names_the_fe_query_port_and_lists_the_dead_letter_table_only_wh
     assert "not-in-lineage" not in repr(dirty)
 
 
+def test_intervals_no_run_covered_count_and_are_named_in_a_run_facet(doris_connection) -> None:
+    recovered = "[2026-01-01T00:10:00Z, 2026-01-01T00:20:00Z) (1767226200000, 1767226800000)"
+    totals = {
+        "records": 7, "loaded": 6, "dead_lettered": 0,
+        "skipped_intervals": {"recovered": [recovered], "left_for_next_run": {"count": 2},
+                              "loaded": [{"interval": recovered, "records": 4, "loaded": 3, "dead_lettered": 1}]},
+    }  # fmt: skip
+    lineage = loader_lineage(stream_arn=ARN, doris_conn_id="doris_default", database="sales", table="orders",
+                             dead_letter_table="orders_dead_letter", totals=totals)  # fmt: skip
+
+    assert lineage.inputs[0].inputFacets["inputStatistics"].rowCount == 11
+    assert [o.outputFacets["outputStatistics"].rowCount for o in lineage.outputs] == [9, 1]
+    facet = lineage.run_facets["kinesisDorisSkippedIntervals"]
+    assert (facet.recovered, facet.leftForNextRun) == ([recovered], 2)
+    assert loader_lineage(stream_arn=ARN, doris_conn_id="doris_default", database="sales", table="orders",
+                          dead_letter_table="orders_dead_letter", totals={"loaded": 1}).run_facets == {}  # fmt: skip
+
+
 def test_before_a_run_the_lineage_has_the_datasets_without_counts(doris_connection) -> None:
     lineage = loader_lineage(stream_arn=ARN, doris_conn_id="doris_default", database="sales", table="orders",
                              dead_letter_table="orders_dead_letter")  # fmt: skip
