@@ -51,9 +51,9 @@ from airflow_provider_kinesis_doris.core.load_job import (
     LoadJob,
     boundary_to_dict,
 )
-from airflow_provider_kinesis_doris.core.doris.labels import chunk_label, dead_letter_label
+from airflow_provider_kinesis_doris.core.doris.labels import DEAD_LETTER_NAMESPACE, chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
-from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, describe_instant, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
 from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -343,7 +343,7 @@ def _read_and_load(
     contents = {} if fresh else _settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})
-    records = _past_a_trimmed_head(iter(reader), spans, _loaded_spans(recorded), shard_range)
+    records = _past_a_trimmed_head(reader, spans, _loaded_spans(recorded, contents), shard_range)
     mapped = follow_contents((map_record(record, pipeline.mapping) for record in records), contents)
     # Only the load thread touches ``report``, ``clients.doris`` and the chunk log until the last
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
@@ -360,42 +360,92 @@ def _read_and_load(
     return reader.outcome
 
 
-def _loaded_spans(recorded: list[ChunkRecord]) -> set[tuple[Position, Position]]:
-    """Spans whose every recorded label (rows and dead letters) is loaded."""
+def _loaded_spans(
+    recorded: list[ChunkRecord], contents: Mapping[Position, ChunkContent]
+) -> set[tuple[Position, Position]]:
+    """Spans whose every label is loaded: every recorded one, and the dead letters' one too when the
+    settled content has dead letters. The rows' label is recorded before the dead letters' load
+    starts, so a chunk whose run died between the two has its rows loaded and no dead-letter label
+    recorded; a dead-letter label recorded without a rows' one is a chunk without rows."""
     spans: dict[tuple[Position, Position], bool] = {}
+    with_dead_letters_label: set[tuple[Position, Position]] = set()
     for chunk in recorded:
         span = (chunk.first, chunk.last)
         spans[span] = spans.get(span, True) and chunk.state in _LOADED_STATES
-    return {span for span, loaded in spans.items() if loaded}
+        if chunk.label.startswith(f"{DEAD_LETTER_NAMESPACE}:"):
+            with_dead_letters_label.add(span)
+    return {
+        span for span, loaded in spans.items()
+        if loaded and (span in with_dead_letters_label or not _has_dead_letters(contents.get(span[0])))
+    }  # fmt: skip
+
+
+def _has_dead_letters(content: ChunkContent | None) -> bool:
+    return content is not None and bool(content.dead)
 
 
 def _past_a_trimmed_head(
-    records: Iterator[KinesisRecord],
+    reader: RangeReader,
     spans: list[tuple[Position, Position]],
     loaded: set[tuple[Position, Position]],
     shard_range: ShardRange,
 ) -> Iterator[KinesisRecord]:
-    """``records``, unless the read starts inside a chunk an earlier attempt cut: retention trimmed
-    the chunk's first records since (a range that starts at the shard's start reads whatever is
-    left). Re-cut from there it would go out under a new label, so a loaded chunk's remaining
-    records are skipped, and a chunk not known loaded is lost data: ``DataTrimmed`` (I6)."""
+    """The reader's records, checked against the chunks earlier attempts cut (``spans``, sorted;
+    ``loaded``: those whose every label is loaded).
+
+    A range that starts at the shard's start (a TRIM_HORIZON sweep) is read from the first record
+    retention still keeps, wherever that is now (ranges from a cut open at its record, which the
+    reader checks). Retention deletes a shard's records oldest first, so the read still holds
+    everything not known loaded only if it starts at or before the first record of the first chunk
+    not known loaded, or, when every chunk cut is loaded, their last record: else records after it
+    were deleted before they were loaded, ``DataTrimmed`` (I6). A read that starts inside a loaded
+    chunk skips the rest of it: re-cut from there it would go out under a new label.
+    """
+    records = iter(reader)
     first = next(records, None)
+    _check_unloaded_records_kept(first, reader, spans, loaded, shard_range)
     if first is None:
         return
     span = next((s for s in spans if s[0] < first.position <= s[1]), None)
-    if span is not None and span not in loaded:
-        raise DataTrimmed(
-            f"Shard {shard_range.shard_id} of stream {shard_range.stream_name}: the chunk "
-            f"{span[0].encode()}..{span[1].encode()} of interval {shard_range.interval_start_ms} was cut by an "
-            f"earlier attempt but its records before {first.position.encode()} are gone (trimmed by retention) "
-            "and its load is not known to be visible: those records cannot be loaded exactly once"
-        )
     if span is not None:
         log.info("shard %s: retention trimmed the head of loaded chunk %s..%s; skipping the rest of it",
                  shard_range.shard_id, span[0].encode(), span[1].encode())  # fmt: skip
     for record in itertools.chain((first,), records):
         if span is None or record.position > span[1]:
             yield record
+
+
+def _check_unloaded_records_kept(
+    first: KinesisRecord | None,
+    reader: RangeReader,
+    spans: list[tuple[Position, Position]],
+    loaded: set[tuple[Position, Position]],
+    shard_range: ShardRange,
+) -> None:
+    """Raise ``DataTrimmed`` unless the read, whose first record is ``first`` (None: it found
+    none), still holds the record the range must be loaded on from (see :func:`_past_a_trimmed_head`)."""
+    unloaded = next((span for span in spans if span not in loaded), None)
+    if unloaded is not None:
+        needed = unloaded[0]
+        chunk = f"{needed.encode()}..{unloaded[1].encode()}"
+        what = f"the first record of chunk {chunk}, whose labels are not all known loaded"
+    elif spans:
+        needed = spans[-1][1]
+        if first is None and ends_after(reader.outcome.end, needed):
+            return  # every record of the range is loaded and trimmed since
+        what = f"record {needed.encode()}, the last of the chunks loaded so far (the records after it are not loaded)"
+    else:
+        return
+    if first is not None and first.position <= needed:
+        return
+    holds = "no record of the range" if first is None else f"record {first.position.encode()} first"
+    raise DataTrimmed(
+        f"Shard {shard_range.shard_id} of stream {shard_range.stream_name}, range of the interval from "
+        f"{describe_instant(shard_range.interval_start_ms)}: earlier attempts cut chunks of it, and the retry must "
+        f"still find {what}, but the shard now holds {holds}: retention deleted records of the range before they "
+        "were loaded, so they cannot be loaded exactly once. Raise the stream's retention period so retries run "
+        "inside it, and reload the range's missing records from a backup if you keep one"
+    )
 
 
 def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:

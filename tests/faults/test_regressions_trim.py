@@ -1,8 +1,9 @@
 """Records retention trimmed before they were loaded, found by the third round of reproductions
-(/work/shared/repro/replay-contract-3: repro_pending_start_read_after_trim), each pinned by a
-test that failed before its fix: a retry must fail with ``DataTrimmed`` (I6), never end green
-without them. The real planner, loader and commit (``run_interval``) over the in-memory fakes;
-retention trims a shard by deleting its oldest records, as the fake's docstring says."""
+(/work/shared/repro/replay-contract-3: repro_trimmed_past_recorded_chunks and
+repro_pending_start_read_after_trim), each pinned by a test that failed before its fix: a retry
+must fail with ``DataTrimmed`` (I6), never end green without them. The real planner, loader and
+commit (``run_interval``) over the in-memory fakes; retention trims a shard by deleting its oldest
+records, as the fake's docstring says."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
@@ -73,6 +74,120 @@ def _event(event_id: int) -> bytes:
 
 def _trim(kinesis: FakeKinesis, records: int) -> None:
     del kinesis.shard(STREAM, SHARD).records[:records]
+
+
+# --- the head of a TRIM_HORIZON sweep trimmed past its recorded chunks ----------------------------
+
+
+def _sweep(events: list[bytes]) -> tuple[FakeKinesis, MemoryCheckpointStore, MemoryDoris]:
+    """A stream whose ``events`` arrived before the first interval: a TRIM_HORIZON pipeline's floor
+    range (from SHARD_START) sweeps them."""
+    kinesis = FakeKinesis(now_ms=T0 - 10_000)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    for offset, data in enumerate(events):
+        _put(kinesis, T0 - 5_000 + offset, data)
+    kinesis.now_ms = T0 + 2 * IV
+    return kinesis, MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+
+
+SWEEP = _config(initial_position="TRIM_HORIZON")
+
+
+def test_a_sweep_whose_failed_chunk_retention_trimmed_whole_fails_with_data_trimmed() -> None:
+    """Variant 1: chunk [0,1] is VISIBLE, chunk [2,3] recorded NOT_LOADED (Doris refused the
+    connection); retention trims events 0..3 before the retry. The retry read from event 4, in no
+    recorded chunk, so the old guard (a first record strictly inside a recorded chunk) did not fire:
+    events 2 and 3 were lost and the retry was green."""
+    kinesis, store, doris = _sweep([_event(n) for n in range(6)])
+
+    def down(method: str, call: int) -> RetryableStreamLoadError:
+        error = RetryableStreamLoadError("Doris unreachable: connection refused")
+        error.definitely_not_loaded = True
+        return error
+
+    with pytest.raises(RetryableStreamLoadError):
+        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)))
+    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "NOT_LOADED"]
+    _trim(kinesis, 4)
+
+    with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
+        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
+    assert store.get_range(SHARD, T0).state is RangeState.PLANNED
+
+
+def test_a_sweep_killed_before_its_next_chunk_was_recorded_fails_with_data_trimmed_past_its_loaded_chunks() -> None:
+    """Variant 2: chunk [0,1] is VISIBLE and the task is killed before chunk [2,3]'s first write
+    (chunk k+1 is read while chunk k loads); retention trims events 0..2. Event 2 was lost green."""
+    kinesis, store, doris = _sweep([_event(n) for n in range(6)])
+    killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
+    with pytest.raises(InjectedCrash):
+        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, killed, doris))
+    _trim(kinesis, 3)
+
+    with pytest.raises(DataTrimmed, match=r"the last of the chunks loaded so far .* holds record \S+ first"):
+        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
+
+
+def test_a_sweep_whose_chunk_rows_loaded_without_its_dead_letters_fails_with_data_trimmed() -> None:
+    """Variant 3: chunk [0,1,2] (event 1 a dead letter of the mapping) has its rows VISIBLE; the
+    task is killed before its dead letters' intent; retention trims event 0. The chunk counted as
+    loaded (every *recorded* label was), its rest was skipped, and the dead letter of event 1 was
+    in neither table, green."""
+    kinesis, store, doris = _sweep([_event(0), b"not json: event 1", _event(2), _event(3), _event(4)])
+    sweep = replace(SWEEP, chunk_limits=ChunkLimits(max_rows=3))
+    with pytest.raises(InjectedCrash):
+        _run(sweep, 0, kinesis, store, _in_process(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris))
+    assert [(chunk.label[:3], chunk.state) for chunk in store.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]
+    _trim(kinesis, 1)
+
+    with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
+        _run(sweep, 0, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert doris.tally("t", "event_id") == Counter({0: 1, 2: 1})
+    assert doris.rows.get("t_dl", []) == []
+
+
+def test_a_sweep_retried_after_retention_trimmed_only_loaded_records_loads_the_rest_once() -> None:
+    """Control: the same kill as variant 2, but retention trims only events 0 and 1, which are
+    loaded: event 2, the first not loaded, is still kept, so nothing is lost and the retry loads
+    the rest once."""
+    kinesis, store, doris = _sweep([_event(n) for n in range(6)])
+    killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
+    with pytest.raises(InjectedCrash):
+        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, killed, doris))
+    _trim(kinesis, 1)  # event 0: the retry starts inside the loaded chunk [0,1] and skips its rest
+
+    _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert doris.tally("t", "event_id") == Counter(range(6))
+
+
+def test_a_sweep_loaded_whole_whose_commit_died_commits_after_retention_trimmed_all_of_it() -> None:
+    """Control: every record of the sweep is loaded and its end cut right after the last one, but
+    the run dies before the commit; retention then trims all of it. Nothing of the range can be
+    missing, so the retry commits it without DataTrimmed."""
+    kinesis, store, doris = _sweep([_event(n) for n in range(4)])
+    loads = _in_process(kinesis, store, doris)
+
+    def dies_before_the_commit(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+        loads(job, credentials)
+        raise InjectedCrash("killed after the loads, before the commit")
+
+    with pytest.raises(InjectedCrash):
+        _run(SWEEP, 0, kinesis, store, dies_before_the_commit)
+    end = store.get_boundary(SHARD, T0 + IV)
+    assert end is not None and end.kind is BoundaryKind.AFTER
+    _trim(kinesis, 4)
+    _put(kinesis, T0 + 2 * IV, _event(4))  # the stream goes on
+
+    _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+
+    assert store.get_range(SHARD, T0).state is RangeState.LOADED
+    assert doris.tally("t", "event_id") == Counter(range(4))
 
 
 # --- a PENDING start first read after retention -----------------------------------------------
