@@ -339,7 +339,9 @@ def _read_and_load(
         shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
     )  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
-    reader = RangeReader(clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn)
+    reader = RangeReader(
+        clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn, clock=lambda: clients.clock_ms() / 1000
+    )
     contents = {} if fresh else _settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})

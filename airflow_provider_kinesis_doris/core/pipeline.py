@@ -257,7 +257,7 @@ def _run_one(
         result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
         _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
         return result
-    checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r), plan.ranges, driver_concurrency)
+    checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r, clock), plan.ranges, driver_concurrency)
     empty = {report.shard_id: report for report in checked if report is not None}
     to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
     # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
@@ -325,7 +325,9 @@ def _loaded_through(store: CheckpointStore, shard_id: str) -> str:
     return f"loaded through {mark.describe(position=False)}"
 
 
-def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRange) -> RangeReport | None:
+def _report_if_empty(
+    kinesis: Any, store: CheckpointStore, shard_range: ShardRange, clock: Callable[[], int]
+) -> RangeReport | None:
     """A report for a range that holds no record, found with one GetRecords on the driver; None
     if it holds any (known from its cuts, or read). Empty intervals then start no Spark, and their
     ranges are still committed, so checkpoints and drained parents advance exactly as if they had
@@ -334,7 +336,7 @@ def _report_if_empty(kinesis: Any, store: CheckpointStore, shard_range: ShardRan
         return RangeReport(shard_range.shard_id, shard_range.interval_start_ms, end=boundary_to_dict(shard_range.end), drained=True)
     if holds_a_record(shard_range.start, shard_range.end):
         return None
-    reader = RangeReader(kinesis, shard_range, store, limit=1)
+    reader = RangeReader(kinesis, shard_range, store, limit=1, clock=lambda: clock() / 1000)
     records = iter(reader)
     if next(records, None) is not None:
         records.close()
