@@ -36,6 +36,10 @@ Interval = tuple[int, int]
 DEFAULT_MAX_SKIPPED_INTERVALS = 10
 """Skipped intervals one run loads before its own at most; the rest wait for the next run."""
 
+GAPLESS_STEP = 50
+"""Grid intervals a run reads past the gapless mark before it moves the mark: one Query page, and
+one write per this many runs in the steady state."""
+
 
 def _no_runs(intervals: Sequence[Interval]) -> set[Interval]:
     return set()
@@ -102,7 +106,8 @@ def find_skipped(
     :raises IntervalsSkipped: with ``catch_up.load`` False, when any interval is skipped; or when
         the timetable's intervals do not tile a gap of the grid (the schedule changed).
     """
-    missing = _missing(store.intervals_before(start_ms, with_floor=sweeps), start_ms, catch_up.next_interval)
+    grid = store.intervals_before(start_ms, with_floor=sweeps)
+    missing = _missing(grid, start_ms, catch_up.next_interval)
     with_runs = catch_up.with_own_runs(missing) if missing else set()
     skipped = [interval for interval in missing if interval not in with_runs]
     if skipped and not catch_up.load:
@@ -110,6 +115,7 @@ def find_skipped(
     # A retry gets its first attempt's list back, though those intervals are planned by now.
     adopted = tuple(store.settle_adopted(start_ms, skipped[: catch_up.max_intervals]))
     deferred = tuple(interval for interval in skipped if interval not in adopted)
+    _advance_gapless(store, grid, missing)
     found = SkippedIntervals(adopted, deferred, tuple(interval for interval in missing if interval in with_runs))
     if missing or adopted:
         summary = found.summary()
@@ -120,6 +126,15 @@ def find_skipped(
             summary["recovered"] or "none", summary["left_for_next_run"], summary["left_to_own_runs"],
         )  # fmt: skip
     return found
+
+
+def _advance_gapless(store: CheckpointStore, grid: Sequence[Interval], missing: Sequence[Interval]) -> None:
+    """Up to the last planned interval before the first one still unplanned (this run's adopted
+    ones are planned only after this, the late runs' whenever they run): later runs read the
+    grid from there."""
+    before = [interval for interval in grid if not missing or interval[1] <= missing[0][0]]
+    if len(before) > GAPLESS_STEP:
+        store.advance_gapless(before[-1][0])
 
 
 def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[int, int], Interval | None]) -> list[Interval]:

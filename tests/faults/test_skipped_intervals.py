@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
+from airflow_provider_kinesis_doris.core.catch_up import GAPLESS_STEP, CatchUp, Interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -213,3 +213,23 @@ def test_lag_is_measured_from_the_high_water_mark() -> None:
     now = stalled.kinesis.now_ms
     assert stalled_run.summary()["shards"][shard]["lag_ms"] == now - (T0 + IV)
     assert caught_up.run(2).summary()["shards"][shard]["lag_ms"] == now - (T0 + 3 * IV)
+
+
+def test_a_run_reads_the_grid_from_the_gapless_mark_and_a_later_gap_is_still_found() -> None:
+    """The grid grows by one interval per run; past GAPLESS_STEP intervals a run moves the mark,
+    so later runs query a bounded part of it. A gap after the mark is found all the same, and
+    one before an interval left to its late run holds the mark back."""
+    world = World(intervals=GAPLESS_STEP + 8)
+    for k in range(GAPLESS_STEP + 2):
+        world.run(k)
+    read = world.store.intervals_before(T0 + (GAPLESS_STEP + 2) * IV)
+    assert len(read) < GAPLESS_STEP, "the mark moved"
+    late = (T0 + (GAPLESS_STEP + 2) * IV, T0 + (GAPLESS_STEP + 3) * IV)
+    world.runs.add(late)  # its run is queued: left to it
+
+    world.run(GAPLESS_STEP + 4)  # GAPLESS_STEP + 3 is skipped
+    assert world.visible() == Counter(e for e in world.produced if e // 10 not in (GAPLESS_STEP + 2, GAPLESS_STEP + 5,
+                                                                                  GAPLESS_STEP + 6, GAPLESS_STEP + 7))
+    world.run(GAPLESS_STEP + 2)
+    world.run(GAPLESS_STEP + 7)
+    assert world.visible() == Counter(world.produced)

@@ -13,6 +13,8 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
   pipeline's interval grid, which a new interval must fit (one Query per run, not one per shard);
 - ``adopted#<interval_start_ms, 15 digits>``: the intervals no DAG run covered that the run of
   this interval took on (``core.catch_up``), written once, so its retries load the same ones;
+- ``gapless``: the start of an interval of the grid below which the grid has no interval left
+  unplanned (``core.catch_up``), so a run reads the grid from there only;
 - ``intervals``: written once the grid holds every interval of the table's ranges (tables from
   before the grid existed are registered by the first run that finds it missing);
 - ``topology``: the last shard set seen and the shard → partition assignment;
@@ -52,6 +54,7 @@ CONTENT_PREFIX = "content#"
 INTERVAL_PREFIX = "interval#"
 INTERVALS_KEY = "intervals"
 ADOPTED_PREFIX = "adopted#"
+GAPLESS_KEY = "gapless"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 PRUNE_KEY = "prune"

@@ -15,6 +15,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     ADOPTED_PREFIX,
     BOUNDARY_PREFIX,
     FLOOR_KEY,
+    GAPLESS_KEY,
     INTERVAL_PREFIX,
     INTERVALS_KEY,
     RANGE_PREFIX,
@@ -393,18 +394,32 @@ class RangeStore(StorePrimitives):
         self._grid_complete = True
 
     def intervals_before(self, start_ms: int, *, with_floor: bool = False) -> list[tuple[int, int]]:
-        """The grid's intervals that start before ``start_ms``, oldest first (one paginated Query
-        of small items: the grid keeps only what pruning has not reached).
+        """The grid's intervals that start before ``start_ms``, oldest first, from the last one
+        below which no interval is left unplanned (:meth:`advance_gapless`): in the steady state
+        one Query of a few items.
 
         :param with_floor: also the floor interval of a TRIM_HORIZON pipeline, which is loaded by
             its sweep and not registered in the grid, first (one more read)."""
         self._register_stored_intervals()
-        items = self._query(INTERVAL_PREFIX, high=interval_sk(start_ms - 1))
+        gapless = self._get(GAPLESS_KEY)
+        low = interval_sk(int(gapless["start_ms"])) if gapless else None
+        items = self._query(INTERVAL_PREFIX, low=low, high=interval_sk(start_ms - 1))
         grid = [(int(item["start_ms"]), int(item["end_ms"])) for item in items]
-        floor = self.get_floor() if with_floor else None
+        # Past the gapless mark the floor is behind the grid read, and nothing before it is missing.
+        floor = self.get_floor() if with_floor and gapless is None else None
         if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
             grid.insert(0, (floor.start_ms, floor.end_ms))
         return grid
+
+    def advance_gapless(self, start_ms: int) -> None:
+        """Record that no interval below the grid's interval starting at ``start_ms`` is left
+        unplanned. Only forward: a concurrent run's later claim stays (a lost race is no error,
+        the next run advances it again)."""
+        stored = self._get(GAPLESS_KEY)
+        if stored is None:
+            self._put_new({"sk": GAPLESS_KEY, "kind": "gapless", "start_ms": start_ms})
+        elif int(stored["start_ms"]) < start_ms:
+            self._update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
 
     def settle_adopted(self, start_ms: int, proposed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
         """The intervals the run of the interval starting at ``start_ms`` takes on: those an attempt
