@@ -9,51 +9,28 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+from tests.faults.memory_world import IV, SHARD, STREAM, T0, Runner, in_process, memory_config
 
-STREAM = "events"
-SHARD = "shardId-000000000000"
-T0 = 1_700_000_000_000
-IV = 60_000
 HOUR_MS = 3_600_000
 
-Runner = Callable[[LoadJob, Credentials], list[RangeReport]]
 
 
-def _config(**changes: Any) -> PipelineConfig:
-    base = PipelineConfig(
-        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_limits=ChunkLimits(max_rows=2),
-    )  # fmt: skip
-    return replace(base, **changes)
-
-
-def _in_process(kinesis: FakeKinesis, store: Any, doris: Any) -> Runner:
-    def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
-
-    return run
 
 
 def _run(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: Any, runner: Runner) -> IntervalResult:
@@ -90,7 +67,7 @@ def _sweep(events: list[bytes]) -> tuple[FakeKinesis, MemoryCheckpointStore, Mem
     return kinesis, MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
 
 
-SWEEP = _config(initial_position="TRIM_HORIZON")
+SWEEP = memory_config(initial_position="TRIM_HORIZON")
 
 
 def test_a_sweep_whose_failed_chunk_retention_trimmed_whole_fails_with_data_trimmed() -> None:
@@ -106,12 +83,12 @@ def test_a_sweep_whose_failed_chunk_retention_trimmed_whole_fails_with_data_trim
         return error
 
     with pytest.raises(RetryableStreamLoadError):
-        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)))
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)))
     assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "NOT_LOADED"]
     _trim(kinesis, 4)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
-        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
     assert store.get_range(SHARD, T0).state is RangeState.PLANNED
@@ -123,11 +100,11 @@ def test_a_sweep_killed_before_its_next_chunk_was_recorded_fails_with_data_trimm
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
     killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
-        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, killed, doris))
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, killed, doris))
     _trim(kinesis, 3)
 
     with pytest.raises(DataTrimmed, match=r"the last of the chunks loaded so far .* holds record \S+ first"):
-        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
 
@@ -140,12 +117,12 @@ def test_a_sweep_whose_chunk_rows_loaded_without_its_dead_letters_fails_with_dat
     kinesis, store, doris = _sweep([_event(0), b"not json: event 1", _event(2), _event(3), _event(4)])
     sweep = replace(SWEEP, chunk_limits=ChunkLimits(max_rows=3))
     with pytest.raises(InjectedCrash):
-        _run(sweep, 0, kinesis, store, _in_process(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris))
+        _run(sweep, 0, kinesis, store, in_process(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris))
     assert [(chunk.label[:3], chunk.state) for chunk in store.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]
     _trim(kinesis, 1)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
-        _run(sweep, 0, kinesis, store, _in_process(kinesis, store, doris))
+        _run(sweep, 0, kinesis, store, in_process(kinesis, store, doris))
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 2: 1})
     assert doris.rows.get("t_dl", []) == []
@@ -158,10 +135,10 @@ def test_a_sweep_retried_after_retention_trimmed_only_loaded_records_loads_the_r
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
     killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
-        _run(SWEEP, 0, kinesis, store, _in_process(kinesis, killed, doris))
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, killed, doris))
     _trim(kinesis, 1)  # event 0: the retry starts inside the loaded chunk [0,1] and skips its rest
 
-    _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+    _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
 
     assert doris.tally("t", "event_id") == Counter(range(6))
 
@@ -171,7 +148,7 @@ def test_a_sweep_loaded_whole_whose_commit_died_commits_after_retention_trimmed_
     the run dies before the commit; retention then trims all of it. Nothing of the range can be
     missing, so the retry commits it without DataTrimmed."""
     kinesis, store, doris = _sweep([_event(n) for n in range(4)])
-    loads = _in_process(kinesis, store, doris)
+    loads = in_process(kinesis, store, doris)
 
     def dies_before_the_commit(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         loads(job, credentials)
@@ -184,7 +161,7 @@ def test_a_sweep_loaded_whole_whose_commit_died_commits_after_retention_trimmed_
     _trim(kinesis, 4)
     _put(kinesis, T0 + 2 * IV, _event(4))  # the stream goes on
 
-    _run(SWEEP, 0, kinesis, store, _in_process(kinesis, store, doris))
+    _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
 
     assert store.get_range(SHARD, T0).state is RangeState.LOADED
     assert doris.tally("t", "event_id") == Counter(range(4))
@@ -209,15 +186,15 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     doris.down = True
     with pytest.raises(RetryableStreamLoadError):
-        _run(_config(), 0, kinesis, store, _in_process(kinesis, store, doris))
+        _run(memory_config(), 0, kinesis, store, in_process(kinesis, store, doris))
     doris.down = False
     _put(kinesis, T0 + IV + 1_000, _event(6))
     kinesis.now_ms = T0 + 2 * IV + 100
     planned_only = FailOnNthCall(kinesis, "get_shard_iterator", 2)  # planning's probe, then the empty check
     with pytest.raises(InjectedCrash):
         run_interval(
-            _config(), T0 + IV, T0 + 2 * IV, kinesis=planned_only, store=store, credentials=Credentials(),
-            runner=_in_process(kinesis, store, doris), clock=lambda: kinesis.now_ms,
+            memory_config(), T0 + IV, T0 + 2 * IV, kinesis=planned_only, store=store, credentials=Credentials(),
+            runner=in_process(kinesis, store, doris), clock=lambda: kinesis.now_ms,
         )  # fmt: skip
     pending = Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     assert store.get_range(SHARD, T0 + IV).start == pending
@@ -228,7 +205,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
 
     instant = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
     with pytest.raises(DataTrimmed, match=rf"from {instant} starts at .* a cut no reader has made"):
-        _run(_config(), 1, kinesis, store, _in_process(kinesis, store, doris))
+        _run(memory_config(), 1, kinesis, store, in_process(kinesis, store, doris))
 
     assert store.get_boundary(SHARD, T0 + IV) == pending, "the start must not be cut after the trimmed records"
     assert doris.tally("t", "event_id") == Counter()
