@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -58,6 +59,45 @@ def airflow3_services(env: Mapping[str, str], log_dir: Path) -> Iterator[dict[st
     finally:
         for process in reversed(processes):
             stop_pid(process.pid, timeout=15)
+
+
+@contextlib.contextmanager
+def airflow2_services(env: Mapping[str, str], log_dir: Path) -> Iterator[dict[str, str]]:
+    """The scheduler of Airflow 2.11, which parses the DAG files itself. The suite's metadata DB is
+    SQLite, where 2.11 runs only the SequentialExecutor: one task at a time, each an ``airflow
+    tasks run`` started from PATH. No triggerer (tasks wait for their seal by rescheduling unless
+    deferrable) and no log server, so nothing listens."""
+    env = {
+        **env,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+        # Only the DAG a test unpauses runs; the other example DAGs stay quiet.
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",
+        "AIRFLOW__CORE__EXECUTOR": "SequentialExecutor",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "1",
+        "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "5",
+    }
+    with open(log_dir / "scheduler.log", "wb") as log:
+        scheduler = subprocess.Popen(
+            [sys.executable, "-m", "airflow", "scheduler", "--skip-serve-logs"], env=env, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+    try:
+        _wait_scheduler_alive(env, scheduler, log_dir / "scheduler.log", timeout=120)
+        yield env
+    finally:
+        stop_pid(scheduler.pid, timeout=15)
+
+
+def _wait_scheduler_alive(env: Mapping[str, str], scheduler: subprocess.Popen[bytes], log: Path, timeout: float) -> None:
+    """Until the scheduler's job heartbeats (its first loop has run)."""
+    deadline = time.monotonic() + timeout
+    check = [sys.executable, "-m", "airflow", "jobs", "check", "--job-type", "SchedulerJob", "--local", "--limit", "1"]
+    while time.monotonic() < deadline:
+        assert scheduler.poll() is None, f"the scheduler exited while starting; its log: {log}"
+        if subprocess.run(check, env=dict(env), capture_output=True, timeout=120).returncode == 0:
+            return
+        time.sleep(1)
+    raise TimeoutError(f"the scheduler did not heartbeat within {timeout:.0f}s; its log: {log}")
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], timeout: float) -> None:
