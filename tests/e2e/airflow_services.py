@@ -1,4 +1,4 @@
-"""Airflow's own processes for the backfill tests, on loopback, stopped by their PIDs."""
+"""Airflow's own processes for the end-to-end tests (backfills, a paused DAG), on loopback, stopped by their PIDs."""
 
 from __future__ import annotations
 
