@@ -173,7 +173,7 @@ class Fault:
 
 FAULTS = st.one_of(
     st.just(Fault("none")),
-    st.builds(Fault, st.just("spark_task_retry"), st.integers(1, 4), st.integers(0, 3)),
+    st.builds(Fault, st.just("spark_task_retry"), st.integers(1, 6), st.integers(0, 3)),
     st.builds(Fault, st.just("trim_mid_read"), st.integers(1, 8), st.integers(1, 3)),
     st.builds(Fault, st.just("kill_before_store_write"), st.integers(1, 40)),
     st.just(Fault("doris_down")),
@@ -1135,7 +1135,9 @@ def test_a_sweep_whose_unloaded_chunk_retention_deleted_is_not_committed_empty()
     shard that closed has its only chunk recorded NOT_LOADED (Doris down); retention then deletes
     the shard's records. The retry's empty-range check on the driver reads the range, finds no
     record and commits it without running the loader, whose check of the recorded chunks would
-    raise DataTrimmed: the record is lost and the run ends green."""
+    raise DataTrimmed: the record is lost and the run ends green. The machine also reaches it
+    through a Spark task re-run that leaves a chunk INTENT, then a deletion before the retry's
+    first GetRecords (``trim_mid_read@1``)."""
     machine = RunOrders()
     machine.create(shards=1, initial_position="TRIM_HORIZON", relaxed_order=False, chunk_rows=1, retention_trims=True)
     for step in (produce(1), split, seal, run(0, Fault("doris_down"), expect="RetryableStreamLoadError")):
@@ -1143,3 +1145,19 @@ def test_a_sweep_whose_unloaded_chunk_retention_deleted_is_not_committed_empty()
     machine.trim(0, 4)
     assert machine.trimmed == {0: 0}
     run(0, expect="DataTrimmed")(machine)
+
+
+@pytest.mark.parametrize(("at", "deleted"), [(4, 1), (6, 1), (3, 3), (6, 3)])
+def test_a_spark_task_re_run_of_a_sweep_after_retention_moved_its_head_loads_once_or_fails_loudly(at: int, deleted: int) -> None:
+    """repro_spark_retry_of_fresh_range and repro_trimmed_past_recorded_chunks: a sweep's Spark
+    task dies after ``at`` chunk writes, retention deletes ``deleted`` records, the same job runs
+    again. Before the fixes: duplicates ((4, 1), (6, 1): the re-run was ``fresh`` and re-cut the
+    chunks from a later first record) or a green run without the deleted unloaded records ((3, 3))."""
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="TRIM_HORIZON", relaxed_order=False, chunk_rows=2, retention_trims=True)
+    for step in (produce(4), produce(4), seal):
+        step(machine)
+    machine._run(0, Fault("spark_task_retry", at, deleted))
+    machine.nothing_visible_twice()
+    assert machine.outcome[0] in ("green", "DataTrimmed")
+    machine.teardown()
