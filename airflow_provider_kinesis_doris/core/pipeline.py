@@ -209,8 +209,29 @@ def run_interval(
     skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
     if skipped.adopted:
         _raise_if_trimmed(skipped, config.pipeline_id, trim_horizon(kinesis, config.stream_name, clock))
-    recovered = tuple(run(start, end) for start, end in skipped.adopted)
-    return replace(run(start_ms, end_ms), skipped=skipped, recovered=recovered)
+    tried = {interval: _waiting_or_result(run, interval) for interval in (*skipped.adopted, (start_ms, end_ms))}
+    # A recovered interval's children may wait for a parent's range that only a later interval
+    # holds (its quiet intervals do not move the parent's mark), this run's own included: once
+    # more, after those are loaded. Never a reason to leave this run's own interval unplanned.
+    for interval in skipped.adopted:
+        if isinstance(tried[interval], ShardsWaiting):
+            tried[interval] = _waiting_or_result(run, interval)
+    own = tried.pop((start_ms, end_ms))
+    recovered = tuple(o.result if isinstance(o, ShardsWaiting) else o for o in tried.values())
+    if isinstance(own, ShardsWaiting):
+        own.result = replace(own.result, skipped=skipped, recovered=recovered)
+        raise own
+    still_waiting = [outcome for outcome in tried.values() if isinstance(outcome, ShardsWaiting)]
+    if still_waiting:
+        raise still_waiting[0]
+    return replace(own, skipped=skipped, recovered=recovered)
+
+
+def _waiting_or_result(run: Callable[[int, int], IntervalResult], interval: tuple[int, int]) -> IntervalResult | ShardsWaiting:
+    try:
+        return run(*interval)
+    except ShardsWaiting as waiting:
+        return waiting
 
 
 def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: int) -> None:
@@ -335,6 +356,12 @@ def _report_if_empty(
     if shard_range.start.kind is BoundaryKind.SHARD_END:
         return RangeReport(shard_range.shard_id, shard_range.interval_start_ms, end=boundary_to_dict(shard_range.end), drained=True)
     if holds_a_record(shard_range.start, shard_range.end):
+        return None
+    if shard_range.start.kind is BoundaryKind.SHARD_START and store.chunks_for_range(
+        shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
+    ):
+        # A sweep reads from whatever retention still keeps: finding nothing says nothing about the
+        # chunks an earlier attempt cut, which the loader checks against the read (DataTrimmed).
         return None
     reader = RangeReader(kinesis, shard_range, store, limit=1, clock=lambda: clock() / 1000)
     records = iter(reader)

@@ -117,6 +117,17 @@ class FakeKinesis:
         self.now_ms += milliseconds
         return self.now_ms
 
+    def trim(self, stream_name: str, shard_id: str, count: int) -> list[FakeRecord]:
+        """Retention: delete the shard's ``count`` oldest records, and return them. Open iterators
+        keep pointing at the records they pointed at (AWS's iterators are positions in the shard, not
+        in a list); one that pointed at a deleted record now points at the oldest one kept."""
+        shard = self.shard(stream_name, shard_id)
+        deleted, shard.records[:count] = shard.records[:count], []
+        for iterator in self._iterators.values():
+            if (iterator.stream_name, iterator.shard_id) == (stream_name, shard_id):
+                iterator.index = max(0, iterator.index - len(deleted))
+        return deleted
+
     def shard(self, stream_name: str, shard_id: str) -> FakeShard:
         """A shard's state and records, for assertions."""
         shards = self._shards(stream_name, "DescribeShard")
