@@ -208,7 +208,10 @@ def run_interval(
     sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
     skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
     if skipped.adopted:
-        _raise_if_trimmed(skipped, config.pipeline_id, trim_horizon(kinesis, config.stream_name, clock))
+        # The prune horizon lies behind the trim horizon by the label window; each pruning read
+        # the trim horizon of its time, which a stream's retention raised since may have moved back.
+        pruned_ms = store.prune_horizon() or 0
+        _raise_if_trimmed(skipped, config.pipeline_id, max(trim_horizon(kinesis, config.stream_name, clock), pruned_ms))
     tried = {interval: _waiting_or_result(run, interval) for interval in (*skipped.adopted, (start_ms, end_ms))}
     # A recovered interval's children may wait for a parent's range that only a later interval
     # holds (its quiet intervals do not move the parent's mark), this run's own included: once
