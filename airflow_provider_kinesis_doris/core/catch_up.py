@@ -78,6 +78,8 @@ class SkippedIntervals:
     """Skipped as well, beyond :attr:`CatchUp.max_intervals`: the next run loads them."""
     left_to_own_runs: tuple[Interval, ...] = ()
     """Not planned yet, but a DAG run of theirs exists: left to it."""
+    unplanned: tuple[Interval, ...] = ()
+    """Of :attr:`adopted`, those no run has planned yet (a retry finds the others planned)."""
 
     def summary(self) -> dict[str, object]:
         """JSON-safe, for XCom and the log (ISO 8601 UTC); its size does not grow with the gap."""
@@ -116,7 +118,10 @@ def find_skipped(
     adopted = tuple(store.settle_adopted(start_ms, skipped[: catch_up.max_intervals]))
     deferred = tuple(interval for interval in skipped if interval not in adopted)
     _advance_gapless(store, grid, missing)
-    found = SkippedIntervals(adopted, deferred, tuple(interval for interval in missing if interval in with_runs))
+    found = SkippedIntervals(
+        adopted, deferred, tuple(interval for interval in missing if interval in with_runs),
+        tuple(interval for interval in adopted if interval in missing),
+    )  # fmt: skip
     if missing or adopted:
         summary = found.summary()
         log.warning(
