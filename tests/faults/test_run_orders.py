@@ -1191,3 +1191,24 @@ def test_a_spark_task_re_run_of_a_sweep_after_retention_moved_its_head_loads_onc
     machine.nothing_visible_twice()
     assert machine.outcome[0] in ("green", "DataTrimmed")
     machine.teardown()
+
+
+def test_pruning_keeps_the_shard_start_cut_of_a_trim_horizon_floor_range_it_keeps() -> None:
+    """Machine counterexample (10,000 random examples): a TRIM_HORIZON pipeline's floor range (the
+    first run's, from the shard's start) is loaded, then an earlier interval runs, then pruning's
+    horizon falls inside the floor range. The range crosses the horizon and is kept, but the cuts
+    before its interval start were deleted, its SHARD_START cut (instant 0) among them: every later
+    read of the range failed CheckpointNotFound ("references boundary 0")."""
+    machine = RunOrders()
+    machine.create(
+        shards=1, initial_position="TRIM_HORIZON", relaxed_order=False, chunk_rows=1, airflow_catchup=False,
+        max_intervals=1, retention_trims=True,
+    )  # fmt: skip
+    for step in (seal, seal, run(1), run(0), prune_before(1), produce(1)):
+        step(machine)
+        machine.nothing_visible_twice()
+        machine.no_checkpoint_past_unloaded_data()
+    (floor,) = [r for r in machine.store.ranges_for_shard("shardId-000000000000") if r.start.kind is BoundaryKind.SHARD_START]
+    assert floor.interval_start_ms == T0 + IV
+    machine.trim(0, 1)
+    machine.teardown()

@@ -355,13 +355,15 @@ class CheckpointStore(ChunkStore):
         # deletes, then a lower horizon: a longer retention); its cuts go only with its ranges.
         limit = max(min(horizon_ms, mark.instant_ms), pruned)
         loaded: list[dict[str, Any]] = []
-        quiet, reached = None, pruned
+        quiet, reached, kept_cut = None, pruned, None
         for item in self._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
             end, is_loaded = int(item["interval_end_ms"]), item["state"] == RangeState.LOADED.value
             if end > limit:
                 # Loaded across the limit: the mark passed its start, so what lies before (quiet
-                # intervals the mark crossed) is history.
+                # intervals the mark crossed) is history. Its start cut stays: a TRIM_HORIZON
+                # pipeline's floor range starts at the shard's start, before its interval.
                 reached = max(reached, int(item["interval_start_ms"]) if is_loaded else 0)
+                kept_cut = int(item["start_instant_ms"])
                 break
             if not is_loaded and end > pruned:
                 break
@@ -390,7 +392,10 @@ class CheckpointStore(ChunkStore):
                 f"{prefix}{shard_id}#", high=last(shard_id, int(loaded[-1]["interval_start_ms"])) + "\uffff"
             )
         ]
-        cuts = [item["sk"] for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, through - 1))]
+        cuts_before = through if kept_cut is None else min(through, kept_cut)
+        cuts = [
+            item["sk"] for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, cuts_before - 1))
+        ] if cuts_before > 0 else []  # fmt: skip
         doomed = owned + [item["sk"] for item in loaded] + cuts
         self._delete(doomed)
         log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
