@@ -117,6 +117,12 @@ class UnresolvableLoad(KinesisDorisError):
     and nothing else proves the outcome. Reported, never guessed (invariant I7)."""
 
 
+class LabelWindowBroken(KinesisDorisError):
+    """Doris forgot a label younger than ``label_keep_seconds``: its label window is shorter than
+    the pipeline assumes, so an ``UNKNOWN`` intent may have been loaded and must not be sent again.
+    Nothing is loaded until the settings agree (``core.label_window``)."""
+
+
 class CheckpointNotFound(KinesisDorisError, LookupError):
     """An update names a shard, range or chunk that was never stored."""
 

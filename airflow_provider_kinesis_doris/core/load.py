@@ -52,6 +52,11 @@ from airflow_provider_kinesis_doris.core.load_job import (
     boundary_to_dict,
 )
 from airflow_provider_kinesis_doris.core.doris.labels import DEAD_LETTER_NAMESPACE, chunk_label, dead_letter_label
+from airflow_provider_kinesis_doris.core.label_window import (
+    CLOCK_SKEW_MARGIN_SECONDS,
+    LabelWindowWatch,
+    trusted_window_seconds,
+)
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, describe_instant, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
@@ -64,15 +69,6 @@ from airflow_provider_kinesis_doris.core.mapping import map_record
 log = logging.getLogger(__name__)
 
 _LOADED_STATES = frozenset({LabelState.VISIBLE.value, LabelState.COMMITTED.value})
-
-
-CLOCK_SKEW_MARGIN_SECONDS = 600
-"""How far the clock of a worker replaying a chunk may be behind the one that recorded its intent.
-A replayer behind by more than the margin would take a label Doris has forgotten for one it still
-keeps and send the chunk again. Both clocks sign their DynamoDB requests (SigV4), which AWS refuses
-when more than 5 minutes off its own, and botocore does not correct skew: two workers that reached
-the checkpoint table disagree by at most 10 minutes. An ``UNKNOWN`` label younger than
-``label_keep_seconds`` by less than this is reported (:class:`UnresolvableLoad`), not sent."""
 
 
 FEW_REFUSED_ROWS = 10
@@ -148,6 +144,13 @@ class LoadClients:
     store: CheckpointStore
     doris: DorisStreamLoadClient
     clock_ms: Callable[[], int] = field(default=lambda: int(time.time() * 1000))
+    label_window: LabelWindowWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        pipeline = self.job.pipeline
+        self.label_window = LabelWindowWatch(
+            self.store, self.doris, pipeline.doris_database, pipeline.doris.label_keep_seconds, self.clock_ms
+        )
 
     @classmethod
     def from_job(cls, job: LoadJob, credentials: Credentials) -> LoadClients:
@@ -266,6 +269,7 @@ def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> I
     """Load the ranges ``indices`` (default: every range, partition by partition) of the clients'
     job one after the other, with these clients."""
     job = clients.job
+    clients.label_window.check()
     for index in indices if indices is not None else (i for group in job.groups for i in group):
         yield load_range(clients, job.ranges[index], fresh=index in job.fresh)
 
@@ -683,6 +687,8 @@ def _load_once(
         rows_loaded=loaded.number_loaded_rows if loaded else 0,
         rows_filtered=loaded.number_filtered_rows if loaded else 0,
     )
+    if loaded is not None and result.state is LabelState.VISIBLE:
+        clients.label_window.offer(label)
     return loaded
 
 
@@ -695,4 +701,4 @@ def _past_label_window(clients: LoadClients, chunk: ChunkRecord) -> bool:
 
 
 def _label_window_seconds(clients: LoadClients) -> int:
-    return max(clients.job.pipeline.doris.label_keep_seconds - CLOCK_SKEW_MARGIN_SECONDS, 0)
+    return trusted_window_seconds(clients.job.pipeline.doris.label_keep_seconds)

@@ -36,7 +36,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
+from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, LabelCanary
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryNotFound,
     CheckpointConflict,
@@ -438,8 +439,14 @@ class RunOrders(RuleBasedStateMachine):
     @rule()
     def forget_labels(self) -> None:
         """Doris's label window passes. Only while no chunk is an unresolved INTENT: past the
-        window an INTENT cannot be decided (UnresolvableLoad, a loud failure that needs a person)."""
+        window an INTENT cannot be decided (UnresolvableLoad, a loud failure that needs a person).
+        The machine's clock moves minutes, not the window's hours: the labels kept to check the
+        window (core.label_window) are made as old as the window, as every label Doris forgets is."""
         self.doris.forget_labels()
+        stored = self.store.label_canaries()
+        window_ms = trusted_window_seconds(self.config.doris.label_keep_seconds) * 1000
+        self.store.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
+        EXPLORED["label window passed"] += 1
 
     def _status(self, k: int) -> str | None:
         """How interval k stands: its own run's outcome, or, for a skipped one, its loader's."""
@@ -706,6 +713,7 @@ def test_the_orders_explored() -> None:
         "airflow catchup False", "schedule", "skipped intervals loaded", "skipped intervals deferred",
         "skipped intervals left to their runs", "scheduler's next run", "backfill of a recovered interval",
         "trimmed", "trimmed unloaded", "trimmed mid-read", "run DataTrimmed", "spark task re-run",
+        "label window passed",
     )  # fmt: skip
     assert [path for path in paths if not EXPLORED[path]] == []
 

