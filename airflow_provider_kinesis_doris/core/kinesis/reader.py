@@ -13,7 +13,9 @@ and afterwards reports how the read ended in ``outcome``. How each boundary is m
   NextShardIterator is null (never compared with EndingSequenceNumber). ``PENDING``: stop at the
   first record arriving at or after the instant, at the tip (MillisBehindLatest 0 and an empty
   page) or at a null iterator; propose the cut with ``resolve_pending`` and follow the stored
-  answer, reading on if another writer placed it later.
+  answer, reading on if another writer placed it later. A sweep (start ``SHARD_START``) that met
+  no record before it cuts it after whatever retention deleted: an end instant older than the
+  stream's trim horizon is then ``DataTrimmed``.
 
 A record is handed out only once it is known to lie before the end: with a PENDING end, any cut
 another writer can store is at a record arriving at/after the instant, or after records it read.
