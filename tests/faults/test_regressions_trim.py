@@ -305,7 +305,8 @@ def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it
             _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
 
     end = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
-    with pytest.raises(DataTrimmed, match=rf"{SHARD} .* ends at its first record arriving at or after {end}.*{first}"):
+    swept_to = rf"{SHARD} .* sweeps it from its start and ends at its first record arriving at or after {end}"
+    with pytest.raises(DataTrimmed, match=rf"{swept_to}.*{first}"):
         _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
     with pytest.raises(DataTrimmed):
         _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
@@ -314,7 +315,7 @@ def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it
     assert doris.tally("t", "event_id") == Counter()
 
 
-def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_only_its_own_records_loads_the_rest() -> None:
+def test_a_sweep_whose_pending_end_is_read_after_retention_trimmed_only_its_own_head_loads_the_rest() -> None:
     """Control: retention deleted only event 0, which no attempt read (before the pipeline's start).
     Event 1 is kept, so every record after it is too (retention deletes the oldest first): the sweep
     loads event 1 and cuts its end at event 2 though its instant is past the trim horizon, and

@@ -360,20 +360,19 @@ class RangeReader:
         horizon_ms = self._horizon_past(proposal.instant_ms)
         if horizon_ms is None:
             return
-        if proposal.kind is BoundaryKind.AT and proposal.arrival_ms is not None:
-            assert proposal.position is not None
+        if proposal.position is not None and proposal.arrival_ms is not None:
             holds = f"record {proposal.position.encode()} first, arriving at {describe_instant(proposal.arrival_ms)}"
         else:
             holds = "no record"
+        end = describe_instant(proposal.instant_ms)
         raise DataTrimmed(
             f"Shard {self._range.shard_id} of stream {self._range.stream_name}: the range of the interval from "
-            f"{describe_instant(self._range.interval_start_ms)} sweeps it from its start and ends at its first record "
-            f"arriving at or after {describe_instant(proposal.instant_ms)}, a cut no reader has made yet; the instant is "
-            f"older than the stream's trim horizon {describe_instant(horizon_ms)} (its retention period before now) and "
-            f"the shard holds {holds} after the start: records arriving from {describe_instant(proposal.instant_ms)} "
-            f"to {describe_instant(horizon_ms)}, the next interval's, may have been deleted before they were loaded, so "
-            "they cannot be loaded exactly once. Raise the stream's retention period so retries run inside it, and "
-            "reload the interval's records from a backup if you keep one"
+            f"{describe_instant(self._range.interval_start_ms)} sweeps it from its start and ends at its first "
+            f"record arriving at or after {end}, a cut no reader has made yet. The instant is older than the "
+            f"stream's trim horizon {describe_instant(horizon_ms)} (its retention period before now) and the shard "
+            f"holds {holds} after its start: records of the next interval arriving from {end} on may have been "
+            "deleted before they were loaded, so they cannot be loaded exactly once. Raise the stream's retention "
+            "period so retries run inside it, and reload those records from a backup if you keep one"
         )
 
     def _check_within_retention(self, start: Boundary) -> None:
