@@ -244,3 +244,86 @@ def test_a_pending_start_older_than_the_stream_retention_is_data_trimmed_before_
     with pytest.raises(DataTrimmed, match=r"older than the stream's trim horizon 2023-11-14T23:13:20\.000Z"):
         list(reader)
     assert kinesis.calls["get_shard_iterator"] == 0
+
+
+# --- the PENDING end of a sweep, first read after retention --------------------------------------
+
+
+def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, MemoryCheckpointStore, MemoryDoris]:
+    """Events 0 and 1 before the first interval (the TRIM_HORIZON floor range sweeps them); its
+    first run plans at the tip, so the sweep's end at ``T0 + IV`` is stored PENDING, and dies before
+    reading. Events 2 and 3 arrive in interval 1, the shard is split if ``closes``, and a day passes:
+    with a retention of 24 h, the sweep's end is past the trim horizon, interval 1's end is not,
+    and events 0..3 may be deleted (they are older than the horizon)."""
+    kinesis = FakeKinesis(now_ms=T0 - 10_000)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    _put(kinesis, T0 - 5_000, _event(0))
+    _put(kinesis, T0 - 4_000, _event(1))
+    kinesis.now_ms = T0 + IV + 100
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    planned_only = FailOnNthCall(kinesis, "get_shard_iterator", 2)  # planning's probe, then the empty check
+    with pytest.raises(InjectedCrash):
+        run_interval(
+            SWEEP, T0, T0 + IV, kinesis=planned_only, store=store, credentials=Credentials(),
+            runner=in_process(kinesis, store, doris), clock=lambda: kinesis.now_ms,
+        )  # fmt: skip
+    assert store.get_range(SHARD, T0).end == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
+    _put(kinesis, T0 + IV + 1_000, _event(2))
+    _put(kinesis, T0 + IV + 2_000, _event(3))
+    if closes:
+        kinesis.split_shard(StreamName=STREAM, ShardToSplit=SHARD, NewStartingHashKey=str(2**127))
+    kinesis.now_ms = T0 + IV + 24 * HOUR_MS + 10_000
+    kinesis.retention_hours = 24
+    return kinesis, store, doris
+
+
+@pytest.mark.parametrize(
+    ("trimmed", "closes", "first"),
+    [
+        (3, False, r"the shard holds record \S+ first, arriving at 2023-11-14T22:14:22\.000Z"),
+        (4, False, "the shard holds no record"),
+        (4, True, "the shard holds no record"),
+    ],
+    ids=["past-the-first-record-of-the-next-interval", "all-of-an-open-shard", "all-of-a-closed-shard"],
+)
+@pytest.mark.parametrize("order", ["sweep-first", "next-interval-first"])
+def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it_fails_with_data_trimmed(
+    trimmed: int, closes: bool, first: str, order: str
+) -> None:
+    """Retention deletes the sweep's events and the next interval's first ones (``trimmed``) before
+    any reader cut the sweep's end. The sweep read from TRIM_HORIZON met event 3 first, past its
+    end's instant, and cut the end AT it (or, with nothing kept, at the shard's start or end), after
+    event 2: the sweep and interval 1, which starts at that same cut, both ended green without event 2
+    and no DataTrimmed. Interval 1 run first fails on its PENDING start (older than the trim horizon)
+    but left the cut to the sweep. Whatever the read meets first, the sweep must fail loudly
+    (the end's instant is past the trim horizon, and no record of the read shows that nothing after
+    it was deleted) and leave its end PENDING."""
+    kinesis, store, doris = _sweep_planned_only(closes)
+    _trim(kinesis, trimmed)
+    if order == "next-interval-first":
+        with pytest.raises(DataTrimmed, match="a cut no reader has made"):
+            _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
+
+    end = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
+    swept_to = rf"{SHARD} .* sweeps it from its start and ends at its first record arriving at or after {end}"
+    with pytest.raises(DataTrimmed, match=rf"{swept_to}.*{first}"):
+        _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
+    with pytest.raises(DataTrimmed):
+        _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
+
+    assert store.get_boundary(SHARD, T0 + IV) == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
+    assert doris.tally("t", "event_id") == Counter()
+
+
+def test_a_sweep_whose_pending_end_is_read_after_retention_trimmed_only_its_own_head_loads_the_rest() -> None:
+    """Control: retention deleted only event 0, which no attempt read (before the pipeline's start).
+    Event 1 is kept, so every record after it is too (retention deletes the oldest first): the sweep
+    loads event 1 and cuts its end at event 2 though its instant is past the trim horizon, and
+    interval 1 loads events 2 and 3, once."""
+    kinesis, store, doris = _sweep_planned_only()
+    _trim(kinesis, 1)
+
+    _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))
+    _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
+
+    assert doris.tally("t", "event_id") == Counter({1: 1, 2: 1, 3: 1})

@@ -13,7 +13,9 @@ and afterwards reports how the read ended in ``outcome``. How each boundary is m
   NextShardIterator is null (never compared with EndingSequenceNumber). ``PENDING``: stop at the
   first record arriving at or after the instant, at the tip (MillisBehindLatest 0 and an empty
   page) or at a null iterator; propose the cut with ``resolve_pending`` and follow the stored
-  answer, reading on if another writer placed it later.
+  answer, reading on if another writer placed it later. A sweep (start ``SHARD_START``) that met
+  no record before it cuts it after whatever retention deleted: an end instant older than the
+  stream's trim horizon is then ``DataTrimmed``.
 
 A record is handed out only once it is known to lie before the end: with a PENDING end, any cut
 another writer can store is at a record arriving at/after the instant, or after records it read.
@@ -309,6 +311,8 @@ class RangeReader:
     def _settle_end(self, state: _ReadState, proposal: Boundary) -> Boundary:
         """Settle the PENDING end with ``proposal``; the stored answer may lie later (another
         writer read further), but never before a record already handed out."""
+        if state.start.kind is BoundaryKind.SHARD_START and state.last_position is None:
+            self._check_end_within_retention(proposal)
         settled = self._settle(proposal)
         if _cuts_before(settled, state.last_position):
             raise BoundaryConflict(
@@ -335,18 +339,48 @@ class RangeReader:
             return boundary
         return self._store.get_boundary(boundary.shard_id, boundary.instant_ms) or boundary
 
-    def _check_within_retention(self, start: Boundary) -> None:
-        """AT_TIMESTAMP at an instant older than the trim horizon lands past records of the range
-        that retention deleted unseen (a start left PENDING by a run that failed before its reader
-        reached the tip, then retried after an outage longer than retention)."""
+    def _horizon_past(self, instant_ms: int) -> int | None:
+        """The stream's trim horizon if ``instant_ms`` is older than it (records arriving at or
+        after the instant may be deleted), else None."""
         now_ms = int(self._clock() * 1000)
-        if start.instant_ms >= now_ms - MIN_RETENTION_MS:
-            return
+        if instant_ms >= now_ms - MIN_RETENTION_MS:
+            return None
         # Imported here: core.plan imports this module (through core.kinesis.boundaries).
         from airflow_provider_kinesis_doris.core.plan import trim_horizon
 
         horizon_ms = trim_horizon(self._kinesis, self._range.stream_name, lambda: now_ms)
-        if start.instant_ms < horizon_ms:
+        return horizon_ms if instant_ms < horizon_ms else None
+
+    def _check_end_within_retention(self, proposal: Boundary) -> None:
+        """A sweep read from TRIM_HORIZON that met nothing before its PENDING end would cut the end
+        at the first record still kept (or at the tip, or the shard's end): if the end's instant is
+        older than the trim horizon, records arriving from it may have been deleted unseen, and the
+        next interval's range, which starts at this same cut, would skip them green. A record read
+        before the end proves the contrary (retention deletes the oldest first), hence only here."""
+        horizon_ms = self._horizon_past(proposal.instant_ms)
+        if horizon_ms is None:
+            return
+        if proposal.position is not None and proposal.arrival_ms is not None:
+            holds = f"record {proposal.position.encode()} first, arriving at {describe_instant(proposal.arrival_ms)}"
+        else:
+            holds = "no record"
+        end = describe_instant(proposal.instant_ms)
+        raise DataTrimmed(
+            f"Shard {self._range.shard_id} of stream {self._range.stream_name}: the range of the interval from "
+            f"{describe_instant(self._range.interval_start_ms)} sweeps it from its start and ends at its first "
+            f"record arriving at or after {end}, a cut no reader has made yet. The instant is older than the "
+            f"stream's trim horizon {describe_instant(horizon_ms)} (its retention period before now) and the shard "
+            f"holds {holds} after its start: records of the next interval arriving from {end} on may have been "
+            "deleted before they were loaded, so they cannot be loaded exactly once. Raise the stream's retention "
+            "period so retries run inside it, and reload those records from a backup if you keep one"
+        )
+
+    def _check_within_retention(self, start: Boundary) -> None:
+        """AT_TIMESTAMP at an instant older than the trim horizon lands past records of the range
+        that retention deleted unseen (a start left PENDING by a run that failed before its reader
+        reached the tip, then retried after an outage longer than retention)."""
+        horizon_ms = self._horizon_past(start.instant_ms)
+        if horizon_ms is not None:
             raise DataTrimmed(
                 f"The range of shard {self._range.shard_id} in stream {self._range.stream_name} for the interval "
                 f"from {describe_instant(start.instant_ms)} starts at its first record arriving at or after that "
