@@ -30,6 +30,7 @@ METRICS: dict[str, str] = {
     "shards_waiting": "gauge: shards whose range waits for parents' earlier intervals (0 when none)",
     "intervals_recovered": "counter: intervals no DAG run covered that the run loaded before its own",
     "intervals_left_behind": "gauge: intervals no DAG run covers that are still not loaded, left to the next run (0 when none)",
+    "label_window_broken": "counter: runs stopped because Doris forgot a label younger than label_keep_seconds (LabelWindowBroken)",
 }
 
 _COUNTERS = {
@@ -62,6 +63,11 @@ def emit_interval_metrics(pipeline_id: str, summary: Mapping[str, Any]) -> None:
         _gauge("max_lag_ms", pipeline_id, max(lags.values()))
     # 0 from a run that loaded everything clears the alert an earlier run raised.
     _gauge("shards_waiting", pipeline_id, sum(1 for shard in shards.values() if shard.get("waiting_for")))
+
+
+def emit_label_window_broken(pipeline_id: str) -> None:
+    """Count a run the label-window check stopped (it loaded nothing, so no other metric is sent)."""
+    _incr("label_window_broken", pipeline_id, 1)
 
 
 def _incr(metric: str, pipeline_id: str, count: int) -> None:

@@ -22,6 +22,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
+    LabelWindowBroken,
     PermanentStreamLoadError,
     ShardsWaiting,
     UnresolvableLoad,
@@ -41,7 +42,7 @@ from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelin
 from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
-from airflow_provider_kinesis_doris.metrics import emit_interval_metrics
+from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import (
     AIRFLOW_V_3_0_PLUS,
@@ -373,6 +374,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         except Exception as exc:
+            if isinstance(exc, LabelWindowBroken):
+                emit_label_window_broken(config.pipeline_id)
             raise AirflowException(_explain_failure(exc, steps.current)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
@@ -667,6 +670,8 @@ def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
         (DataTrimmed, "Kinesis retention deleted records before they were loaded; see the shard and position "
                       "above. Load them from a backup or accept the loss explicitly by re-planning."),
         (UnresolvableLoad, "A chunk's outcome cannot be decided after Doris forgot its label; follow the message."),
+        (LabelWindowBroken, "Nothing was loaded. Make label_keep_seconds match Doris's label window (or raise the "
+                            "FE's settings), then clear the task."),
         (PermanentStreamLoadError, "Doris rejected the data; open the ErrorURL above for the rejected rows, fix "
                                    "the mapping or max_filter_ratio, then clear the task."),
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
