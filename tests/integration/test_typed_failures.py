@@ -5,6 +5,7 @@ DynamoDB (moto) and Kinesis (kinesis-mock)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -22,11 +23,13 @@ pytestmark = pytest.mark.integration
 
 def _job_whose_second_range_is_broken(world: dict[str, Any]) -> LoadJob:
     config = world["config"]
+    # A recent interval: a sweep whose end lies behind the trim horizon fails DataTrimmed first.
+    start_ms = int(time.time() * 1000) - 60_000
 
     def shard_range(shard_id: str) -> ShardRange:
         return ShardRange(
-            config.pipeline_id, config.stream_name, shard_id, 0, 1_000,
-            Boundary(shard_id, 0, BoundaryKind.SHARD_START), Boundary(shard_id, 1_000, BoundaryKind.PENDING),
+            config.pipeline_id, config.stream_name, shard_id, start_ms, start_ms + 1_000,
+            Boundary(shard_id, 0, BoundaryKind.SHARD_START), Boundary(shard_id, start_ms + 1_000, BoundaryKind.PENDING),
         )  # fmt: skip
 
     # Both ranges are valid, but only the first was planned (stored): the loader refuses the
