@@ -11,6 +11,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.doris.result import SqlResult
 from airflow_provider_kinesis_doris.core.doris.preflight import (
     CheckStatus,
     DorisPreflightSettings,
@@ -187,3 +188,19 @@ def test_settings_come_from_the_pipeline_and_their_digest_follows_every_setting(
     assert settings.digest() == DorisPreflightSettings.from_pipeline(config, max_concurrent_loads=3).digest()
     assert settings.digest() != replace(settings, label_keep_seconds=7201).digest()
     assert settings.digest() != replace(settings, metadata_columns=METADATA).digest()
+
+
+def test_a_statement_doris_refuses_makes_its_check_not_verifiable_not_a_crash(doris: DorisServer) -> None:
+    """A Doris (or a proxy) that refuses ``SHOW GRANTS``: the other checks still report."""
+    client = DorisStreamLoadClient(DorisConnectionConfig(host="127.0.0.1", port=doris.fe_port, user=USER,
+                                                         password=PASSWORD))
+
+    def run_sql(statement: str) -> SqlResult:
+        if statement == "SHOW GRANTS":
+            return client.run_sql(DB, "SHOW GRANTS FOR nobody")
+        return client.run_sql(DB, statement)
+
+    report = doris_preflight(run_sql, SETTINGS)
+    item = report.item("privileges")
+    assert item.status is CheckStatus.NOT_VERIFIABLE and "Doris refused a statement" in item.detail
+    assert report.item("table columns").status is CheckStatus.OK
