@@ -30,6 +30,7 @@ from airflow_provider_kinesis_doris.core.doris.connection import (
     join_host_port,
 )
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
+from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport, doris_preflight
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
 if TYPE_CHECKING:
@@ -301,8 +302,33 @@ class DorisHook(DbApiHook):
         """
         return self.stream_load_client.run_sql(self._database(database), statement)
 
-    def test_connection(self) -> tuple[bool, str]:
-        """``SELECT 1`` over both ways to the FE, MySQL protocol first; says which one failed."""
+    def preflight(self, settings: DorisPreflightSettings) -> PreflightReport:
+        """Check what exactly-once assumes of this Doris for a pipeline's ``settings``: FE and BE
+        configs, the table's group commit mode and columns, the user's privileges
+        (``core.doris.preflight``), through the HTTP SQL endpoint as the loader's statements go.
+
+        :param settings: the pipeline's settings (``DorisPreflightSettings.from_pipeline``).
+        """
+        return doris_preflight(lambda statement: self.run_sql(statement, database=settings.database), settings)
+
+    def test_connection(self, preflight: DorisPreflightSettings | None = None) -> tuple[bool, str]:
+        """``SELECT 1`` over both ways to the FE, MySQL protocol first; says which one failed.
+
+        :param preflight: deep mode: then also :meth:`preflight` with these settings, failing on a
+            fatal item; the message lists every item that is not ok.
+        """
+        connected, message = self._test_both_ways()
+        if not connected or preflight is None:
+            return connected, message
+        try:
+            report = self.preflight(preflight)
+        except KinesisDorisError as exc:
+            return False, f"{message}; the preflight failed: {exc}"
+        problems = "".join(f"\n{item.line()}" for item in (*report.fatal, *report.warnings))
+        verdict = "failed" if report.fatal else "passed"
+        return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
+
+    def _test_both_ways(self) -> tuple[bool, str]:
         try:
             row = self.get_first(self._test_connection_sql)
         except (pymysql.err.Error, KinesisDorisError) as exc:

@@ -34,6 +34,7 @@ from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner,
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.assets.doris import create_asset
@@ -346,6 +347,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
         if self.create_checkpoint_table:
             store.create_table_if_missing()
+        self._preflight(doris_hook, store, config)
         self._check_tables(doris_hook, database, table, config.dead_letter_table)
         if self.read_mode == "efo":
             config = replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
@@ -546,6 +548,28 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.unique_key_sequence and "_kinesis_arrival" not in columns:
             columns = (*columns, "_kinesis_arrival")
         return columns
+
+    def _preflight(self, hook: DorisHook, store: DynamoCheckpointStore, config: PipelineConfig) -> None:
+        """Check the Doris deployment against the pipeline's settings before its first load and
+        whenever they change (the checkpoint table keeps the digest of those that passed): what
+        breaks exactly-once fails the task before anything is planned, the rest is logged."""
+        settings = DorisPreflightSettings.from_pipeline(
+            config, max_concurrent_loads=config.parallelism or self.driver_concurrency
+        )
+        digest = settings.digest()
+        if store.passed_preflight_digest() == digest:
+            return
+        report = hook.preflight(settings)
+        for item in report.warnings:
+            self.log.warning("Doris preflight: %s", item.line())
+        if report.fatal:
+            wrong = "\n".join(item.line() for item in report.fatal)
+            raise AirflowException(
+                f"The Doris deployment breaks what exactly-once assumes; nothing was planned or loaded. "
+                f"{report.text().splitlines()[0]}:\n{wrong}"
+            )
+        self.log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
+        store.record_passed_preflight(digest)
 
     def _check_tables(self, hook: DorisHook, database: str, table: str, dead_letter_table: str) -> None:
         tables = {row[0] for row in hook.run_sql("SHOW TABLES", database=database).rows}

@@ -32,13 +32,14 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from kinesis_doris_devstack.doris_admin import FrontendAdmin
 from kinesis_doris_devstack.doris_mysql import DorisMysqlServer
 from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
 from kinesis_doris_devstack.doris_loads import (
@@ -246,6 +247,9 @@ class _Cluster:
         self.txns = TxnManager(self.storage, label_keep_seconds, precommit_timeout_seconds)
         self.txns.abort_orphans()
         self.faults = FaultInjector()
+        self.admin = FrontendAdmin(user)
+        self.admin.set_fe_config("streaming_label_keep_max_second", int(label_keep_seconds))
+        self.admin.set_fe_config("stream_load_default_precommit_timeout_second", int(precommit_timeout_seconds))
         self.error_log_dir = root / "error_log"
         self.stopping = threading.Event()
         self.be_host = "127.0.0.1"
@@ -286,6 +290,9 @@ class _Cluster:
             self.txns.sweep()
             if db and db != INFORMATION_SCHEMA and not self.storage.has_database(db):
                 raise DorisSqlError(f"Unknown database '{db}'", 1049)
+            administrative = self.admin.execute(stmt)
+            if administrative is not None:
+                return administrative
             return execute_statement(self.storage, db, stmt, limit)
 
 
@@ -1018,6 +1025,30 @@ class DorisServer:
         :param table: the table.
         """
         return self._running().txns.applied_row_count(db, table)
+
+    def set_fe_config(self, key: str, value: object) -> None:
+        """Set an FE config as ``ADMIN SET FRONTEND CONFIG`` does; ``ADMIN SHOW FRONTEND CONFIG``
+        answers it. ``streaming_label_keep_max_second`` and
+        ``stream_load_default_precommit_timeout_second`` also take effect on the transactions;
+        the others (``label_num_threshold``, ``max_running_txn_num_per_db``...) are only shown.
+        """
+        cluster = self._running()
+        cluster.admin.set_fe_config(key, value)
+        if key == "streaming_label_keep_max_second":
+            cluster.txns.set_windows(label_keep_seconds=float(str(value)))
+        elif key == "stream_load_default_precommit_timeout_second":
+            cluster.txns.set_windows(precommit_timeout_seconds=float(str(value)))
+
+    def set_be_config(self, key: str, value: object) -> None:
+        """Set a BE config that ``SHOW BACKEND CONFIG`` answers (shown only: the stand-in's BE
+        does not change behaviour, e.g. ``wait_internal_group_commit_finish``)."""
+        self._running().admin.set_be_config(key, value)
+
+    def set_grants(self, grants: Mapping[str, Iterable[str]]) -> None:
+        """Give the user exactly these privileges, by level (``"*"``, ``"db"``, ``"db.table"``),
+        as ``SHOW GRANTS`` prints them; without Admin_priv or Node_priv, ``ADMIN SHOW ... CONFIG``
+        is refused (error 1227). Loads and queries are not checked against them."""
+        self._running().admin.set_grants(grants)
 
     def execute_sql(self, db: str, stmt: str) -> list[tuple[Any, ...]]:
         """Run one statement of the SQL subset in-process; rows for queries, [] otherwise.

@@ -978,6 +978,11 @@ def _drop(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
 
 
 def _show(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
+    if cursor.accept_word("CREATE"):
+        cursor.expect_word("TABLE")
+        target_db, table = cursor.qualified_name()
+        cursor.expect_end()
+        return _show_create_table(storage, _resolve_db(target_db, db), table)
     what = cursor.expect_word("DATABASES", "SCHEMAS", "TABLES")
     if what in ("DATABASES", "SCHEMAS"):
         cursor.expect_end()
@@ -1008,6 +1013,37 @@ def _describe(storage: Storage, db: str, table: str) -> StatementResult:
     )
     columns = ("Field", "Type", "Null", "Key", "Default", "Extra")
     return StatementResult("result_set", columns, ("VARCHAR",) * len(columns), rows)
+
+
+# Printed by Doris for every OLAP table (``Env.getDdlStmt``) whether set or not; ``group_commit_mode``
+# (Doris 4.x, apache/doris#61242) only when set.
+_SHOWN_PROPERTY_DEFAULTS = {"group_commit_interval_ms": "10000", "group_commit_data_bytes": "134217728"}
+
+
+def _show_create_table(storage: Storage, db: str, table: str) -> StatementResult:
+    """``SHOW CREATE TABLE``: columns ``Table`` and ``Create Table`` (``ShowCreateTableStmt``), the
+    DDL as ``Env.getDdlStmt`` prints it: columns, keys and ``PROPERTIES``; the stand-in stores no
+    partitions or distribution, so it prints none."""
+    schema = storage.table_schema(db, table)
+    if schema is None:
+        raise DorisSqlError(f"Unknown table '{table}'", 1051)
+    columns = ",\n".join(_column_ddl(c) for c in schema.columns)
+    keys = ", ".join(f"`{c.name}`" for c in schema.key_columns)
+    model = {DUP_KEYS: "DUPLICATE", UNIQUE_KEYS: "UNIQUE", AGG_KEYS: "AGGREGATE"}[schema.keys_type]
+    properties = {**_SHOWN_PROPERTY_DEFAULTS, **schema.properties}
+    shown = ",\n".join(f'"{key}" = "{value}"' for key, value in properties.items())
+    ddl = f"CREATE TABLE `{schema.name}` (\n{columns}\n) ENGINE=OLAP\n{model} KEY({keys})\nPROPERTIES (\n{shown}\n);"
+    return StatementResult("result_set", ("Table", "Create Table"), ("VARCHAR", "VARCHAR"), ((schema.name, ddl),))
+
+
+def _column_ddl(column: ColumnDef) -> str:
+    text = f"  `{column.name}` {column.type.display().lower()}"
+    if column.aggregation:
+        text += f" {column.aggregation}"
+    text += " NULL" if column.nullable else " NOT NULL"
+    if column.default is not None:
+        text += f' DEFAULT "{column.default}"'
+    return text
 
 
 def now_text(precision: int = 0) -> str:

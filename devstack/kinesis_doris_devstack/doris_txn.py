@@ -123,6 +123,15 @@ class TxnManager:
         # no trace in the rows, so tests count applications here.
         self._applied_rows: Counter[tuple[str, str]] = Counter()
 
+    def set_windows(self, label_keep_seconds: float | None = None, precommit_timeout_seconds: float | None = None) -> None:
+        """Change the label window or the precommit timeout from now on, as ``ADMIN SET FRONTEND
+        CONFIG`` changes ``streaming_label_keep_max_second`` / ``stream_load_default_precommit_timeout_second``."""
+        with self._storage.lock:
+            if label_keep_seconds is not None:
+                self._label_keep_seconds = label_keep_seconds
+            if precommit_timeout_seconds is not None:
+                self._precommit_timeout_seconds = precommit_timeout_seconds
+
     def _stored_last_id(self, db: str) -> int:
         row = self._storage.connection(db).execute(
             "SELECT value FROM __doris_meta WHERE key = 'last_txn_id'"

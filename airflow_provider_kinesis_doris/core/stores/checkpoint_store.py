@@ -9,6 +9,7 @@ from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDr
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardInfo, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.stores.base import lease_conflict
 from airflow_provider_kinesis_doris.core.stores.chunks import ChunkStore
+from airflow_provider_kinesis_doris.core.stores.preflight import PreflightRecordStore
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     BOUNDARY_PREFIX,
@@ -31,7 +32,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
 log = logging.getLogger(__name__)
 
 
-class CheckpointStore(ChunkStore):
+class CheckpointStore(PreflightRecordStore, ChunkStore):
     # shards ---------------------------------------------------------------------------------
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:

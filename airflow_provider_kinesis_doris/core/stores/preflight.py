@@ -1,0 +1,24 @@
+"""The ``preflight`` item: which settings of the pipeline last passed the Doris preflight
+(``core.doris.preflight``), so that a task checks the deployment again only when they change."""
+
+from __future__ import annotations
+
+from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
+
+PREFLIGHT_KEY = "preflight"
+
+
+class PreflightRecordStore(StorePrimitives):
+    def passed_preflight_digest(self) -> str | None:
+        """The digest (``DorisPreflightSettings.digest``) of the settings that last passed."""
+        item = self._get(PREFLIGHT_KEY)
+        return str(item["digest"]) if item else None
+
+    def record_passed_preflight(self, digest: str) -> None:
+        """Remember that the settings of ``digest`` passed. A task that raced this one to it
+        passed a preflight too, so losing the race is as good as winning it."""
+        stored = self.passed_preflight_digest()
+        if stored is None:
+            self._put_new({"sk": PREFLIGHT_KEY, "kind": "preflight", "digest": digest, "updated_ms": self._clock()})
+        elif stored != digest:
+            self._update(PREFLIGHT_KEY, {"digest": digest, "updated_ms": self._clock()}, {"digest": stored})

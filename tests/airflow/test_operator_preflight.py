@@ -1,0 +1,161 @@
+"""The operator checks the Doris deployment before a pipeline's first load and whenever its
+settings change, in a real Airflow run (``dag.test()``) on the local stack: a fatal item fails the
+task before anything is planned; settings that passed are not checked again.
+
+Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
+from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+DB = "preflight_op"
+CHECKPOINT_TABLE = "preflight_checkpoints"
+INTERVAL_S = 5
+_names = itertools.count()
+
+DAG_FILE = '''
+import os
+from datetime import datetime, timedelta, timezone
+
+from airflow.providers.common.compat.sdk import DAG
+
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+try:
+    from airflow.sdk import DeltaDataIntervalTimetable
+except ImportError:
+    from airflow.timetables.interval import DeltaDataIntervalTimetable
+
+with DAG(
+    dag_id="kd_preflight",
+    schedule=DeltaDataIntervalTimetable(timedelta(seconds={interval_s})),
+    start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    catchup=False,
+) as load:
+    KinesisToDorisOperator(
+        task_id="load",
+        stream_name=os.environ["KD_PREFLIGHT_STREAM"],
+        doris_table=os.environ["KD_PREFLIGHT_TABLE"],
+        checkpoint_table="{checkpoint_table}",
+        metadata_columns=os.environ["KD_PREFLIGHT_METADATA"].split(","),
+        seal_grace=timedelta(0),
+        use_spark=False,
+    )
+'''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
+
+
+@pytest.fixture
+def stack(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinesis_mock_endpoint: str,
+          dynamodb_endpoint: str, doris_server: Any) -> dict[str, Any]:  # fmt: skip
+    n = next(_names)
+    stream, table = f"preflight-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    doris_server.execute_sql(DB, events_table_ddl(table))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    monkeypatch.setenv("KD_PREFLIGHT_STREAM", stream)
+    monkeypatch.setenv("KD_PREFLIGHT_TABLE", f"{DB}.{table}")
+    monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_sequence")
+    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-preflight", "kd_preflight.py", DAG_FILE)
+    return {"stream": stream, "table": table, "path": path, "pipeline_id": f"{stream}.{DB}.{table}"}
+
+
+def load_dag(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"kd_preflight_{next(_names)}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module.load
+
+
+@pytest.fixture
+def failures(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
+    """What the operator's ``execute`` raised (dag.test() runs tasks in this process)."""
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+    raised: list[BaseException] = []
+    execute = KinesisToDorisOperator.execute
+
+    def recording(self: Any, context: Any) -> Any:
+        try:
+            return execute(self, context)
+        except BaseException as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(KinesisToDorisOperator, "execute", recording)
+    return raised
+
+
+def run(stack: dict[str, Any], logical_date: datetime) -> Any:
+    from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+    dag = load_dag(stack["path"])
+    return dag.test(logical_date=logical_date) if AIRFLOW_V_3_0_PLUS else dag.test(execution_date=logical_date)
+
+
+def sealed_interval_end() -> datetime:
+    end_ms = (now_ms() // (INTERVAL_S * 1000)) * INTERVAL_S * 1000
+    wait_past(end_ms)
+    return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+
+
+def passed_digest(dynamodb_client: Any, pipeline_id: str) -> str | None:
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+    return DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, pipeline_id).passed_preflight_digest()
+
+
+def test_a_metadata_column_the_table_lacks_fails_the_task_before_anything_is_planned(
+    stack: dict[str, Any], failures: list[BaseException], monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any
+) -> None:
+    # The stream does not exist either: had the task planned, listing its shards would have failed.
+    monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_partition_key")
+
+    dag_run = run(stack, sealed_interval_end())
+
+    assert "failed" in str(dag_run.state).lower() and len(failures) == 1
+    message = str(failures[0])
+    assert message.startswith("The Doris deployment breaks what exactly-once assumes; nothing was planned or loaded. "
+                              "Doris preflight at 20"), message
+    assert f"[FATAL] table columns: {DB}.{stack['table']} lacks the metadata columns ['_kinesis_partition_key']" in message
+    assert f"Fix: ALTER TABLE {DB}.{stack['table']} ADD COLUMN" in message
+    assert passed_digest(dynamodb_client, stack["pipeline_id"]) is None
+
+
+def test_settings_that_passed_are_not_checked_again_until_they_change(
+    stack: dict[str, Any], failures: list[BaseException], monkeypatch: pytest.MonkeyPatch, kinesis_client: Any,
+    dynamodb_client: Any, doris_server: Any, dynamodb_endpoint: str, kinesis_mock_endpoint: str,
+) -> None:  # fmt: skip
+    create_stream(kinesis_client, stack["stream"], 1)
+    put_events(kinesis_client, stack["stream"], [event(i) for i in range(3)])
+    assert "success" in str(run(stack, sealed_interval_end()).state).lower(), failures
+    first = passed_digest(dynamodb_client, stack["pipeline_id"])
+    assert first is not None
+
+    doris_server.set_be_config("wait_internal_group_commit_finish", True)
+    try:
+        # Same settings: not checked again, so the broken BE goes unnoticed by design.
+        assert "success" in str(run(stack, sealed_interval_end()).state).lower(), failures
+        # Another label_keep_seconds: the settings changed, the deployment is checked again.
+        connection = json.loads(os.environ["AIRFLOW_CONN_DORIS_DEFAULT"])
+        connection["extra"]["label_keep_seconds"] = 40000
+        monkeypatch.setenv("AIRFLOW_CONN_DORIS_DEFAULT", json.dumps(connection))
+        assert "failed" in str(run(stack, sealed_interval_end()).state).lower()
+    finally:
+        doris_server.set_be_config("wait_internal_group_commit_finish", False)
+    [failure] = failures
+    assert "[FATAL] group commit:" in str(failure) and "wait_internal_group_commit_finish = true" in str(failure)
+    assert passed_digest(dynamodb_client, stack["pipeline_id"]) == first
