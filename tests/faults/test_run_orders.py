@@ -1400,3 +1400,25 @@ def test_pruning_keeps_the_shard_start_cut_of_a_trim_horizon_floor_range_it_keep
     assert floor.interval_start_ms == T0 + IV
     machine.trim(0, 1)
     machine.teardown()
+
+
+# --- store writes: lockstep runs and grouped transactions ----------------------------------------
+
+
+@pytest.mark.parametrize("rival", [0, 1], ids=["same-interval", "next-interval"])
+def test_two_runs_in_lockstep_over_grouped_writes_take_turns_and_load_every_record_once(rival: int) -> None:
+    """Two runs at once over three shards (driver_concurrency 3, transactions of two writes), each
+    on its own store, alternating at every store write: they do interleave, and every record is
+    visible once when both (and the teardown's retries) are done."""
+    machine = RunOrders()
+    machine.create(shards=3, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1, driver_concurrency=3)
+    machine.group_writes(2)
+    before = EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"]
+    for step in (produce_both_halves(3), seal, produce_both_halves(2), seal):
+        step(machine)
+    machine._run(0, Fault("lockstep", 0, rival, (True, False) * 20))
+    machine.nothing_visible_twice()
+    machine.no_checkpoint_past_unloaded_data()
+    assert EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"] == before + 1
+    assert machine.outcome[0] in ("green", "CheckpointConflict")
+    machine.teardown()
