@@ -24,9 +24,12 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -60,6 +63,7 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
+from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
 STREAM = "events"
@@ -72,6 +76,8 @@ MAX_OPEN_SHARDS = 6
 MAX_RESHARDS = 4
 HASH_SPACE = 2**128
 EXAMPLES = int(os.environ.get("KD_ORDERS_EXAMPLES", "600"))
+ROUND_TRIP_S = 0.0005
+"""How long a grouped write's transaction takes (DynamoDB: milliseconds)."""
 EXPLORED: Counter[str] = Counter()
 """What the examples did, over the whole module (printed and checked by the last test)."""
 
@@ -81,8 +87,75 @@ lost race with a concurrent run. Anything else (ConfigurationError, Unresolvable
 PermanentStreamLoadError, ...) fails the test."""
 
 
+class Lockstep:
+    """Two runs taking turns at every store write, one write at a time: ``turns`` names, write after
+    write, the run whose write is next (True: the first run); past its end the runs alternate, and
+    once one run is done the other writes freely. A wait longer than :attr:`WAIT_S` fails the test
+    (a deadlock of the harness or the product) instead of hanging it."""
+
+    WAIT_S = 60.0
+
+    def __init__(self, turns: Sequence[bool]) -> None:
+        self._turns = iter(turns)
+        self._next = next(self._turns, True)
+        self._writing = False
+        self._done: set[bool] = set()
+        self._last: bool | None = None
+        self._changed = threading.Condition()
+        self.switches = 0
+        """Writes of one run that followed a write of the other while both ran."""
+
+    @contextmanager
+    def turn(self, first: bool) -> Iterator[None]:
+        """Around one write of the first run (or of the rival): waits until it is that run's turn."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._may_write(first), self.WAIT_S):
+                raise AssertionError(f"lockstep: the {'first' if first else 'rival'} run waited {self.WAIT_S} s for its turn")
+            self._writing = True
+            if self._last is not None and self._last is not first and not self._done:
+                self.switches += 1
+            self._last = first
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._writing = False
+                self._next = next(self._turns, not first)
+                self._changed.notify_all()
+
+    def _may_write(self, first: bool) -> bool:
+        return not self._writing and (self._next is first or (not first) in self._done)
+
+    def finish(self, first: bool) -> None:
+        """The run wrote its last write: the other one writes freely from now on."""
+        with self._changed:
+            self._done.add(first)
+            self._changed.notify_all()
+
+
+class CountedGroups(GroupedWrites):
+    """The product's :class:`GroupedWrites`, counting in :data:`EXPLORED` the queues that needed more than one transaction."""
+
+    def __init__(self, send: Callable[[Sequence[Any]], list[bool]], max_items: int, key: Callable[[Any], Hashable]) -> None:
+        super().__init__(send, max_items, key)
+        self.max_items = max_items
+
+    def _next_group(self) -> tuple[list[Any], list[Any]]:
+        group, rest = super()._next_group()
+        if rest:
+            EXPLORED["grouped: writes queued past one transaction"] += 1
+        return group, rest
+
+
+def _written_sk(write: tuple[str, object, Callable[[], bool]]) -> str:
+    """The item a grouped write names (a transaction may name an item once)."""
+    return write[0]
+
+
 class KillableStore(MemoryCheckpointStore):
-    """A store that can die before its n-th write, or run another interval at it (two runs at once).
+    """A store that can die before its n-th write, or run another interval at it (two runs at once),
+    or take turns with another run's store at every write (:class:`Lockstep`). With
+    :meth:`group_writes` its grouped writes go as DynamoDB's do.
 
     Writes may come from several threads (the driver's pool): which one is the n-th is then up to
     the scheduler, like which call a real crash hits."""
@@ -93,6 +166,52 @@ class KillableStore(MemoryCheckpointStore):
         self.writes = 0
         self.kill_at: int | None = None
         self.interleave: tuple[int, Callable[[], None]] | None = None
+        self.lockstep: tuple[Lockstep, bool] | None = None
+        """The turns this store's run takes with another run's store, and whether it is the first run."""
+        self.grouped: CountedGroups | None = None
+
+    def group_writes(self, max_items: int) -> None:
+        """Send the grouped writes (planning's cuts and ranges, the commit's marks) through the
+        product's :class:`GroupedWrites`, at most ``max_items`` to a transaction, as
+        :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore` does
+        (the memory store writes them one by one). Call before any thread writes: the table's lock
+        becomes reentrant, for a transaction to hold it over the memory store's own writes."""
+        self.table.lock = threading.RLock()
+        self.grouped = CountedGroups(self._transact, max_items, key=_written_sk)
+
+    def sibling(self) -> KillableStore:
+        """Another run's store on the same table (another process), grouping alike."""
+        store = KillableStore(self.pipeline_id, self.table, clock=self._clock)
+        if self.grouped is not None:
+            store.group_writes(self.grouped.max_items)
+        return store
+
+    def _put_new_grouped_all(self, items: Any) -> list[bool]:
+        if self.grouped is None:
+            return super()._put_new_grouped_all(items)
+        writer, put_new_all = object(), super()._put_new_all
+        return self.grouped.write_all([(item["sk"], writer, partial(put_new_all, [item])) for item in items])
+
+    def _update_grouped(self, sk: str, changes: Any, expected: Any) -> bool:
+        if self.grouped is None:
+            return super()._update_grouped(sk, changes, expected)
+        update = super()._update
+        return self.grouped.write((sk, object(), lambda: update(sk, changes, expected) is not None))
+
+    def _transact(self, writes: Sequence[tuple[str, object, Callable[[], bool]]]) -> list[bool]:
+        """One TransactWriteItems: one request, so one write to die before; each write whose
+        condition holds is applied, with no other write between them."""
+        try:
+            with self._writing():
+                if len({writer for _, writer, _ in writes}) > 1:
+                    EXPLORED["grouped: writers sharing a transaction"] += 1
+                # The request's round trip: the writes of the driver's other threads queue meanwhile.
+                time.sleep(ROUND_TRIP_S)
+                with self.table.lock:
+                    return [apply() for _, _, apply in writes]
+        except InjectedCrash:
+            EXPLORED["grouped: killed in a transaction"] += 1
+            raise
 
     def arm(self, *, kill_at: int | None = None, interleave: tuple[int, Callable[[], None]] | None = None) -> None:
         """Count writes from now on, failing or interleaving at the given write."""
@@ -101,17 +220,25 @@ class KillableStore(MemoryCheckpointStore):
     def _put_new_all(self, items: Any) -> bool:
         # Every put goes through here (the in-memory ``_put_new`` too): a write of several items at
         # once (a chunk's content with its intent) is one request, applied whole or not at all.
-        self._before_write()
-        return super()._put_new_all(items)
+        with self._writing():
+            return super()._put_new_all(items)
 
     def _delete(self, sks: Any) -> None:
         for sk in sks:
-            self._before_write()
-            super()._delete([sk])
+            with self._writing():
+                super()._delete([sk])
 
     def _update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
-        self._before_write()
-        return super()._update(sk, changes, expected)
+        with self._writing():
+            return super()._update(sk, changes, expected)
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Around every write request: the run's turn (in lockstep), then the count that may kill it or run another interval."""
+        lockstep = self.lockstep
+        with lockstep[0].turn(lockstep[1]) if lockstep is not None else nullcontext():
+            self._before_write()
+            yield
 
     def _before_write(self) -> None:
         with self._arming:
@@ -167,6 +294,8 @@ class Fault:
     kind: str
     at: int = 0
     rival: int = 0
+    turns: tuple[bool, ...] = ()
+    """``lockstep``: whose store write is next, write after write (True: this run's; :class:`Lockstep`)."""
 
     def __str__(self) -> str:
         return self.kind if self.kind in ("none", "doris_down") else f"{self.kind}@{self.at}"
@@ -181,6 +310,11 @@ FAULTS = st.one_of(
     st.builds(Fault, st.just("lost_doris_reply"), st.integers(1, 6)),
     st.builds(Fault, st.just("read_dies"), st.integers(1, 8)),
     st.builds(Fault, st.just("concurrent_run"), st.integers(1, 30), st.integers(0, INTERVALS - 1)),
+    # The rival: the same interval again (0), or another one this many intervals later (mod the sealed ones).
+    st.builds(
+        Fault, st.just("lockstep"), st.just(0), st.one_of(st.just(0), st.integers(1, INTERVALS - 1)),
+        st.lists(st.booleans(), max_size=40).map(tuple),
+    ),
 )
 
 
@@ -454,7 +588,7 @@ class RunOrders(RuleBasedStateMachine):
             return self.outcome.get(k)
         return self.outcome.get(self.adopted_by[k])
 
-    def _run(self, k: int, fault: Fault) -> None:
+    def _run(self, k: int, fault: Fault, store: KillableStore | None = None) -> None:
         if k not in self.runs and k in self.adopted_by:
             EXPLORED["backfill of a recovered interval"] += 1
         self.runs.add(k)
@@ -464,8 +598,10 @@ class RunOrders(RuleBasedStateMachine):
         if fault.kind == "kill_before_store_write":
             self.store.arm(kill_at=fault.at)
         elif fault.kind == "concurrent_run":
-            rival = fault.rival % self.current
-            self.store.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"))))
+            rival, rival_store = fault.rival % self.current, self.store.sibling()
+            # Another process's run, on its own store: one whose grouped writes queued behind this
+            # run's transaction would wait for it forever.
+            self.store.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
         elif fault.kind == "doris_down":
             self.doris.down = True
         elif fault.kind == "lost_doris_reply":
@@ -473,7 +609,7 @@ class RunOrders(RuleBasedStateMachine):
         elif fault.kind == "read_dies":
             kinesis = FailOnNthCall(self.kinesis, "get_records", fault.at)
         try:
-            self._run_interval(k, kinesis, fault)
+            self._run_interval(k, kinesis, fault, store)
         except FAILED_RUN as error:
             self.outcome[k] = type(error).__name__
         except (DataTrimmed, BoundaryNotFound) as error:
@@ -509,19 +645,19 @@ class RunOrders(RuleBasedStateMachine):
     def _clients(self, job: LoadJob, kinesis: Any, store: Any) -> LoadClients:
         return LoadClients(job=job, kinesis=kinesis, store=store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
 
-    def _runner(self, kinesis: Any, fault: Fault) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
+    def _runner(self, kinesis: Any, fault: Fault, store: KillableStore) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
         """The in-process runner, or for ``spark_task_retry`` a Spark-like one: the task of a range
         group whose executor is lost part-way (an error that is no KinesisDorisError, after
         ``fault.at`` chunk writes) is run again with the same job, after retention trimmed
         ``fault.rival`` records of its first shard meanwhile (as Spark's task retry or a
         speculative copy would)."""
         if fault.kind != "spark_task_retry":
-            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, self.store)))
+            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, store)))
 
         def lost(method: str, call: int) -> Exception:
             return RuntimeError(f"executor lost at {method} call {call}")
 
-        dying = FailOnNthCall(self.store, ("put_chunk_intent_with_content", "record_chunk_outcome"), fault.at, lost)
+        dying = FailOnNthCall(store, ("put_chunk_intent_with_content", "record_chunk_outcome"), fault.at, lost)
 
         def spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
             reports: list[RangeReport] = []
@@ -533,7 +669,7 @@ class RunOrders(RuleBasedStateMachine):
                     EXPLORED["spark task re-run"] += 1
                 first = job.ranges[group[0]].shard_id
                 self._trim(self.kinesis.shard(STREAM, first), fault.rival)
-                reports.extend(load_ranges(self._clients(job, kinesis, self.store), group))
+                reports.extend(load_ranges(self._clients(job, kinesis, store), group))
             return reports
 
         return spark
@@ -543,20 +679,66 @@ class RunOrders(RuleBasedStateMachine):
             return set(intervals)
         return {interval for interval in intervals if (interval[0] - T0) // IV in self.runs}
 
-    def _run_interval(self, k: int, kinesis: Any, fault: Fault) -> None:
+    def _run_interval(self, k: int, kinesis: Any, fault: Fault, store: KillableStore | None = None) -> None:
+        """Run interval ``k`` on ``store`` (the machine's by default)."""
+        if fault.kind == "lockstep":
+            self._in_lockstep(k, kinesis, fault)
+            return
+        store = store or self.store
         catch_up = CatchUp(
             next_interval=lambda start, end: (end, end + IV), with_own_runs=self._with_own_runs,
             max_intervals=self.max_intervals,
         )  # fmt: skip
         result = run_interval(
-            self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=self.store,
-            credentials=Credentials(), runner=self._runner(kinesis, fault), clock=lambda: self.kinesis.now_ms,
+            self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
+            credentials=Credentials(), runner=self._runner(kinesis, fault, store), clock=lambda: self.kinesis.now_ms,
             driver_concurrency=self.driver_concurrency, catch_up=catch_up,
         )  # fmt: skip
         self.last_plan = result.plan
         for decision in (ShardDecision.PRUNED, ShardDecision.EMPTY):
             EXPLORED[f"decision {decision.value}"] += len([s for s in result.plan.shards if s.decision is decision])
         self._note_skipped(k, result)
+
+    def _in_lockstep(self, k: int, kinesis: Any, fault: Fault) -> None:
+        """Run ``k`` and a rival run (of ``k`` again, or of another interval) at once, in two threads
+        with a store each on the table (two processes), taking turns at every store write as
+        ``fault.turns`` says. The rival is booked as ``concurrent_run`` books it: by its own
+        :meth:`_run`, done before this one's outcome is."""
+        rival = (k + fault.rival) % self.current
+        lockstep = Lockstep(fault.turns)
+        rival_store = self.store.sibling()
+        self.store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
+        errors: list[BaseException] = []
+
+        def run_rival() -> None:
+            try:
+                self._run(rival, Fault("none"), rival_store)
+            except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
+                errors.append(error)
+            finally:
+                lockstep.finish(False)
+
+        thread = threading.Thread(target=run_rival, name=f"lockstep-rival-{rival}")
+        thread.start()
+        try:
+            self._run_interval(k, kinesis, Fault("none"))
+        finally:
+            lockstep.finish(True)
+            thread.join(2 * Lockstep.WAIT_S)
+            self.store.lockstep = None
+            assert not thread.is_alive(), f"lockstep: the rival run of interval {rival} did not end"
+            if lockstep.switches:
+                EXPLORED["lockstep of one interval" if rival == k else "lockstep of two intervals"] += 1
+            if errors:
+                raise errors[0]
+
+    @initialize(max_items=st.sampled_from((0, 2, 3)))
+    def group_writes(self, max_items: int) -> None:
+        """The store sends grouped writes as DynamoDB does, in transactions of ``max_items`` (its
+        100, made small: the driver's threads fill several); 0: one by one, as the memory store."""
+        if max_items:
+            self.store.group_writes(max_items)
+        EXPLORED[f"grouped writes {max_items}"] += 1
 
     def _note_skipped(self, k: int, result: IntervalResult) -> None:
         for start, _ in result.skipped.adopted:
@@ -700,7 +882,7 @@ def test_the_orders_explored() -> None:
     print("\norders explored: " + ", ".join(f"{key} {count}" for key, count in sorted(EXPLORED.items())))
     kinds = (
         "none", "kill_before_store_write", "doris_down", "lost_doris_reply", "read_dies", "concurrent_run",
-        "spark_task_retry", "trim_mid_read",
+        "spark_task_retry", "trim_mid_read", "lockstep",
     )  # fmt: skip
     assert [kind for kind in kinds if not EXPLORED[f"fault {kind}"]] == []
     outcomes = ("green", "ShardsWaiting", "InjectedCrash", "RetryableStreamLoadError")
@@ -716,6 +898,12 @@ def test_the_orders_explored() -> None:
         "label window passed",
     )  # fmt: skip
     assert [path for path in paths if not EXPLORED[path]] == []
+    store_writes = (
+        "lockstep of one interval", "lockstep of two intervals", "grouped writes 0", "grouped writes 2",
+        "grouped writes 3", "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
+        "grouped: killed in a transaction",
+    )  # fmt: skip
+    assert [path for path in store_writes if not EXPLORED[path]] == []
 
 
 # --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----
@@ -1219,4 +1407,26 @@ def test_pruning_keeps_the_shard_start_cut_of_a_trim_horizon_floor_range_it_keep
     (floor,) = [r for r in machine.store.ranges_for_shard("shardId-000000000000") if r.start.kind is BoundaryKind.SHARD_START]
     assert floor.interval_start_ms == T0 + IV
     machine.trim(0, 1)
+    machine.teardown()
+
+
+# --- store writes: lockstep runs and grouped transactions ----------------------------------------
+
+
+@pytest.mark.parametrize("rival", [0, 1], ids=["same-interval", "next-interval"])
+def test_two_runs_in_lockstep_over_grouped_writes_take_turns_and_load_every_record_once(rival: int) -> None:
+    """Two runs at once over three shards (driver_concurrency 3, transactions of two writes), each
+    on its own store, alternating at every store write: they do interleave, and every record is
+    visible once when both (and the teardown's retries) are done."""
+    machine = RunOrders()
+    machine.create(shards=3, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1, driver_concurrency=3)
+    machine.group_writes(2)
+    before = EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"]
+    for step in (produce_both_halves(3), seal, produce_both_halves(2), seal):
+        step(machine)
+    machine._run(0, Fault("lockstep", 0, rival, (True, False) * 20))
+    machine.nothing_visible_twice()
+    machine.no_checkpoint_past_unloaded_data()
+    assert EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"] == before + 1
+    assert machine.outcome[0] in ("green", "CheckpointConflict")
     machine.teardown()
