@@ -27,12 +27,13 @@ as one row too many in one interval and one too few in the next.
 **What it costs.** SQL runs through the MySQL protocol (the HTTP SQL endpoint stops at 1,000 rows),
 aggregated in Doris, never fetching rows: per interval one ``COUNT(*) ... GROUP BY _kinesis_shard``
 on the table and one on the dead-letter table, each bounded by the interval's arrival range
-(``_kinesis_arrival >= start AND < end``); over the span one ``GROUP BY _kinesis_shard,
+(``_kinesis_arrival >= start AND < end``) and not by shard: rows of a shard or an interval the
+checkpoint table has no range of are differences too; over the span one ``GROUP BY _kinesis_shard,
 _kinesis_sequence HAVING COUNT(*) > 1`` per table. A table partitioned on ``_kinesis_arrival`` (or
 a column derived from it) prunes each query to the span's partitions; otherwise each query scans
 the table. The dead-letter table (``core.mapping.dead_letter_ddl``) is not partitioned: each of its
-queries scans it. From the checkpoint table: per shard its ranges (one Query of its history) and,
-per range of the span, its chunk records and contents (two Queries).
+queries scans it. From the checkpoint table: per interval the ranges of every shard registered
+(batched reads), per range its chunk records and contents (two Queries).
 """
 
 from __future__ import annotations
@@ -220,12 +221,7 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
     if horizon is not None and horizon > start_ms:
         not_verifiable.append(f"{describe_interval((start_ms, horizon))}: pruned (core.prune), its ranges are deleted")
     shards = store.list_shard_checkpoints()
-    ranges: dict[Interval, dict[str, ShardRange]] = {}
-    for shard in shards:
-        for shard_range in store.ranges_for_shard(shard.shard_id):
-            interval = (shard_range.interval_start_ms, shard_range.interval_end_ms)
-            if start_ms <= interval[0] and interval[1] <= end_ms:
-                ranges.setdefault(interval, {})[shard.shard_id] = shard_range
+    shard_ids = [shard.shard_id for shard in shards]
     pruned = {shard.shard_id: shard.pruned_through_ms or 0 for shard in shards}
     audits: list[RangeAudit] = []
     floor_interval = (floor.start_ms, floor.end_ms) if floor is not None else None
@@ -234,7 +230,7 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
         low = None if interval == floor_interval else interval[0]
         rows = _counts(run_sql, target, low, interval[1])
         dead = _dead_letter_counts(run_sql, target, low, interval[1]) if target.dead_letter_table else None
-        held = ranges.get(interval, {})
+        held = store.ranges_at(shard_ids, interval[0]) if interval in grid else {}
         for shard_id in sorted({*held, *rows, *(dead or {})}):
             if shard_id not in held and pruned.get(shard_id, 0) >= interval[1]:
                 not_verifiable.append(f"shard {shard_id} in {describe_interval(interval)}: pruned")
