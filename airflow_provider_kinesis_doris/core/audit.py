@@ -20,9 +20,11 @@ per-interval counts still see a record loaded twice). A UNIQUE KEY table merges 
 key: the audit then counts what survived, and reports the merged ones as missing.
 
 **What it cannot see.** Intervals whose history was pruned (``core.prune``: chunks and ranges are
-deleted) are reported as not verifiable. A record whose arrival stamp is earlier than one before
-it in its shard (Kinesis stamps are approximate) counts in the interval of its stamp; it then shows
-as one row too many in one interval and one too few in the next.
+deleted) are reported as not verifiable. A record whose range is not the interval of its arrival
+stamp (a stamp earlier than one before it in its shard, Kinesis stamps being approximate; a stamp
+more than ``seal_grace`` old when the record arrived, README "Arrival stamps") counts in the
+interval of its stamp: it shows as one row too many in one interval of its shard and one too few
+in a later one (the span's totals agree).
 
 **What it costs.** SQL runs through the MySQL protocol (the HTTP SQL endpoint stops at 1,000 rows),
 aggregated in Doris, never fetching rows: per interval one ``COUNT(*) ... GROUP BY _kinesis_shard``
