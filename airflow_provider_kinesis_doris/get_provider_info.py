@@ -78,7 +78,8 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris", f"{_PACKAGE}.operators.rebalance"],
+                "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris", f"{_PACKAGE}.operators.rebalance",
+                                   f"{_PACKAGE}.operators.audit"],
             }
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],

@@ -1,6 +1,8 @@
 """Load a Kinesis stream into a Doris table every 10 minutes, exactly once.
 
-One loader task per run: Spark gives the parallelism, and Airflow 2.11's ``dags backfill``
+One loader task per run, then an audit of what it loaded (every record of the interval in Doris
+once, checked against the checkpoint table; it fails the run on any difference). Spark gives the
+parallelism, and Airflow 2.11's ``dags backfill``
 deadlocks on tasks mapped over an upstream XCom. The timetable gives every run a real data
 interval on Airflow 3 too, where a plain cron schedule yields zero-length intervals.
 
@@ -16,6 +18,7 @@ from datetime import datetime, timedelta
 
 from airflow.providers.common.compat.sdk import DAG
 
+from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 try:
@@ -46,7 +49,7 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(seconds=30)},
     tags=["kinesis", "doris", "example"],
 ) as dag:
-    KinesisToDorisOperator(
+    load = KinesisToDorisOperator(
         task_id="load_interval",
         stream_name=os.environ.get("KD_EXAMPLE_STREAM", "events"),
         doris_table=os.environ.get("KD_EXAMPLE_TABLE", "demo.events"),
@@ -57,4 +60,13 @@ with DAG(
         read_mode=os.environ.get("KD_EXAMPLE_READ_MODE", "polling"),
         use_spark=os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true",
         spark_master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"),
+    )
+    # The audit needs the three metadata columns above and reads through doris_default's query_port;
+    # a difference it finds is not one a retry clears.
+    load >> KinesisDorisAuditOperator(
+        task_id="audit_interval",
+        stream_name=load.stream_name,
+        doris_table=load.doris_table,
+        checkpoint_table=load.checkpoint_table,
+        retries=0,
     )

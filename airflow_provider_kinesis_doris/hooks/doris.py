@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pymysql
 from airflow.providers.common.sql.hooks.sql import DbApiHook
 
+from airflow_provider_kinesis_doris.core.audit import AuditReport, AuditTarget, audit
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, SqlResult
@@ -35,6 +36,8 @@ from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, 
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.sqlparser import DatabaseInfo
+
+    from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from pymysql.connections import Connection as MySQLConnection
     from sqlalchemy.engine import URL, Engine
 
@@ -301,6 +304,11 @@ class DorisHook(DbApiHook):
         :param database: default database; the connection's schema by default.
         """
         return self.stream_load_client.run_sql(self._database(database), statement)
+
+    def audit(self, store: CheckpointStore, target: AuditTarget, start_ms: int, end_ms: int) -> AuditReport:
+        """``core.audit.audit`` of ``[start_ms, end_ms)``, its SQL through the MySQL protocol
+        (:meth:`get_records`: every row; the HTTP SQL endpoint stops at 1,000)."""
+        return audit(store, self.get_records, target, start_ms, end_ms)
 
     def preflight(self, settings: DorisPreflightSettings) -> PreflightReport:
         """Check what exactly-once assumes of this Doris for a pipeline's ``settings``: FE and BE

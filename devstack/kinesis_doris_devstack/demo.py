@@ -35,6 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any
 
+import pymysql
+
+from airflow_provider_kinesis_doris.core.audit import AuditTarget, audit
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -273,6 +276,8 @@ class Demo:
             DorisConnectionConfig(host="127.0.0.1", port=int(doris["fe_port"]), user=str(doris["user"]),
                                   password=str(doris["password"]))
         )  # fmt: skip
+        self.doris_mysql = {"host": "127.0.0.1", "port": int(doris["query_port"]), "user": str(doris["user"]),
+                            "password": str(doris["password"]), "database": DATABASE}  # fmt: skip
         aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_url,
                      "service_config": {"dynamodb": {"endpoint_url": dynamodb_url}}}  # fmt: skip
         aws = {"conn_type": "aws", "login": "local", "password": "local", "extra": aws_extra}
@@ -362,7 +367,7 @@ class Demo:
                 self._run_loader(loader, bounds, index, "replayed")
         finally:
             producer.stopping.set()
-        return self._report(producer.produced)
+        return self._report(producer.produced, self._audit(bounds[0], bounds[-1]))
 
     def _start_watch(self) -> tuple[subprocess.Popen[bytes], Path]:
         """Start the watch DAG and wait for its first look, which stores the shard set it will
@@ -398,7 +403,23 @@ class Demo:
     def _count(self, query: str) -> int:
         return int(self.doris.run_sql(DATABASE, query).rows[0][0])
 
-    def _report(self, produced: Produced) -> dict[str, Any]:
+    def _audit(self, start_ms: int, end_ms: int) -> dict[str, Any]:
+        """``core.audit`` of every interval the demo loaded, as the DAG's audit task checks each:
+        through the MySQL protocol, as a user's Airflow runs it."""
+        connection = pymysql.connect(**self.doris_mysql)
+
+        def run_sql(statement: str) -> Sequence[Sequence[Any]]:
+            with connection.cursor() as cursor:
+                cursor.execute(statement)
+                return cursor.fetchall()
+
+        try:
+            target = AuditTarget(DATABASE, TABLE, STREAM, f"{TABLE}_dead_letter")
+            return audit(self.store, run_sql, target, start_ms, end_ms).summary()
+        finally:
+            connection.close()
+
+    def _report(self, produced: Produced, audited: dict[str, Any]) -> dict[str, Any]:
         rows, distinct, low, high = (
             int(value) for value in self.doris.run_sql(
                 DATABASE, f"SELECT COUNT(*), COUNT(DISTINCT event_id), MIN(event_id), MAX(event_id) FROM {TABLE}"
@@ -414,9 +435,11 @@ class Demo:
             "duplicates": rows - distinct,
             "every_valid_event_once": (rows, distinct, low, high) == (valid, valid, 0, valid - 1),
             "shards": [_shard_row(checkpoint) for checkpoint in self.store.list_shard_checkpoints()],
+            "audit": audited,
         }
         report["ok"] = (
             report["every_valid_event_once"] and report["duplicates"] == 0 and report["dead_lettered"] == produced.malformed
+            and audited["ok"]
         )
         (self.state_dir / "report.json").write_text(json.dumps(report, indent=2))
         return report
@@ -442,6 +465,11 @@ def print_report(report: dict[str, Any]) -> None:
     for key in ("events_produced", "valid_events", "malformed_events", "rows_in_doris", "dead_lettered", "duplicates"):
         print(f"  {key.replace('_', ' '):<24} {report[key]}")
     print(f"  {'every valid event once':<24} {'yes' if report['every_valid_event_once'] else 'NO'}")
+    audited = report["audit"]
+    verdict = f"every record once ({audited['ranges']} shard ranges, {audited['rows_found']} rows)" if audited["ok"] else (
+        f"{audited['differences']} difference(s): " + "; ".join(audited["first_differences"][:3])
+    )  # fmt: skip
+    print(f"  {'audit':<24} {verdict}, over {audited['span']}")
     print(f"\n  {'shard':<22} {'parents':<44} {'state':<8} {'loaded up to':<13} lag at last read")
     for shard in report["shards"]:
         lag = "-" if shard["lag_ms"] is None else f"{shard['lag_ms'] / 1000:.1f} s"

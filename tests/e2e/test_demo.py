@@ -71,6 +71,7 @@ def test_demo_loads_every_valid_event_once_through_a_reshard(state_dir: Path) ->
     assert report["ok"] and report["duplicates"] == 0 and report["every_valid_event_once"]
     assert report["rows_in_doris"] == report["valid_events"] == report["events_produced"] - report["malformed_events"]
     assert report["dead_lettered"] == report["malformed_events"] > 0
+    assert report["audit"]["ok"] and report["audit"]["rows_found"] == report["rows_in_doris"], report["audit"]
     states = {shard["shard_id"]: (shard["state"], len(shard["parents"])) for shard in report["shards"]}
     assert sorted(states.values()) == sorted(
         [("DRAINED", 0)] * 3 + [("OPEN", 0)] + [("OPEN", 1)] * 2 + [("OPEN", 2)]

@@ -411,6 +411,13 @@ class RangeStore(StorePrimitives):
             grid.insert(0, (floor.start_ms, floor.end_ms))
         return grid
 
+    def intervals_between(self, start_ms: int, end_ms: int) -> list[tuple[int, int]]:
+        """The grid's intervals inside ``[start_ms, end_ms)``, oldest first (one Query: for the
+        audit, ``core.audit``; the floor is not in the grid)."""
+        self._register_stored_intervals()
+        items = self._query(INTERVAL_PREFIX, low=interval_sk(start_ms), high=interval_sk(end_ms - 1))
+        return [(int(item["start_ms"]), int(item["end_ms"])) for item in items if int(item["end_ms"]) <= end_ms]
+
     def advance_gapless(self, start_ms: int) -> None:
         """Record that no interval below the grid's interval starting at ``start_ms`` is left
         unplanned. Only forward: a concurrent run's later claim stays (a lost race is no error,

@@ -1,0 +1,110 @@
+"""Operator that audits a pipeline's span of intervals: the checkpoint table against Doris
+(``core.audit``), failing the task on any difference."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
+
+from airflow_provider_kinesis_doris.core.audit import AuditTarget
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name
+from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.operators.dag_runs import _ms
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import _split_table
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+
+if TYPE_CHECKING:
+    from airflow.providers.common.compat.sdk import Context
+
+
+class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
+    """Check that every record of a span of intervals is in Doris once: per shard and interval, the
+    rows and dead letters the checkpoint table says were loaded against those Doris holds; rows
+    loaded twice; time no interval was planned for; shards stuck (``core.audit``, which says what it
+    needs and costs). Run it downstream of the loader.
+
+    Logs the per-shard table, pushes the summary (``AuditReport.summary()``) as the XCom
+    ``audit`` (and returns it), and fails the task when anything differs.
+
+    :param stream_name: the Kinesis stream.
+    :param checkpoint_table: DynamoDB table of the loader's checkpoints.
+    :param doris_table: the loader's ``database.table``; it must carry ``_kinesis_shard``,
+        ``_kinesis_sequence`` and ``_kinesis_arrival`` (the loader's ``metadata_columns``).
+    :param dead_letter_table: the loader's dead-letter table (default ``<table>_dead_letter``);
+        None with ``audit_dead_letters=False``.
+    :param audit_dead_letters: compare dead letters too.
+    :param one_row_per_record: False for decoders that make several rows of a record (no
+        duplicate check on the table, the counts still see them).
+    :param since: the span's start (a datetime or ISO 8601 text, templated); default the run's
+        data interval start. The span ends at the run's data interval end.
+    :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
+    :param doris_conn_id: ``doris`` connection; its ``query_port`` (MySQL protocol) runs the SQL.
+    :param aws_conn_id: Airflow AWS connection (DynamoDB via ``service_config``).
+    """
+
+    template_fields: Sequence[str] = (*PipelineArgumentsMixin.template_fields, "dead_letter_table", "since")
+    ui_color = "#d8f0d2"
+
+    def __init__(
+        self,
+        *,
+        stream_name: str,
+        checkpoint_table: str,
+        doris_table: str,
+        dead_letter_table: str | None = None,
+        audit_dead_letters: bool = True,
+        one_row_per_record: bool = True,
+        since: datetime | str | None = None,
+        pipeline_id: str | None = None,
+        doris_conn_id: str = DorisHook.default_conn_name,
+        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+        )  # fmt: skip
+        self.dead_letter_table = dead_letter_table
+        self.audit_dead_letters = audit_dead_letters
+        self.one_row_per_record = one_row_per_record
+        self.since = since
+        self.doris_conn_id = doris_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        start, end = self._span(context)
+        pipeline_id = self.resolved_pipeline_id
+        store = self.aws_hook.checkpoint_store(self.checkpoint_table, pipeline_id)
+        report = DorisHook(doris_conn_id=self.doris_conn_id).audit(store, self._target(), start, end)
+        summary = report.summary()
+        self.log.info("Audit of pipeline %s, %s:\n%s", pipeline_id, summary["span"], report.table())
+        context["ti"].xcom_push(key="audit", value=summary)
+        differences = report.differences()
+        if differences:
+            raise AirflowException(
+                f"Audit of pipeline {pipeline_id}, {summary['span']}: {len(differences)} difference(s) between the "
+                "checkpoint table and Doris:\n" + "\n".join(differences[:20]) + ("\n..." if len(differences) > 20 else "")
+            )
+        self.log.info("Audit of pipeline %s: every record of %s is in Doris once", pipeline_id, summary["span"])
+        return summary
+
+    def _target(self) -> AuditTarget:
+        database, table = _split_table(str(self.doris_table))
+        dead_letter_table = None
+        if self.audit_dead_letters:
+            dead_letter_table = check_name(self.dead_letter_table or f"{table}_dead_letter", "dead_letter_table")
+        return AuditTarget(
+            check_name(database, "doris_table's database"), check_name(table, "doris_table's table"), self.stream_name,
+            dead_letter_table, self.one_row_per_record,
+        )  # fmt: skip
+
+    def _span(self, context: Context) -> tuple[int, int]:
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        if start is None or end is None:
+            raise AirflowException("The audit needs a run with a data interval (its span ends at the interval's end)")
+        if self.since is not None:
+            start = self.since if isinstance(self.since, datetime) else datetime.fromisoformat(str(self.since))
+        return _ms(start), _ms(end)

@@ -1,0 +1,113 @@
+"""The audit operator in a real Airflow run (``dag.test()``) downstream of the loader: it passes
+on what the loader loaded, pushes its summary, and fails the task naming a row loaded twice.
+
+Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_events, put_records, wait_past
+from tests.airflow.test_operator_messages import next_interval_end, run
+from tests.conftest import DORIS_PASSWORD, DORIS_USER, dag_file_in_a_bundle, use_local_stack_connections
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+DB = "audited"
+INTERVAL_S = 5
+
+DAG_FILE = '''
+import os
+from datetime import datetime, timedelta, timezone
+
+from airflow.providers.common.compat.sdk import DAG
+
+from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+try:
+    from airflow.sdk import DeltaDataIntervalTimetable
+except ImportError:
+    from airflow.timetables.interval import DeltaDataIntervalTimetable
+
+PIPELINE = dict(stream_name=os.environ["KD_AUDIT_STREAM"], doris_table=os.environ["KD_AUDIT_TABLE"],
+                checkpoint_table="audit_checkpoints")
+
+with DAG(dag_id="kd_audited", schedule=DeltaDataIntervalTimetable(timedelta(seconds=5)),
+         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as audited:
+    load = KinesisToDorisOperator(
+        task_id="load", seal_grace=timedelta(0), use_spark=False, required_fields=["event_id"],
+        metadata_columns=["_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"],
+        dead_letter_table_properties={"replication_num": "1"}, **PIPELINE,
+    )
+    load >> KinesisDorisAuditOperator(task_id="audit", **PIPELINE)
+'''
+
+
+@pytest.fixture
+def audited(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinesis_client: Any,
+            kinesis_mock_endpoint: str, dynamodb_endpoint: str, doris_server: Any) -> dict[str, Any]:  # fmt: skip
+    """The DAG (loader, then audit) on a new stream and table; what the audit returned or raised."""
+    from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
+
+    stamp = datetime.now().strftime("%H%M%S%f")
+    stream, table = f"audited-{stamp}", f"events_{stamp}"
+    create_stream(kinesis_client, stream, 2)
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    doris_server.execute_sql(DB, events_table_ddl(table))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    monkeypatch.setenv("KD_AUDIT_STREAM", stream)
+    monkeypatch.setenv("KD_AUDIT_TABLE", f"{DB}.{table}")
+    outcomes: list[Any] = []
+    execute = KinesisDorisAuditOperator.execute
+
+    def recording(self: Any, context: Any) -> Any:
+        try:
+            outcomes.append(execute(self, context))
+        except BaseException as exc:
+            outcomes.append(exc)
+            raise
+        return outcomes[-1]
+
+    monkeypatch.setattr(KinesisDorisAuditOperator, "execute", recording)
+    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-audited", "kd_audited.py", DAG_FILE)
+    spec = importlib.util.spec_from_file_location(f"kd_audited_{stamp}", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return {"dag": module.audited, "stream": stream, "table": table, "outcomes": outcomes}
+
+
+def test_the_audit_passes_after_the_loader_then_fails_the_task_on_a_row_loaded_twice(
+    audited: dict[str, Any], kinesis_client: Any, doris_server: Any
+) -> None:
+    end_ms = next_interval_end()
+    put_events(kinesis_client, audited["stream"], [event(i) for i in range(12)])
+    put_records(kinesis_client, audited["stream"], [("k", b"not json")])
+    wait_past(end_ms)
+    logical_date = datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
+
+    assert "success" in str(run(audited["dag"], logical_date).state).lower()
+    (passed,) = audited["outcomes"]
+    assert passed["ok"] and passed["rows_found"] == passed["rows_held"] == 12 and passed["dead_letters_held"] == 1
+
+    row = doris_server.execute_sql(DB, f"SELECT event_id, _kinesis_shard, _kinesis_sequence, _kinesis_arrival "
+                                       f"FROM {audited['table']} WHERE event_id = 4")[0]  # fmt: skip
+    copy = dict(zip(("event_id", "_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), row))
+    config = DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER, password=DORIS_PASSWORD)
+    with DorisStreamLoadClient(config) as client:
+        client.load_idempotently(DB, audited["table"], "copied-by-hand", json.dumps(copy).encode(), StreamLoadOptions.json_lines())
+
+    assert "failed" in str(run(audited["dag"], logical_date).state).lower()
+    failure = audited["outcomes"][-1]
+    assert type(failure).__name__ == "AirflowException", repr(failure)
+    assert f"shard {row[1]} sequence {row[2]} is there 2 times" in str(failure)
