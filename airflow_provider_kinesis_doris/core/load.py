@@ -313,6 +313,14 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
             fresh = False  # chunks are recorded and a content was amended (by this run or another)
+        except ChunkContentChanged as changed:
+            if not fresh:
+                raise
+            # A fresh pass maps without the settled contents, so a content another attempt settled
+            # and amended (rows Doris refused, found before a Spark task of the same job was lost)
+            # differs from its cut; nothing of that chunk was sent: follow the settled contents.
+            log.warning("%s; reading the range again following the settled contents", changed)
+            fresh = False
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
