@@ -1387,3 +1387,44 @@ def test_a_spark_task_re_run_of_a_fresh_range_follows_the_content_amended_for_re
     assert machine.outcome[0] == "green"
     machine.teardown()
     assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1}))
+
+
+def _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder: bool) -> RunOrders:
+    """Interval 0's one chunk: a row, a record without the user the mapping requires, a row Doris
+    refuses; its first load failed (Doris down), so it is recorded NOT_LOADED with its content."""
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=3, rows_decoder=rows_decoder)
+    machine.produce_contents(0, [Content((1,)), Content((1,), user=False), Content((1, None) if rows_decoder else (None,))], aggregate=False)
+    machine.seal(0)
+    machine._run(0, Fault("doris_down"))
+    return machine
+
+
+@pytest.mark.parametrize("rows_decoder", [False, True])
+def test_a_pass_that_read_the_contents_before_a_concurrent_run_amended_its_chunk_follows_the_amendment(rows_decoder: bool) -> None:
+    """Machine counterexample (after the fresh re-run above was fixed): a run read the range's
+    contents, then another run of the same interval found the row Doris refuses and amended the
+    chunk's content before the first settled it. Its settle then met the amended content and the run
+    failed ChunkContentChanged, though only a concurrent run's amendment differed: it reads the
+    range again following it."""
+    machine = _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder)
+    machine._run(0, Fault("concurrent_run", 2, 0))
+    assert machine.outcome[0] == "green"
+    machine.teardown()
+    assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
+
+
+@pytest.mark.parametrize("rows_decoder", [False, True])
+def test_a_run_whose_rows_another_run_loaded_after_amending_sends_the_amended_dead_letters(rows_decoder: bool) -> None:
+    """Hole 3 of replay-contract-3, in the machine's world: a run settled the chunk (one dead
+    letter, the record the mapping refuses) and, at its next store write, another run of the
+    interval found the row Doris refuses, amended the content and loaded rows and dead letters. The
+    first run's rows are then already loaded; before sending its dead letters it sees the
+    amendment and follows it (``_follow_an_amendment``): each record once, in its table."""
+    machine = _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder)
+    followed = EXPLORED["amendment of another run followed"]
+    machine._run(0, Fault("concurrent_run", 3, 0))
+    assert machine.outcome[0] == "green"
+    assert EXPLORED["amendment of another run followed"] == followed + 1
+    machine.teardown()
+    assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
