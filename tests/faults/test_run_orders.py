@@ -375,25 +375,23 @@ class RunOrders(RuleBasedStateMachine):
         return sorted((s for s in shards if s.is_open), key=lambda s: s.starting_hash_key)
 
     @precondition(lambda self: self.current < INTERVALS)
-    @rule(hashes=st.lists(st.integers(0, HASH_SPACE - 1), min_size=1, max_size=4))
-    def produce(self, hashes: list[int]) -> None:
+    @rule(
+        hashes=st.lists(st.integers(0, HASH_SPACE - 1), min_size=1, max_size=4),
+        contents=st.one_of(st.just(()), st.lists(CONTENTS, min_size=1, max_size=2)), aggregate=st.booleans(),
+    )  # fmt: skip
+    def produce(self, hashes: list[int], contents: Sequence[Content] = (), aggregate: bool = False) -> None:
+        """Plain records at ``hashes``, then at the first of them the ``contents``: records with several
+        rows (the multi-row decoder's examples), rows Doris refuses, records the mapping refuses (no
+        user), one by one or packed into a KPL aggregate. Not packed while retention trims: its
+        bookkeeping reads a record as one plain JSON event."""
         for hash_key in hashes:
             self._put(hash_key, [Content()], aggregate=False)
-        EXPLORED["records"] += len(hashes)
-
-    @precondition(lambda self: self.current < INTERVALS)
-    @rule(hash_key=st.integers(0, HASH_SPACE - 1), contents=st.lists(CONTENTS, min_size=1, max_size=3), aggregate=st.booleans())
-    def produce_contents(self, hash_key: int, contents: list[Content], aggregate: bool) -> None:
-        """Records with several rows (the multi-row decoder's examples), rows Doris refuses, records
-        the mapping refuses (no user), one by one or packed into a KPL aggregate. Not while
-        retention trims: its bookkeeping reads a record as one plain JSON event."""
-        aggregate = aggregate and not self.retention_trims
-        if aggregate:
-            self._put(hash_key, contents, aggregate=True)
+        if contents and aggregate and not self.retention_trims:
+            self._put(hashes[0], contents, aggregate=True)
         else:
             for content in contents:
-                self._put(hash_key, [content], aggregate=False)
-        EXPLORED["records"] += len(contents)
+                self._put(hashes[0], [content], aggregate=False)
+        EXPLORED["records"] += len(hashes) + len(contents)
 
     def _put(self, hash_key: int, contents: Sequence[Content], *, aggregate: bool) -> None:
         """Put one Kinesis record: ``contents[0]``, or every content as a user record of a KPL aggregate."""
@@ -1381,7 +1379,7 @@ def test_a_spark_task_re_run_of_a_fresh_range_follows_the_content_amended_for_re
     It reads the range again following the settled contents: green, the record a dead letter once."""
     machine = RunOrders()
     machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
-    machine.produce_contents(0, [Content((1,)), Content((None,))], aggregate=False)
+    machine.produce([0], [Content((None,))])
     machine.seal(0)
     machine._run(0, Fault("spark_task_retry", at, 0))
     assert machine.outcome[0] == "green"
@@ -1394,7 +1392,7 @@ def _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder: bo
     refuses; its first load failed (Doris down), so it is recorded NOT_LOADED with its content."""
     machine = RunOrders()
     machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=3, rows_decoder=rows_decoder)
-    machine.produce_contents(0, [Content((1,)), Content((1,), user=False), Content((1, None) if rows_decoder else (None,))], aggregate=False)
+    machine.produce([0], [Content((1,), user=False), Content((1, None) if rows_decoder else (None,))])
     machine.seal(0)
     machine._run(0, Fault("doris_down"))
     return machine
