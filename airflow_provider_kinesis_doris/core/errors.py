@@ -150,6 +150,12 @@ class ChunkContentChanged(KinesisDorisError):
     settled content again (a transient failure of a user transform passes)."""
 
 
+class ChunkContentSettledElsewhere(ChunkContentChanged):
+    """Another attempt settled or amended a chunk's content after this pass read the contents (or
+    a fresh pass read none): nothing of the chunk was sent, and the range is read again following
+    the stored contents."""
+
+
 class ChunkContentTooLarge(KinesisDorisError):
     """A chunk's dead letters do not fit one checkpoint item: refused rather than guessed."""
 

@@ -35,7 +35,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
 from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, ChunkLimits, cut_chunks, follow_contents
 from airflow_provider_kinesis_doris.core.errors import (
-    ChunkContentChanged,
+    ChunkContentSettledElsewhere,
     DataTrimmed,
     KinesisDorisError,
     RangeFailure,
@@ -317,6 +317,12 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
             fresh = False  # chunks are recorded and a content was amended (by this run or another)
+        except ChunkContentSettledElsewhere as changed:
+            # Rows Doris refused, amended by a run that raced this pass or by a lost Spark task of
+            # the same fresh job: the re-read follows the stored contents (it fails ChunkContentChanged
+            # only if a stored row maps to a dead letter now).
+            log.warning("%s; reading the range again following the settled contents", changed)
+            fresh = False
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
@@ -601,10 +607,11 @@ def _settle_content(
         return content, True
     stored = store.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
     if ChunkContent.decode(stored) != chunk.content:
-        # A concurrent run settled it first with another mapping outcome; the retry follows it.
-        raise ChunkContentChanged(
+        # Another attempt settled it first with another mapping outcome, or amended it for rows
+        # Doris refused; the range's next pass follows it.
+        raise ChunkContentSettledElsewhere(
             f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
-            "run with other dead letters while this run cut it; nothing of it is sent by this run"
+            "run with other dead letters while this pass cut it; nothing of it is sent by this pass"
         )
     return stored, False
 

@@ -21,7 +21,9 @@ shard is drained.
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 import os
 import threading
 import time
@@ -33,6 +35,7 @@ from functools import partial
 from typing import Any
 
 import pytest
+from aws_kinesis_agg.aggregator import RecordAggregator
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -46,6 +49,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
+    PermanentStreamLoadError,
     PrunedHistory,
     RetryableStreamLoadError,
     ShardsWaiting,
@@ -59,6 +63,8 @@ from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.rejections import refused_rows
+from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
@@ -68,6 +74,9 @@ from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointSt
 
 STREAM = "events"
 TABLE = "t"
+DEAD_LETTERS = "t_dl"
+NOT_NULL = "amount"
+"""The column of ``t`` Doris refuses a row without (NOT NULL); the mapping requires ``user_id``."""
 T0 = 1_700_000_000_000
 IV = 60_000
 INTERVALS = 6
@@ -274,17 +283,41 @@ class FlakyDoris(MemoryDoris):
     """MemoryDoris whose n-th load commits and then loses its reply (the client saw a reset)."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(not_null={TABLE: (NOT_NULL,)})
         self.lose_reply_at: int | None = None
         self.load_calls = 0
 
     def load_idempotently(self, *args: Any, **kwargs: Any) -> IdempotentLoadResult:
-        result = super().load_idempotently(*args, **kwargs)
+        try:
+            result = super().load_idempotently(*args, **kwargs)
+        except PermanentStreamLoadError as error:
+            if refused_rows(error) is not None:
+                EXPLORED["rows refused"] += 1
+            raise
         self.load_calls += 1
         if self.lose_reply_at is not None and self.load_calls == self.lose_reply_at:
             self.lose_reply_at = None
             raise RetryableStreamLoadError("connection reset after the load was sent (reply lost)")
         return result
+
+
+class _RowsRefusedSeen(logging.Handler):
+    """Counts the loader's re-reads after refused rows (``load_range`` logs each ``RowsRefused``):
+    the amendment of this run, and the one of another run that a pass followed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if "reading the range again" not in message:
+            return
+        if message.startswith("Another run amended the content"):
+            EXPLORED["amendment of another run followed"] += 1
+        elif message.startswith("Doris refused"):
+            EXPLORED["refused rows settled as dead letters"] += 1
+        elif "following the settled contents" in message:
+            EXPLORED["fresh pass followed a settled content"] += 1
+
+
+logging.getLogger("airflow_provider_kinesis_doris.core.load").addHandler(_RowsRefusedSeen())
 
 
 @dataclass(frozen=True)
@@ -318,13 +351,67 @@ FAULTS = st.one_of(
 )
 
 
-def _config(initial_position: str, relaxed_order: bool, chunk_rows: int) -> PipelineConfig:
+def _config(initial_position: str, relaxed_order: bool, chunk_rows: int, rows_decoder: bool = False) -> PipelineConfig:
+    mapping = RecordMapping(
+        metadata_columns=("_kinesis_sequence",), required_fields=("user_id",), decoder=_rows if rows_decoder else None,
+    )  # fmt: skip
     return PipelineConfig(
         pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table=TABLE,
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+        dead_letter_table=DEAD_LETTERS, doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
+        load_options=StreamLoadOptions.json_lines(), mapping=mapping,
         chunk_limits=ChunkLimits(max_rows=chunk_rows), initial_position=initial_position, relaxed_order=relaxed_order,
     )  # fmt: skip
+
+
+def _rows(data: bytes) -> list[dict[str, Any]]:
+    """The decoder of the examples with multi-row records: one row per amount (None: a row Doris
+    refuses), each carrying the record's event and user."""
+    record = json.loads(data)
+    return [
+        {"event_id": record["event_id"], "row": index, "user_id": record.get("user_id"), NOT_NULL: amount}
+        for index, amount in enumerate(record["amounts"])
+    ]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Content:
+    """What one record holds: its rows' amounts (None: Doris refuses that row; only the first row
+    without the multi-row decoder), and whether it has the user the mapping requires."""
+
+    amounts: tuple[int | None, ...] = (1,)
+    user: bool = True
+
+    def payload(self, event: int, multi_row: bool) -> bytes:
+        record: dict[str, Any] = {"event_id": event}
+        if self.user:
+            record["user_id"] = "u"
+        if multi_row:
+            record["amounts"] = list(self.amounts)
+        else:
+            record[NOT_NULL] = self.amounts[0]
+        return json.dumps(record).encode()
+
+    def rows(self, multi_row: bool) -> int:
+        return len(self.amounts) if multi_row else 1
+
+    def dead(self, multi_row: bool) -> bool:
+        """Whether the record is a dead letter: the mapping or Doris refuses it (one refused row
+        makes its whole record one)."""
+        return not self.user or None in self.amounts[: self.rows(multi_row)]
+
+
+CONTENTS = st.builds(
+    Content, st.lists(st.sampled_from((1, 2, 3, None)), min_size=1, max_size=3).map(tuple),
+    st.sampled_from((True, True, True, False)),
+)  # fmt: skip
+
+
+def _aggregate(payloads: Sequence[bytes]) -> bytes:
+    """One KPL aggregated record of ``payloads``, as the KPL would put it."""
+    aggregator = RecordAggregator()
+    for payload in payloads:
+        aggregator.add_user_record("k", payload)
+    return aggregator.clear_and_get().get_contents()[2]
 
 
 def _before(position: Position, arrival_ms: int, cut: Boundary) -> bool:
@@ -348,6 +435,9 @@ class Produced:
     position: Position
     arrival_ms: int
     event: int
+    rows: int = 1
+    dead: bool = False
+    """Whether the mapping or Doris refuses the record: it belongs in the dead-letter table."""
 
 
 class RunOrders(RuleBasedStateMachine):
@@ -396,13 +486,15 @@ class RunOrders(RuleBasedStateMachine):
         airflow_catchup=st.booleans(),
         max_intervals=st.sampled_from((1, 2, 10)),
         retention_trims=st.booleans(),
+        rows_decoder=st.booleans(),
     )
     def create(
         self, shards: int, initial_position: str, relaxed_order: bool, chunk_rows: int, driver_concurrency: int = 1,
         airflow_catchup: bool = True, max_intervals: int = 10, retention_trims: bool = False,
+        rows_decoder: bool = False,
     ) -> None:  # fmt: skip
         self.kinesis.create_stream(StreamName=STREAM, ShardCount=shards)
-        self.config = _config(initial_position, relaxed_order, chunk_rows)
+        self.config = _config(initial_position, relaxed_order, chunk_rows, rows_decoder)
         self.driver_concurrency = driver_concurrency
         self.airflow_catchup, self.max_intervals, self.retention_trims = airflow_catchup, max_intervals, retention_trims
         EXPLORED[f"driver_concurrency {driver_concurrency}"] += 1
@@ -418,16 +510,40 @@ class RunOrders(RuleBasedStateMachine):
         return sorted((s for s in shards if s.is_open), key=lambda s: s.starting_hash_key)
 
     @precondition(lambda self: self.current < INTERVALS)
-    @rule(hashes=st.lists(st.integers(0, HASH_SPACE - 1), min_size=1, max_size=4))
-    def produce(self, hashes: list[int]) -> None:
+    @rule(
+        hashes=st.lists(st.integers(0, HASH_SPACE - 1), min_size=1, max_size=4),
+        contents=st.one_of(st.just(()), st.lists(CONTENTS, min_size=1, max_size=2)), aggregate=st.booleans(),
+    )  # fmt: skip
+    def produce(self, hashes: list[int], contents: Sequence[Content] = (), aggregate: bool = False) -> None:
+        """Plain records at ``hashes``, then at the first of them the ``contents``: records with several
+        rows (the multi-row decoder's examples), rows Doris refuses, records the mapping refuses (no
+        user), one by one or packed into a KPL aggregate. Not packed while retention trims: its
+        bookkeeping reads a record as one plain JSON event."""
         for hash_key in hashes:
-            self.kinesis.advance(7)
-            data = json.dumps({"event_id": self.next_id}).encode()
-            put = self.kinesis.put_record(StreamName=STREAM, Data=data, PartitionKey="k", ExplicitHashKey=str(hash_key))
-            position = Position(int(put["SequenceNumber"]))
-            self.produced.append(Produced(put["ShardId"], position, self.kinesis.now_ms, self.next_id))
+            self._put(hash_key, [Content()], aggregate=False)
+        if contents and aggregate and not self.retention_trims:
+            self._put(hashes[0], contents, aggregate=True)
+        else:
+            for content in contents:
+                self._put(hashes[0], [content], aggregate=False)
+        EXPLORED["records"] += len(hashes) + len(contents)
+
+    def _put(self, hash_key: int, contents: Sequence[Content], *, aggregate: bool) -> None:
+        """Put one Kinesis record: ``contents[0]``, or every content as a user record of a KPL aggregate."""
+        self.kinesis.advance(7)
+        multi_row = self.config.mapping.decoder is not None
+        payloads = [content.payload(self.next_id + index, multi_row) for index, content in enumerate(contents)]
+        data = _aggregate(payloads) if aggregate else payloads[0]
+        put = self.kinesis.put_record(StreamName=STREAM, Data=data, PartitionKey="k", ExplicitHashKey=str(hash_key))
+        for sub_sequence, content in enumerate(contents):
+            position = Position(int(put["SequenceNumber"]), sub_sequence)
+            rows, dead = content.rows(multi_row), content.dead(multi_row)
+            self.produced.append(Produced(put["ShardId"], position, self.kinesis.now_ms, self.next_id, rows, dead))
             self.next_id += 1
-        EXPLORED["records"] += len(hashes)
+            EXPLORED["multi-row records"] += rows > 1
+            EXPLORED["records Doris refuses rows of"] += content.user and dead
+            EXPLORED["records the mapping refuses"] += not content.user
+        EXPLORED["KPL records"] += aggregate
 
     @precondition(lambda self: self.current < INTERVALS)
     @rule(offset_ms=st.integers(0, IV // 2), paused=st.booleans())
@@ -750,16 +866,31 @@ class RunOrders(RuleBasedStateMachine):
     # --- oracles ----------------------------------------------------------------------------
 
     def _records(self) -> list[tuple[str, Position, int, int]]:
-        """Every produced record: (shard, position, arrival, event id)."""
+        """Every produced user record still in the stream: (shard, position, arrival, event id)."""
         shards = self.kinesis._shards(STREAM, "ListShards").values()
         return [
-            (shard.shard_id, Position(record.sequence), record.arrival_ms, json.loads(record.data)["event_id"])
+            (shard.shard_id, Position(record.sequence, user.sub_sequence), record.arrival_ms, json.loads(user.data)["event_id"])
             for shard in shards
             for record in shard.records
-        ]
+            for user in deaggregate(record.data, "k")
+        ]  # fmt: skip
+
+    def _landed(self) -> tuple[Counter[tuple[int, int]], Counter[int]]:
+        """How often each row (event id, row index) is in ``t``, and each record in the dead-letter table."""
+        rows = Counter((row["event_id"], row.get("row", 0)) for row in self.doris.rows_of(TABLE))
+        dead = Counter(
+            json.loads(base64.b64decode(row["payload_base64"]))["event_id"] for row in self.doris.rows_of(DEAD_LETTERS)
+        )  # fmt: skip
+        return rows, dead
 
     def _visible(self) -> Counter[int]:
-        return self.doris.tally(TABLE, "event_id")
+        """How often each record landed: as its rows in ``t`` (the most of any of its rows), or as a dead letter."""
+        rows, dead = self._landed()
+        visible: Counter[int] = Counter()
+        for (event, _), count in rows.items():
+            visible[event] = max(visible[event], count)
+        visible.update(dead)
+        return visible
 
     def _chunks_in(self, state: str) -> bool:
         return any(
@@ -787,6 +918,22 @@ class RunOrders(RuleBasedStateMachine):
     def nothing_visible_twice(self) -> None:
         twice = sorted(event for event, count in self._visible().items() if count > 1)
         assert not twice, f"records visible more than once: {twice}"
+
+    @invariant()
+    def records_whole_in_their_table(self) -> None:
+        """A record lands whole in one table: all its rows in ``t`` (each as often as the others)
+        unless the mapping or Doris refuses it, then in the dead-letter table, none of its rows in ``t``."""
+        rows, dead = self._landed()
+        produced = {r.event: r for r in self.produced}
+        wrong = sorted(event for event in dead if not produced[event].dead)
+        assert not wrong, f"records refused by neither the mapping nor Doris are dead letters: {wrong}"
+        in_table = sorted({event for event, _ in rows if produced[event].dead})
+        assert not in_table, f"rows of records that are dead letters are in {TABLE}: {in_table}"
+        torn = sorted(
+            event for event in {event for event, _ in rows}
+            if len({rows[(event, row)] for row in range(produced[event].rows)}) > 1
+        )  # fmt: skip
+        assert not torn, f"records with some of their rows in {TABLE} more often than others: {torn}"
 
     @invariant()
     def no_checkpoint_past_unloaded_data(self) -> None:
@@ -862,6 +1009,10 @@ class RunOrders(RuleBasedStateMachine):
             checkpoint = self.store.get_shard(shard.shard_id)
             if not shard.is_open and checkpoint is not None and not stuck:
                 assert checkpoint.state is ShardState.DRAINED, f"closed shard {shard.shard_id} never drained"
+        # The retries above ran after the last step's invariants.
+        self.nothing_visible_twice()
+        self.records_whole_in_their_table()
+        EXPLORED["dead letters"] += sum(self._landed()[1].values())
 
 
 RunOrders.TestCase.settings = settings(
@@ -895,7 +1046,8 @@ def test_the_orders_explored() -> None:
         "airflow catchup False", "schedule", "skipped intervals loaded", "skipped intervals deferred",
         "skipped intervals left to their runs", "scheduler's next run", "backfill of a recovered interval",
         "trimmed", "trimmed unloaded", "trimmed mid-read", "run DataTrimmed", "spark task re-run",
-        "label window passed",
+        "label window passed", "multi-row records", "KPL records", "records Doris refuses rows of",
+        "records the mapping refuses", "rows refused", "refused rows settled as dead letters", "dead letters",
     )  # fmt: skip
     assert [path for path in paths if not EXPLORED[path]] == []
     store_writes = (
@@ -1430,3 +1582,64 @@ def test_two_runs_in_lockstep_over_grouped_writes_take_turns_and_load_every_reco
     assert EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"] == before + 1
     assert machine.outcome[0] in ("green", "CheckpointConflict")
     machine.teardown()
+
+
+# --- what records hold and what Doris refuses -----------------------------------------------------
+
+
+@pytest.mark.parametrize("at", [3, 4, 5])
+def test_a_spark_task_re_run_of_a_fresh_range_follows_the_content_amended_for_refused_rows(at: int) -> None:
+    """Machine counterexample (60 random examples, once Doris could refuse rows): a fresh range's
+    Spark task found the row Doris refuses, amended the chunk's content (its record a dead letter)
+    and was lost after ``at`` chunk writes; the re-run of the same job, still fresh, cut the chunk
+    without the amendment and failed ChunkContentChanged (a failed run though nothing was wrong).
+    It reads the range again following the settled contents: green, the record a dead letter once."""
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
+    machine.produce([0], [Content((None,))])
+    machine.seal(0)
+    machine._run(0, Fault("spark_task_retry", at, 0))
+    assert machine.outcome[0] == "green"
+    machine.teardown()
+    assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1}))
+
+
+def _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder: bool) -> RunOrders:
+    """Interval 0's one chunk: a row, a record without the user the mapping requires, a row Doris
+    refuses; its first load failed (Doris down), so it is recorded NOT_LOADED with its content."""
+    machine = RunOrders()
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=3, rows_decoder=rows_decoder)
+    machine.produce([0], [Content((1,), user=False), Content((1, None) if rows_decoder else (None,))])
+    machine.seal(0)
+    machine._run(0, Fault("doris_down"))
+    return machine
+
+
+@pytest.mark.parametrize("rows_decoder", [False, True])
+def test_a_pass_that_read_the_contents_before_a_concurrent_run_amended_its_chunk_follows_the_amendment(rows_decoder: bool) -> None:
+    """Machine counterexample (after the fresh re-run above was fixed): a run read the range's
+    contents, then another run of the same interval found the row Doris refuses and amended the
+    chunk's content before the first settled it. Its settle then met the amended content and the run
+    failed ChunkContentChanged, though only a concurrent run's amendment differed: it reads the
+    range again following it."""
+    machine = _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder)
+    machine._run(0, Fault("concurrent_run", 2, 0))
+    assert machine.outcome[0] == "green"
+    machine.teardown()
+    assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
+
+
+@pytest.mark.parametrize("rows_decoder", [False, True])
+def test_a_run_whose_rows_another_run_loaded_after_amending_sends_the_amended_dead_letters(rows_decoder: bool) -> None:
+    """Hole 3 of replay-contract-3, in the machine's world: a run settled the chunk (one dead
+    letter, the record the mapping refuses) and, at its next store write, another run of the
+    interval found the row Doris refuses, amended the content and loaded rows and dead letters. The
+    first run's rows are then already loaded; before sending its dead letters it sees the
+    amendment and follows it (``_follow_an_amendment``): each record once, in its table."""
+    machine = _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder)
+    followed = EXPLORED["amendment of another run followed"]
+    machine._run(0, Fault("concurrent_run", 3, 0))
+    assert machine.outcome[0] == "green"
+    assert EXPLORED["amendment of another run followed"] == followed + 1
+    machine.teardown()
+    assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
