@@ -212,13 +212,18 @@ def run_interval(
         # the trim horizon of its time, which a stream's retention raised since may have moved back.
         pruned_ms = store.prune_horizon() or 0
         _raise_if_trimmed(skipped, config.pipeline_id, max(trim_horizon(kinesis, config.stream_name, clock), pruned_ms))
-    tried = {interval: _waiting_or_result(run, interval) for interval in (*skipped.adopted, (start_ms, end_ms))}
+    tried: dict[tuple[int, int], IntervalResult | ShardsWaiting] = {}
+    for interval in skipped.adopted:
+        tried[interval] = _waiting_or_result(run, interval)
+        _mark_if_loaded(store, start_ms, interval, tried[interval])
+    tried[(start_ms, end_ms)] = _waiting_or_result(run, (start_ms, end_ms))
     # A recovered interval's children may wait for a parent's range that only a later interval
     # holds (its quiet intervals do not move the parent's mark), this run's own included: once
     # more, after those are loaded. Never a reason to leave this run's own interval unplanned.
     for interval in skipped.adopted:
         if isinstance(tried[interval], ShardsWaiting):
             tried[interval] = _waiting_or_result(run, interval)
+            _mark_if_loaded(store, start_ms, interval, tried[interval])
     own = tried.pop((start_ms, end_ms))
     recovered = tuple(o.result if isinstance(o, ShardsWaiting) else o for o in tried.values())
     if isinstance(own, ShardsWaiting):
@@ -228,6 +233,11 @@ def run_interval(
     if still_waiting:
         raise still_waiting[0]
     return replace(own, skipped=skipped, recovered=recovered)
+
+
+def _mark_if_loaded(store: CheckpointStore, start_ms: int, interval: tuple[int, int], outcome: IntervalResult | ShardsWaiting) -> None:
+    if not isinstance(outcome, ShardsWaiting):
+        store.mark_adopted_loaded(start_ms, interval)
 
 
 def _waiting_or_result(run: Callable[[int, int], IntervalResult], interval: tuple[int, int]) -> IntervalResult | ShardsWaiting:

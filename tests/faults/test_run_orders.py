@@ -1643,3 +1643,63 @@ def test_a_run_whose_rows_another_run_loaded_after_amending_sends_the_amended_de
     assert EXPLORED["amendment of another run followed"] == followed + 1
     machine.teardown()
     assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
+
+
+def test_a_rerun_of_a_run_that_recovered_an_interval_since_pruned_does_not_replay_it() -> None:
+    """Machine counterexample (2,000 random examples): the run of interval 2 recovered skipped
+    interval 1, the history before interval 2 was pruned, then interval 2 ran again. Its stored
+    adoption made it replay interval 1, where a shard without a range (it ended in interval 0) has
+    nothing left to plan it from before the prune horizon: PrunedHistory on every retry, so
+    interval 2 never ended green. A recovered interval loaded is now marked, and not replayed."""
+    m = RunOrders()
+    m.create(shards=3, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2, airflow_catchup=False)
+    m.split(2)
+    m.split(6)
+    m.seal(330, paused=True)
+    m.produce([712])
+    m.run(4, Fault("read_dies", 3))
+    m.run(0, Fault("none"))
+    m.split(6)
+    m.seal(8679, paused=True)
+    m.split(6)
+    m.schedule(4)
+    m.produce([151888908])
+    m.seal(172, paused=True)
+    m.produce([816])
+    m.run(2, Fault("none"))
+    assert m.adopted_by == {1: 2}
+    m.schedule(2)
+    m.produce([43200, 43200])
+    m.split(5)
+    m.prune(2, None)
+    assert m.pruned_below == 2
+    m.run(5, Fault("none"))
+    assert m.outcome[2] == "green"
+    m.teardown()
+
+
+def test_pruning_past_a_trim_horizon_floor_leaves_no_false_gap_behind_it() -> None:
+    """Machine counterexample (2,000 random examples): a TRIM_HORIZON pipeline's floor is
+    interval 0; interval 2's run recovered interval 1; pruning up to interval 2 deleted interval 1
+    from the grid but not the floor, so the next run saw a gap between the floor and interval 2
+    and failed DataTrimmed on every retry, though nothing was skipped or deleted. Past the floor's
+    end the grid between is pruned, not missing."""
+    m = RunOrders()
+    m.create(shards=3, initial_position="TRIM_HORIZON", relaxed_order=False, chunk_rows=2, airflow_catchup=False,
+             max_intervals=1)  # fmt: skip
+    m.seal(330, paused=True)
+    m.run(0, Fault("none"))
+    m.split(6)
+    m.seal(8679, paused=True)
+    m.split(6)
+    m.schedule(4)
+    m.produce([151888908])
+    m.seal(172, paused=True)
+    m.produce([816])
+    m.run(2, Fault("none"))
+    m.schedule(2)
+    m.produce([43200])
+    m.split(5)
+    m.prune(2, None)
+    assert m.pruned_below == 2
+    m.teardown()  # the scheduler's next run: interval 3, catch-up finds no gap

@@ -18,6 +18,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     GAPLESS_KEY,
     INTERVAL_PREFIX,
     INTERVALS_KEY,
+    PRUNE_KEY,
     RANGE_PREFIX,
     TOPOLOGY_KEY,
     boundary_from_item,
@@ -408,7 +409,11 @@ class RangeStore(StorePrimitives):
         # Past the gapless mark the floor is behind the grid read, and nothing before it is missing.
         floor = self.get_floor() if with_floor and gapless is None else None
         if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
-            grid.insert(0, (floor.start_ms, floor.end_ms))
+            # Pruning deletes the grid's intervals up to its horizon but not the floor: past the
+            # floor's end the intervals between it and the grid read are pruned, not missing.
+            pruned = self._get(PRUNE_KEY)
+            if pruned is None or int(pruned["horizon_ms"]) <= floor.end_ms:
+                grid.insert(0, (floor.start_ms, floor.end_ms))
         return grid
 
     def intervals_between(self, start_ms: int, end_ms: int) -> list[tuple[int, int]]:
@@ -438,7 +443,23 @@ class RangeStore(StorePrimitives):
                                        "updated_ms": self._clock()}):  # fmt: skip
             return list(proposed)
         stored = self._get(sk)
-        return [(int(s), int(e)) for s, e in stored["intervals"]] if stored else []
+        if stored is None:
+            return []
+        loaded = {(int(s), int(e)) for s, e in stored.get("loaded", [])}
+        return [(int(s), int(e)) for s, e in stored["intervals"] if (int(s), int(e)) not in loaded]
+
+    def mark_adopted_loaded(self, start_ms: int, interval: tuple[int, int]) -> None:
+        """Record that ``interval``, taken on by the run of the interval starting at ``start_ms``,
+        is loaded: that run's retries no longer replay it (:meth:`settle_adopted`). Past the prune
+        horizon they could not: a shard without a range there has nothing left to plan it from.
+        Two attempts marking at once may lose one mark; its interval is then only replayed."""
+        sk = adopted_sk(start_ms)
+        stored = self._get(sk)
+        if stored is None:
+            return
+        loaded = [[int(s), int(e)] for s, e in stored.get("loaded", [])]
+        if list(interval) not in loaded:
+            self._update(sk, {"loaded": [*loaded, list(interval)]}, {})
 
     def prune_grid(self, horizon_ms: int) -> int:
         """Delete the grid's intervals that end by the horizon (with the shards' history before it),
