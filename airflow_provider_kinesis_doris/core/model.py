@@ -36,6 +36,10 @@ class Position:
         return cls(int(sequence), int(sub or 0))
 
 
+SHARD_START_INSTANT_MS = 0
+"""The instant of a TRIM_HORIZON sweep's start boundary: every record arrives after it."""
+
+
 class BoundaryKind(str, enum.Enum):
     """Where a boundary cuts a shard (``docs/design.md``, "The model")."""
 

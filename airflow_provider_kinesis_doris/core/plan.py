@@ -51,6 +51,7 @@ from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
     RangeState,
+    SHARD_START_INSTANT_MS,
     ShardInfo,
     ShardRange,
     ShardState,
@@ -64,10 +65,6 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import (
 )
 
 log = logging.getLogger(__name__)
-
-SHARD_START_INSTANT_MS = 0
-"""The instant of a TRIM_HORIZON sweep's start boundary: every record arrives after it."""
-
 
 class InitialPosition(str, enum.Enum):
     INTERVAL = "INTERVAL"

@@ -51,6 +51,7 @@ from airflow_provider_kinesis_doris.core.model import (
     BoundaryKind,
     KinesisRecord,
     Position,
+    SHARD_START_INSTANT_MS,
     ShardRange,
 )
 from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
@@ -204,6 +205,10 @@ class RangeReader:
         state = _ReadState(self._stored(self._range.start), self._stored(self._range.end))
         if state.start.kind is BoundaryKind.PENDING:
             state.start = self._locate_pending_start(state.start)
+        elif state.start.kind is BoundaryKind.SHARD_START and state.start.instant_ms != SHARD_START_INSTANT_MS:
+            # Not the floor's sweep (whose start is the pipeline's): a cut that found no record
+            # before its instant, so every record from it on is the range's, read from TRIM_HORIZON.
+            self._check_within_retention(state.start, "the shard's start, no record having arrived before that instant")
         if state.start.kind is BoundaryKind.SHARD_END:
             state.drained = True
             if state.end.kind is BoundaryKind.PENDING:
@@ -272,7 +277,7 @@ class RangeReader:
     def _locate_pending_start(self, start: Boundary) -> Boundary:
         """Make a PENDING start concrete: AT the first record at or after its instant, or
         SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
-        self._check_within_retention(start)
+        self._check_within_retention(start, "its first record arriving at or after that instant, a cut no reader has made yet")
         with closing(self._pager(iterator_request(start))) as pager:
             return self._first_cut_at_or_after(pager, start)
 
@@ -375,16 +380,19 @@ class RangeReader:
             "period so retries run inside it, and reload those records from a backup if you keep one"
         )
 
-    def _check_within_retention(self, start: Boundary) -> None:
-        """AT_TIMESTAMP at an instant older than the trim horizon lands past records of the range
-        that retention deleted unseen (a start left PENDING by a run that failed before its reader
-        reached the tip, then retried after an outage longer than retention)."""
+    def _check_within_retention(self, start: Boundary, located: str) -> None:
+        """A start found by time at an instant older than the trim horizon lands past records of the
+        range that retention deleted unseen: AT_TIMESTAMP for a start left PENDING by a run that
+        failed before its reader reached the tip, TRIM_HORIZON for a SHARD_START cut of a shard
+        that had no record before the instant; then retried after an outage longer than retention.
+
+        :param located: how the start is found, for the message."""
         horizon_ms = self._horizon_past(start.instant_ms)
         if horizon_ms is not None:
             raise DataTrimmed(
                 f"The range of shard {self._range.shard_id} in stream {self._range.stream_name} for the interval "
-                f"from {describe_instant(start.instant_ms)} starts at its first record arriving at or after that "
-                f"instant, a cut no reader has made yet, and the instant is older than the stream's trim horizon "
+                f"from {describe_instant(start.instant_ms)} starts at {located}, "
+                f"and the instant is older than the stream's trim horizon "
                 f"{describe_instant(horizon_ms)} (its retention period before now): records of the range may have "
                 "been deleted before they were loaded, so it cannot be loaded exactly. Raise the stream's retention "
                 "period so retries run inside it, and reload the interval's records from a backup if you keep one"
