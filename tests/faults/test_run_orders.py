@@ -27,6 +27,7 @@ import logging
 import os
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -40,7 +41,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, describe_interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, LabelCanary
@@ -84,6 +85,9 @@ INTERVALS = 6
 MAX_OPEN_SHARDS = 6
 MAX_RESHARDS = 4
 HASH_SPACE = 2**128
+RETENTION_MS = 24 * 3_600_000
+"""The stream's retention as RetainingKinesis reports it: Kinesis's shortest, so an outage of a day
+is past it."""
 EXAMPLES = int(os.environ.get("KD_ORDERS_EXAMPLES", "600"))
 ROUND_TRIP_S = 0.0005
 """How long a grouped write's transaction takes (DynamoDB: milliseconds)."""
@@ -266,10 +270,12 @@ class KillableStore(MemoryCheckpointStore):
 class RetainingKinesis(FakeKinesis):
     """FakeKinesis whose GetShardIterator at a sequence number retention deleted starts at the
     shard's trim horizon, as AWS does (the fake refuses a number it does not hold, which here would
-    be a number it never held): the reader must notice that the first record is not the one asked for."""
+    be a number it never held): the reader must notice that the first record is not the one asked for.
+    Its retention is Kinesis's shortest (24 h), so the product's trim horizon is in play once an
+    outage moves the clock a day on."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(retention_hours=RETENTION_MS // 3_600_000, **kwargs)
         self.deleted: set[int] = set()
 
     def _iterator_index(self, shard: Any, kwargs: dict[str, Any]) -> int:
@@ -427,6 +433,23 @@ def _before(position: Position, arrival_ms: int, cut: Boundary) -> bool:
     return arrival_ms < cut.instant_ms
 
 
+HORIZON_CHECKS = {
+    "_check_within_retention": "a PENDING start",
+    "_check_end_within_retention": "a sweep's PENDING end",
+    "resolve_boundary": "a probe",
+    "_raise_if_trimmed": "skipped intervals",
+}
+"""The product's checks of an instant against the trim horizon, by the function that raises, and
+what they check."""
+
+
+def _past_horizon(error: Exception) -> str | None:
+    """Which trim-horizon check raised ``error``, if one did: it fails for an instant older than
+    the horizon whether or not retention deleted anything (the product cannot know)."""
+    raisers = [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)]
+    return HORIZON_CHECKS.get(raisers[-1]) if raisers else None
+
+
 @dataclass(frozen=True)
 class Produced:
     """A record as produced; retention may delete it from the stream since."""
@@ -468,12 +491,18 @@ class RunOrders(RuleBasedStateMachine):
         (:attr:`loud`) there were then: only a later one can be about the record."""
         self.before_start: set[int] = set()
         """Records retention deleted from a sweep before any attempt read it (see :meth:`_trim`)."""
+        self.before_floor: dict[int, int] = {}
+        """Records retention deleted from a TRIM_HORIZON pipeline before its first run planned (after
+        an outage), by arrival: those before the floor interval's end are its sweeps' (see
+        :meth:`_before_start`), the others are lost."""
         self.loud: list[str] = []
         """The messages of the runs that failed with DataTrimmed, in order."""
         self.pruned_below = 0
         """Intervals before this one are pruned: as old as retention plus the label window."""
         self.last_plan: Plan | None = None
         """The plan of the last run that planned."""
+        self.outage_at: int | None = None
+        """The interval an outage longer than retention struck (see :meth:`outage`), if one did."""
 
     # --- the world --------------------------------------------------------------------------
 
@@ -504,6 +533,12 @@ class RunOrders(RuleBasedStateMachine):
     def current(self) -> int:
         """The interval records arrive in now; every earlier one is sealed."""
         return (self.kinesis.now_ms - T0) // IV
+
+    @property
+    def sealed(self) -> int:
+        """Intervals the machine sealed: those before :attr:`current`, or after an outage those up to
+        the one it struck (the day of intervals after it holds no record, and no run addresses it)."""
+        return self.current if self.outage_at is None else self.outage_at + 1
 
     def open_shards(self) -> list[Any]:
         shards = self.kinesis._shards(STREAM, "ListShards").values()
@@ -588,14 +623,14 @@ class RunOrders(RuleBasedStateMachine):
     @rule(pick=st.integers(0, INTERVALS - 1), fault=FAULTS)
     def run(self, pick: int, fault: Fault) -> None:
         """Run a sealed interval (for the first time, again, or cleared after later runs), failing as ``fault`` says."""
-        self._run(pick % self.current, fault)
+        self._run(pick % self.sealed, fault)
 
     @precondition(lambda self: self.current > 0 and not self.airflow_catchup)
     @rule(pick=st.integers(0, INTERVALS - 1))
     def schedule(self, pick: int) -> None:
         """A DAG run of a sealed interval is created but does not run yet (queued behind
         max_active_runs, or a backfill not started): a later run's catch-up must leave it to it."""
-        self.runs.add(pick % self.current)
+        self.runs.add(pick % self.sealed)
         EXPLORED["schedule"] += 1
 
     @precondition(lambda self: self.retention_trims)
@@ -605,6 +640,19 @@ class RunOrders(RuleBasedStateMachine):
         shards = sorted(self.kinesis._shards(STREAM, "ListShards").values(), key=lambda s: s.shard_id)
         if shards:
             self._trim(shards[pick % len(shards)], count)
+
+    @precondition(lambda self: self.retention_trims and self.outage_at is None and self.produced)
+    @rule(pick=st.integers(0, 4 * INTERVALS), offset_ms=st.integers(-IV // 2, IV))
+    def outage(self, pick: int, offset_ms: int) -> None:
+        """Nothing runs for longer than retention: the clock moves a day on, to where the trim horizon
+        lies ``offset_ms`` after a produced record's arrival, and retention deletes every record that
+        arrived before it. No record is produced, and no interval sealed, after it (:attr:`sealed`)."""
+        horizon_ms = self.produced[pick % len(self.produced)].arrival_ms + offset_ms
+        self.outage_at = self.current
+        self.kinesis.now_ms = max(self.kinesis.now_ms, horizon_ms + RETENTION_MS)
+        for shard in self.kinesis._shards(STREAM, "ListShards").values():
+            self._trim(shard, sum(1 for record in shard.records if record.arrival_ms < horizon_ms))
+        EXPLORED["outage"] += 1
 
     def _trim(self, shard: Any, count: int) -> None:
         """Delete up to ``count`` of ``shard``'s oldest records, stopping at the first one the
@@ -635,7 +683,15 @@ class RunOrders(RuleBasedStateMachine):
             else:
                 self.trimmed.setdefault(event, len(self.loud))
                 EXPLORED["trimmed unloaded"] += 1
+                if self.config.initial_position == "TRIM_HORIZON" and self.store.get_floor() is None:
+                    self.before_floor[event] = record.arrival_ms
         EXPLORED["trimmed"] += deleted
+
+    def _before_start(self) -> set[int]:
+        """Records retention deleted before a sweep first read them: the pipeline never held them."""
+        floor = self.store.get_floor()
+        swept = {event for event, arrival in self.before_floor.items() if floor is not None and arrival < floor.end_ms}
+        return self.before_start | swept
 
     def _unclaimed(self, shard_id: str, record: Any) -> bool:
         """Whether ``record`` lies in a sweep (a range from the shard's start) no attempt has cut a
@@ -648,6 +704,8 @@ class RunOrders(RuleBasedStateMachine):
         )  # fmt: skip
 
     def _trimmable(self, shard_id: str, record: Any) -> bool:
+        if record.arrival_ms < self.kinesis.now_ms - RETENTION_MS:
+            return True  # past the trim horizon: the product asks for it wherever a range holds the record
         position = Position(record.sequence)
         holding = [
             r for r in self.store.ranges_for_shard(shard_id)
@@ -667,8 +725,8 @@ class RunOrders(RuleBasedStateMachine):
         before ``upto``: their loaded history is pruned, and a crash may stop the pruning among its
         writes. Only once every one of them ran green: in production an interval that old that
         never loaded is past retention, and its runs fail for good (DataTrimmed)."""
-        horizon = min(upto, self.current)
-        anchored = self.airflow_catchup or any(self.outcome.get(j) == "green" for j in range(horizon, self.current))
+        horizon = min(upto, self.sealed)
+        anchored = self.airflow_catchup or any(self.outcome.get(j) == "green" for j in range(horizon, self.sealed))
         if any(self._status(k) not in ("green", "PrunedHistory") for k in range(horizon)) or self._uncovered() or not anchored:
             # Catch-up finds a skipped interval between two planned ones: an interval skipped
             # right after the pruned ones, with no planned interval above the horizon yet, would
@@ -714,7 +772,7 @@ class RunOrders(RuleBasedStateMachine):
         if fault.kind == "kill_before_store_write":
             self.store.arm(kill_at=fault.at)
         elif fault.kind == "concurrent_run":
-            rival, rival_store = fault.rival % self.current, self.store.sibling()
+            rival, rival_store = fault.rival % self.sealed, self.store.sibling()
             # Another process's run, on its own store: one whose grouped writes queued behind this
             # run's transaction would wait for it forever.
             self.store.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
@@ -733,7 +791,11 @@ class RunOrders(RuleBasedStateMachine):
             # deleted record cannot know whether others were deleted between it and the first kept.
             # BoundaryNotFound: retention deleted a range's end record too (the reader meets the
             # shard's end or tip first); loud, though DataTrimmed would say why.
-            assert self.kinesis.deleted, f"run of interval {k} failed {type(error).__name__}, but retention deleted nothing: {error}"
+            # Past the trim horizon the product cannot know whether anything was deleted: loud is right.
+            past_horizon = _past_horizon(error)
+            assert self.kinesis.deleted or past_horizon, f"run of interval {k} failed {type(error).__name__}, but retention deleted nothing: {error}"
+            if past_horizon:
+                EXPLORED[f"DataTrimmed past the horizon: {past_horizon}"] += 1
             self.loud.append(str(error))
             self.outcome[k] = "DataTrimmed"
             EXPLORED[f"trimmed: {type(error).__name__}"] += 1
@@ -820,7 +882,7 @@ class RunOrders(RuleBasedStateMachine):
         with a store each on the table (two processes), taking turns at every store write as
         ``fault.turns`` says. The rival is booked as ``concurrent_run`` books it: by its own
         :meth:`_run`, done before this one's outcome is."""
-        rival = (k + fault.rival) % self.current
+        rival = (k + fault.rival) % self.sealed
         lockstep = Lockstep(fault.turns)
         rival_store = self.store.sibling()
         self.store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
@@ -905,12 +967,12 @@ class RunOrders(RuleBasedStateMachine):
     def _check_green(self, k: int) -> None:
         """Its own interval and the skipped ones it took on are loaded (trimmed records too: a green
         run over a record retention deleted before anyone loaded it is a silent loss)."""
-        visible = self._visible()
+        visible, before_start = self._visible(), self._before_start()
         for interval in sorted({k, *(i for i, by in self.adopted_by.items() if by == k)}):
             start, end = T0 + interval * IV, T0 + (interval + 1) * IV
             missing = sorted(
                 r.event for r in self.produced
-                if start <= r.arrival_ms < end and not visible[r.event] and r.event not in self.before_start
+                if start <= r.arrival_ms < end and not visible[r.event] and r.event not in before_start
             )  # fmt: skip
             assert not missing, f"run of interval {k} ended green without loading records {missing} of interval {interval}"
 
@@ -958,7 +1020,14 @@ class RunOrders(RuleBasedStateMachine):
         TRIM_HORIZON pipeline, those before its first planned interval are its sweep's)."""
         floor = self.store.get_floor()
         swept = (floor.start_ms - T0) // IV if floor is not None else 0
-        return [k for k in range(swept, self.current) if k not in self.runs and k not in self.adopted_by]
+        return [k for k in range(swept, self.sealed) if k not in self.runs and k not in self.adopted_by]
+
+    def _scheduler_next_run(self) -> None:
+        """The scheduler's next DAG run, of the interval that just ended."""
+        self.kinesis.now_ms += IV
+        self.runs.add(self.current - 1)
+        self._run(self.current - 1, Fault("none"))
+        EXPLORED["scheduler's next run"] += 1
 
     def teardown(self) -> None:
         """Seal everything, retry the DAG runs that exist and never ran or failed (in interval
@@ -970,7 +1039,7 @@ class RunOrders(RuleBasedStateMachine):
             return
         self.kinesis.now_ms = T0 + (self.current + 1) * IV
         if self.airflow_catchup:
-            self.runs.update(range(self.current))
+            self.runs.update(range(self.sealed))
         settled = ("green", "PrunedHistory")
         for _ in range(INTERVALS + 3):
             for _ in range(3):
@@ -980,10 +1049,11 @@ class RunOrders(RuleBasedStateMachine):
             trimmed = "DataTrimmed" in self.outcome.values()
             if not self._uncovered() or trimmed:
                 break
-            self.kinesis.now_ms += IV
-            self.runs.add(self.current - 1)
-            self._run(self.current - 1, Fault("none"))
-            EXPLORED["scheduler's next run"] += 1
+            self._scheduler_next_run()
+        if trimmed and self.outage_at is not None and self._uncovered():
+            # The scheduler's next run comes after an outage whatever failed before it: its catch-up
+            # names the skipped intervals past the trim horizon, whose records may be gone.
+            self._scheduler_next_run()
         assert trimmed or not self._uncovered(), f"skipped intervals never loaded: {self._uncovered()}"
         not_green = {k: outcome for k in sorted(self.runs) if (outcome := self.outcome.get(k)) not in settled}
         # A run stopped by DataTrimmed stays stopped (a person must act), and so do the runs whose
@@ -992,17 +1062,19 @@ class RunOrders(RuleBasedStateMachine):
         assert set(not_green.values()) <= stuck, f"runs still failing after retries: {not_green}"
         visible = self._visible()
         produced = {r.event: r for r in self.produced}
-        for event in sorted(set(produced) - set(visible) - self.before_start):
+        for event in sorted(set(produced) - set(visible) - self._before_start()):
             record = produced[event]
-            loud = [m for m in self.loud[self.trimmed.get(event, 0) :] if record.shard_id in m]
+            interval = (record.arrival_ms - T0) // IV
+            # A catch-up past the trim horizon names the skipped intervals, not their shards.
+            named = (record.shard_id, describe_interval((T0 + interval * IV, T0 + (interval + 1) * IV)))
+            loud = [m for m in self.loud[self.trimmed.get(event, 0) :] if any(name in m for name in named)]
             if event in self.trimmed:
-                # Named for its shard, or its interval's run stopped at another shard's DataTrimmed
-                # first (it stays failed: nothing of it ends green).
-                interval = (record.arrival_ms - T0) // IV
-                stopped = self._status(interval) == "DataTrimmed"
+                # Named for its shard or interval, or its interval's run stopped at another shard's
+                # DataTrimmed first, or waits for parents stopped so (it stays failed: nothing of it
+                # ends green).
+                stopped = self._status(interval) in stuck
                 assert loud or stopped, f"record {event} of {record.shard_id} was trimmed before it was loaded, and no run failed DataTrimmed for it"
             else:
-                interval = (record.arrival_ms - T0) // IV
                 assert loud or self._status(interval) != "green", f"record {event} never loaded"
         assert set(visible) <= set(produced)
         for shard in self.kinesis._shards(STREAM, "ListShards").values():
@@ -1048,6 +1120,8 @@ def test_the_orders_explored() -> None:
         "trimmed", "trimmed unloaded", "trimmed mid-read", "run DataTrimmed", "spark task re-run",
         "label window passed", "multi-row records", "KPL records", "records Doris refuses rows of",
         "records the mapping refuses", "rows refused", "refused rows settled as dead letters", "dead letters",
+        "outage", "DataTrimmed past the horizon: a probe",
+        "DataTrimmed past the horizon: skipped intervals", "DataTrimmed past the horizon: a PENDING start",
     )  # fmt: skip
     assert [path for path in paths if not EXPLORED[path]] == []
     store_writes = (
@@ -1703,3 +1777,57 @@ def test_pruning_past_a_trim_horizon_floor_leaves_no_false_gap_behind_it() -> No
     m.prune(2, None)
     assert m.pruned_below == 2
     m.teardown()  # the scheduler's next run: interval 3, catch-up finds no gap
+
+
+# --- an outage longer than retention: the product's trim horizon --------------------------------
+
+
+def outage(pick: int, offset_ms: int = 1) -> Step:
+    """The outage with its trim horizon ``offset_ms`` after the arrival of produced record ``pick``."""
+    return lambda m: m.outage(pick, offset_ms)
+
+
+def _retaining(initial_position: str) -> RunOrders:
+    machine = RunOrders()
+    machine.create(shards=1, initial_position=initial_position, relaxed_order=False, chunk_rows=1, retention_trims=True)
+    return machine
+
+
+def _failed_past_the_horizon(machine: RunOrders, k: int, check: str) -> None:
+    before = EXPLORED[f"DataTrimmed past the horizon: {check}"]
+    run(k, expect="DataTrimmed")(machine)
+    assert EXPLORED[f"DataTrimmed past the horizon: {check}"] == before + 1, machine.loud[-1]
+
+
+def test_a_pending_start_first_read_after_an_outage_longer_than_retention_fails_loudly() -> None:
+    """Hole 6 in the machine's terms (repro_pending_start_read_after_trim): interval 0's run dies
+    before its reader reaches the tip, so the cut at interval 1's start stays PENDING; interval 1's
+    records arrive; an outage longer than retention deletes them all. Interval 1's first run
+    starts at that PENDING cut: an AT_TIMESTAMP read would begin after the deleted records and
+    end green without them, unless the reader compares the instant with the trim horizon."""
+    shard = "shardId-000000000000"
+    machine = _retaining("INTERVAL")
+    for step in (produce(3), seal, run(0, Fault("doris_down"), expect="RetryableStreamLoadError"), produce(2), seal):
+        step(machine)
+    assert machine.store.get_boundary(shard, T0 + IV).kind is BoundaryKind.PENDING
+    outage(4)(machine)
+    assert machine.trimmed.keys() == {0, 1, 2, 3, 4}
+    _failed_past_the_horizon(machine, 1, "a PENDING start")
+    machine.teardown()
+
+
+def test_a_sweeps_pending_end_first_read_after_an_outage_longer_than_retention_fails_loudly() -> None:
+    """The sweep's end (b983751) in the machine's terms: a TRIM_HORIZON floor range planned at the
+    tip (its end PENDING) whose run dies at its first read; interval 1's first record arrives; an
+    outage deletes the sweep's records and it. The retry meets no record before the end: cutting
+    it at the first record kept would hand interval 1 a start past the deleted one."""
+    shard = "shardId-000000000000"
+    machine = _retaining("TRIM_HORIZON")
+    for step in (produce(2), seal, run(0, Fault("read_dies", 2), expect="InjectedCrash"), produce(2), seal):
+        step(machine)
+    (sweep,) = machine.store.ranges_for_shard(shard)
+    assert (sweep.start.kind, sweep.end.kind) == (BoundaryKind.SHARD_START, BoundaryKind.PENDING)
+    outage(2)(machine)
+    assert (machine.before_start, machine.trimmed.keys()) == ({0, 1}, {2})
+    _failed_past_the_horizon(machine, 0, "a sweep's PENDING end")
+    machine.teardown()
