@@ -434,7 +434,7 @@ def _before(position: Position, arrival_ms: int, cut: Boundary) -> bool:
 
 
 HORIZON_CHECKS = {
-    "_check_within_retention": "a PENDING start",
+    "_check_within_retention": "a start located by time",
     "_check_end_within_retention": "a sweep's PENDING end",
     "resolve_boundary": "a probe",
     "_raise_if_trimmed": "skipped intervals",
@@ -1121,7 +1121,7 @@ def test_the_orders_explored() -> None:
         "label window passed", "multi-row records", "KPL records", "records Doris refuses rows of",
         "records the mapping refuses", "rows refused", "refused rows settled as dead letters", "dead letters",
         "outage", "DataTrimmed past the horizon: a probe",
-        "DataTrimmed past the horizon: skipped intervals", "DataTrimmed past the horizon: a PENDING start",
+        "DataTrimmed past the horizon: skipped intervals", "DataTrimmed past the horizon: a start located by time",
     )  # fmt: skip
     assert [path for path in paths if not EXPLORED[path]] == []
     store_writes = (
@@ -1812,7 +1812,7 @@ def test_a_pending_start_first_read_after_an_outage_longer_than_retention_fails_
     assert machine.store.get_boundary(shard, T0 + IV).kind is BoundaryKind.PENDING
     outage(4)(machine)
     assert machine.trimmed.keys() == {0, 1, 2, 3, 4}
-    _failed_past_the_horizon(machine, 1, "a PENDING start")
+    _failed_past_the_horizon(machine, 1, "a start located by time")
     machine.teardown()
 
 
@@ -1830,4 +1830,24 @@ def test_a_sweeps_pending_end_first_read_after_an_outage_longer_than_retention_f
     outage(2)(machine)
     assert (machine.before_start, machine.trimmed.keys()) == ({0, 1}, {2})
     _failed_past_the_horizon(machine, 0, "a sweep's PENDING end")
+    machine.teardown()
+
+
+def test_a_shard_start_cut_inside_the_stream_first_read_after_an_outage_fails_loudly() -> None:
+    """Machine counterexample (the outage step's first search): the floor's sweep of a shard
+    without records cut its end as SHARD_START at interval 1's start; interval 1's record arrived,
+    and an outage longer than retention deleted it before interval 1's first run. That range starts
+    at the SHARD_START cut, read from TRIM_HORIZON: the run ended green without the record. A
+    SHARD_START cut after the floor's (instant 0) is located by time, like a PENDING start."""
+    machine = RunOrders()
+    machine.create(
+        shards=1, initial_position="TRIM_HORIZON", relaxed_order=False, chunk_rows=1, airflow_catchup=False,
+        max_intervals=1, retention_trims=True,
+    )  # fmt: skip
+    machine.seal(0)
+    run(0)(machine)
+    machine.produce([0])
+    machine.outage(0, 1)
+    assert machine.trimmed.keys() == {0}
+    _failed_past_the_horizon(machine, 1, "a start located by time")
     machine.teardown()
