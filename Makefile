@@ -130,7 +130,7 @@ proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)
 	KD_ORDERS_EXAMPLES=$${KD_ORDERS_EXAMPLES:-30000} \
-		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s --timeout=3600 $(PYTEST_ARGS)
+		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s --timeout=9000 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) $(VENV_LOWEST) node_modules .pytest_cache .hypothesis
