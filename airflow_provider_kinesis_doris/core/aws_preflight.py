@@ -48,6 +48,13 @@ CHECKPOINT_KEY_SCHEMA = {"pk": ("HASH", "S"), "sk": ("RANGE", "S")}
 _REFUSED_CODES = frozenset({"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"})
 _NOT_FOUND = "ResourceNotFoundException"
 _PRODUCTION = "docs/production.md lists the policy"
+_NO_RECOVERY = (
+    "a table deleted or overwritten by mistake takes the record of what was loaded with it, and a pipeline "
+    "started again without it loads every record still in the stream again."
+)
+_ENABLE_RECOVERY = (
+    "aws dynamodb update-continuous-backups --point-in-time-recovery-specification PointInTimeRecoveryEnabled=true."
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +123,8 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
     stream = summary.get("StreamDescriptionSummary", {}) if not isinstance(summary, ClientError) else None
     items = [
         _key_schema(table, settings),
-        _billing(table),
-        _point_in_time_recovery(backups),
+        _billing(table, settings),
+        _point_in_time_recovery(backups, table, settings),
         _retention(summary, stream, settings),
         _encryption(summary, stream),
     ]
@@ -164,8 +171,15 @@ def _key_schema(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem
     )  # fmt: skip
 
 
-def _billing(table: _Answer) -> PreflightItem:
+def _created_by_the_operator(table: _Answer, settings: AwsPreflightSettings) -> bool:
+    return (isinstance(table, ClientError) and aws_error_code(table) == _NOT_FOUND
+            and settings.creates_checkpoint_table)  # fmt: skip
+
+
+def _billing(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
     check = "checkpoint table billing"
+    if _created_by_the_operator(table, settings):
+        return PreflightItem(check, CheckStatus.OK, "the first run creates the table on-demand (PAY_PER_REQUEST)")
     if isinstance(table, ClientError):
         return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, "the checkpoint table could not be described")
     mode = table["Table"].get("BillingModeSummary", {}).get("BillingMode", "PROVISIONED")
@@ -181,8 +195,14 @@ def _billing(table: _Answer) -> PreflightItem:
     )  # fmt: skip
 
 
-def _point_in_time_recovery(backups: _Answer | None) -> PreflightItem:
+def _point_in_time_recovery(backups: _Answer | None, table: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
     check = "checkpoint table recovery"
+    if _created_by_the_operator(table, settings):
+        return PreflightItem(
+            check, CheckStatus.WRONG,
+            f"the first run creates {settings.checkpoint_table} without point-in-time recovery: {_NO_RECOVERY}",
+            f"once it exists: {_ENABLE_RECOVERY}",
+        )  # fmt: skip
     if backups is None:
         return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, "the checkpoint table could not be described")
     if isinstance(backups, ClientError):
@@ -197,10 +217,7 @@ def _point_in_time_recovery(backups: _Answer | None) -> PreflightItem:
         return PreflightItem(check, CheckStatus.OK, "point-in-time recovery is enabled")
     return PreflightItem(
         check, CheckStatus.WRONG,
-        "point-in-time recovery is off: a table deleted or overwritten by mistake takes the record of what was "
-        "loaded with it, and a pipeline started again from it loads every record still in the stream again.",
-        "aws dynamodb update-continuous-backups --point-in-time-recovery-specification "
-        "PointInTimeRecoveryEnabled=true.",
+        f"point-in-time recovery is off: {_NO_RECOVERY}", _ENABLE_RECOVERY,
     )  # fmt: skip
 
 

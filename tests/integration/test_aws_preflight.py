@@ -89,6 +89,8 @@ def test_a_missing_checkpoint_table_is_fatal_only_when_the_operator_will_not_cre
     refused = aws_preflight(kinesis_client, dynamodb_client, _with(missing, creates_checkpoint_table=False))
 
     assert _status(created, "checkpoint table") == (CheckStatus.OK, False)
+    assert _status(created, "checkpoint table billing") == (CheckStatus.OK, False)
+    assert _status(created, "checkpoint table recovery") == (CheckStatus.WRONG, False)
     assert _status(refused, "checkpoint table") == (CheckStatus.WRONG, True)
     assert "create_checkpoint_table is off" in refused.item("checkpoint table").detail
 
