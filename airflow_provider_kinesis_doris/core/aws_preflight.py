@@ -38,6 +38,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightReport,
 )
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.stores.preflight import PREFLIGHT_KEY
 
 EFO_CONSUMERS_PER_STREAM = 20
 """Kinesis's limit of registered consumers per stream (RegisterStreamConsumer refuses the 21st)."""
@@ -107,7 +108,7 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
     answers: dict[str, _Answer] = {}
     table = _ask(answers, "dynamodb:DescribeTable", dynamodb.describe_table, TableName=settings.checkpoint_table)
     table_exists = not isinstance(table, ClientError)
-    key = {"pk": {"S": settings.pipeline_id}, "sk": {"S": "preflight"}}
+    key = {"pk": {"S": settings.pipeline_id}, "sk": {"S": PREFLIGHT_KEY}}
     if table_exists:
         _ask(answers, "dynamodb:GetItem", dynamodb.get_item, TableName=settings.checkpoint_table, Key=key)
         _ask(answers, "dynamodb:Query", dynamodb.query, TableName=settings.checkpoint_table, Limit=1,
@@ -125,8 +126,8 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
         _key_schema(table, settings),
         _billing(table, settings),
         _point_in_time_recovery(backups, table, settings),
-        _retention(summary, stream, settings),
-        _encryption(summary, stream),
+        _retention(summary, settings),
+        _encryption(stream),
     ]
     if settings.efo_consumer is not None:
         consumer = (
@@ -134,7 +135,7 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
                  StreamARN=stream["StreamARN"], ConsumerName=settings.efo_consumer)
             if stream else None
         )  # fmt: skip
-        items.append(_consumers(summary, stream, consumer, settings.efo_consumer))
+        items.append(_consumers(stream, consumer, settings.efo_consumer))
     items.append(_permissions(answers))
     return PreflightReport(tuple(items), name="AWS")
 
@@ -221,11 +222,14 @@ def _point_in_time_recovery(backups: _Answer | None, table: _Answer, settings: A
     )  # fmt: skip
 
 
-def _retention(summary: _Answer, stream: Mapping[str, Any] | None, settings: AwsPreflightSettings) -> PreflightItem:
+def _retention(summary: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
     check = "stream retention"
-    if stream is None:
-        return _stream_unanswered(check, summary, settings)
-    hours = int(stream["RetentionPeriodHours"])
+    if isinstance(summary, ClientError):
+        if aws_error_code(summary) == _NOT_FOUND:
+            return PreflightItem(check, CheckStatus.WRONG, f"stream {settings.stream_name} does not exist.",
+                                 "create the stream, or fix stream_name.", fatal=True)
+        return _unanswered(check, "kinesis:DescribeStreamSummary", summary)
+    hours = int(summary["StreamDescriptionSummary"]["RetentionPeriodHours"])
     window = settings.label_keep_seconds
     horizon = f"the prune horizon is {hours} h + {window} s back (trim horizon less the label window)"
     if hours * 3600 >= window:
@@ -243,15 +247,7 @@ def _retention(summary: _Answer, stream: Mapping[str, Any] | None, settings: Aws
     )  # fmt: skip
 
 
-def _stream_unanswered(check: str, summary: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
-    assert isinstance(summary, ClientError)
-    if aws_error_code(summary) == _NOT_FOUND:
-        return PreflightItem(check, CheckStatus.WRONG, f"stream {settings.stream_name} does not exist.",
-                             "create the stream, or fix stream_name.", fatal=True)
-    return _unanswered(check, "kinesis:DescribeStreamSummary", summary)
-
-
-def _encryption(summary: _Answer, stream: Mapping[str, Any] | None) -> PreflightItem:
+def _encryption(stream: Mapping[str, Any] | None) -> PreflightItem:
     check = "stream encryption"
     if stream is None:
         return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, "the stream could not be described")
@@ -267,9 +263,7 @@ def _encryption(summary: _Answer, stream: Mapping[str, Any] | None) -> Preflight
     )  # fmt: skip
 
 
-def _consumers(
-    summary: _Answer, stream: Mapping[str, Any] | None, consumer: _Answer | None, name: str
-) -> PreflightItem:
+def _consumers(stream: Mapping[str, Any] | None, consumer: _Answer | None, name: str) -> PreflightItem:
     check = "enhanced fan-out consumers"
     if stream is None:
         return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, "the stream could not be described")
@@ -299,5 +293,5 @@ def _permissions(answers: Mapping[str, _Answer]) -> PreflightItem:
             f"grant {', '.join(refused)} to the pipeline's identity ({_PRODUCTION}).",
         )  # fmt: skip
     return PreflightItem(check, CheckStatus.OK, (
-        f"granted: {', '.join(answers)} (actions that write or spend read throughput are not tested)"
+        f"not refused: {', '.join(answers)} (actions that write or spend read throughput are not tested)"
     ))

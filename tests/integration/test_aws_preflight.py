@@ -58,7 +58,7 @@ def test_a_deployment_as_the_operator_creates_it_passes_every_check(
 
     assert [item.status for item in report.items] == [CheckStatus.OK] * 6, report.text()
     assert report.text().startswith("AWS preflight at ")
-    assert "granted: dynamodb:DescribeTable, dynamodb:GetItem, dynamodb:Query, kinesis:DescribeStreamSummary, " \
+    assert "not refused: dynamodb:DescribeTable, dynamodb:GetItem, dynamodb:Query, kinesis:DescribeStreamSummary, " \
            "kinesis:ListShards" in report.item("IAM actions").detail  # fmt: skip
     assert "prune horizon is 24 h + 43200 s back" in report.item("stream retention").detail
 
