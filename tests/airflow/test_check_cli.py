@@ -38,7 +38,7 @@ with DAG(dag_id="kd_check", schedule=None, start_date=datetime(2026, 1, 1, tzinf
         task_id="load",
         stream_name=os.environ["KD_CHECK_STREAM"],
         doris_table=os.environ["KD_CHECK_TABLE"],
-        checkpoint_table="check_cli_checkpoints",
+        checkpoint_table=os.environ["KD_CHECK_CHECKPOINTS"],
         metadata_columns=os.environ["KD_CHECK_METADATA"].split(","),
         use_spark=False,
     )
@@ -59,6 +59,7 @@ def deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("KD_CHECK_STREAM", stream)
     monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.{table}")
     monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence")
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", "check_cli_checkpoints")
     path = tmp_path / "kd_check.py"
     path.write_text(DAG_FILE)
     return path
@@ -94,6 +95,24 @@ def test_a_metadata_column_the_table_lacks_exits_1_naming_it_and_the_fix(
     assert "lacks the metadata columns ['_kinesis_partition_key']" in ran.stdout
     assert "[FATAL] table columns:" in ran.stdout and "Fix: ALTER TABLE" in ran.stdout
     assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
+
+
+def test_a_checkpoint_table_with_another_key_schema_exits_1(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any
+) -> None:
+    table = f"check_cli_other_key_{datetime.now():%H%M%S%f}"
+    dynamodb_client.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )  # fmt: skip
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", table)
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    assert f"[FATAL] checkpoint table: {table} has the key id (HASH, S), the store needs" in ran.stdout
+    assert "[ok] table columns:" in ran.stdout  # the Doris half passes
 
 
 def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) -> None:
