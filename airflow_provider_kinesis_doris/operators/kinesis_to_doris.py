@@ -34,7 +34,8 @@ from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner,
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings
+from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
+from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight, preflight_digest
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.assets.doris import create_asset
@@ -457,7 +458,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         )
 
     def _efo_consumer(self, aws_hook: KinesisPipelineHook, pipeline_id: str) -> str:
-        name = self.efo_consumer_name or consumer_name(pipeline_id)
+        name = self._efo_consumer_name(pipeline_id)
         try:
             arn = ensure_consumer(aws_hook.kinesis, self.stream_name, name)
         except Exception as exc:
@@ -550,26 +551,64 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         return columns
 
     def _preflight(self, hook: DorisHook, store: DynamoCheckpointStore, config: PipelineConfig) -> None:
-        """Check the Doris deployment against the pipeline's settings before its first load and
-        whenever they change (the checkpoint table keeps the digest of those that passed): what
-        breaks exactly-once fails the task before anything is planned, the rest is logged."""
-        settings = DorisPreflightSettings.from_pipeline(
-            config, max_concurrent_loads=config.parallelism or self.driver_concurrency
-        )
-        digest = settings.digest()
+        """Check the Doris and AWS deployment against the pipeline's settings before its first
+        load and whenever they change (the checkpoint table keeps the digest of those that
+        passed): what breaks exactly-once fails the task before anything is planned, the rest is
+        logged."""
+        doris_settings, aws_settings = self._preflight_settings(config)
+        digest = preflight_digest(doris_settings, aws_settings)
         if store.passed_preflight_digest() == digest:
             return
-        report = hook.preflight(settings)
+        report = self._preflight_report(hook, doris_settings, aws_settings)
         for item in report.warnings:
-            self.log.warning("Doris preflight: %s", item.line())
+            self.log.warning("Preflight: %s", item.line())
         if report.fatal:
             wrong = "\n".join(item.line() for item in report.fatal)
             raise AirflowException(
-                f"The Doris deployment breaks what exactly-once assumes; nothing was planned or loaded. "
+                f"The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded. "
                 f"{report.text().splitlines()[0]}:\n{wrong}"
             )
         self.log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
         store.record_passed_preflight(digest)
+
+    def check_deployment(self) -> PreflightReport:
+        """Both halves of the preflight for this task's settings, as its next run would make them
+        and whether or not they passed before (``python -m airflow_provider_kinesis_doris check``).
+        Nothing is created, planned or loaded; templated arguments are taken as written."""
+        try:
+            database, table, dead_letter_table = self._table_names()
+            load_options = self._load_options()
+            doris_hook = DorisHook(doris_conn_id=self.doris_conn_id)
+            config = self._pipeline_config(
+                self.aws_hook, doris_hook.connection_config(), database, table,
+                dead_letter_table=dead_letter_table, load_options=load_options,
+                csv_columns=self._csv_columns(doris_hook, database, table, load_options),
+            )  # fmt: skip
+        except ConfigurationError as exc:
+            raise AirflowException(f"The operator's settings are invalid: {exc}") from exc
+        return self._preflight_report(doris_hook, *self._preflight_settings(config))
+
+    def _preflight_settings(self, config: PipelineConfig) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
+        doris = DorisPreflightSettings.from_pipeline(
+            config, max_concurrent_loads=config.parallelism or self.driver_concurrency
+        )
+        aws = AwsPreflightSettings(
+            stream_name=config.stream_name, checkpoint_table=config.checkpoint_table, pipeline_id=config.pipeline_id,
+            label_keep_seconds=config.doris.label_keep_seconds,
+            efo_consumer=self._efo_consumer_name(config.pipeline_id) if self.read_mode == "efo" else None,
+            creates_checkpoint_table=self.create_checkpoint_table,
+        )  # fmt: skip
+        return doris, aws
+
+    def _preflight_report(
+        self, hook: DorisHook, doris: DorisPreflightSettings, aws: AwsPreflightSettings
+    ) -> PreflightReport:
+        doris_report = hook.preflight(doris)
+        aws_report = aws_preflight(self.aws_hook.kinesis, self.aws_hook.dynamodb, aws)
+        return PreflightReport((*doris_report.items, *aws_report.items), name="Doris and AWS")
+
+    def _efo_consumer_name(self, pipeline_id: str) -> str:
+        return self.efo_consumer_name or consumer_name(pipeline_id)
 
     def _check_tables(self, hook: DorisHook, database: str, table: str, dead_letter_table: str) -> None:
         tables = {row[0] for row in hook.run_sql("SHOW TABLES", database=database).rows}

@@ -128,10 +128,11 @@ def test_a_metadata_column_the_table_lacks_fails_the_task_before_anything_is_pla
 
     assert "failed" in str(dag_run.state).lower() and len(failures) == 1
     message = str(failures[0])
-    assert message.startswith("The Doris deployment breaks what exactly-once assumes; nothing was planned or loaded. "
-                              "Doris preflight at 20"), message
+    assert message.startswith("The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or "
+                              "loaded. Doris and AWS preflight at 20"), message
     assert f"[FATAL] table columns: {DB}.{stack['table']} lacks the metadata columns ['_kinesis_partition_key']" in message
     assert f"Fix: ALTER TABLE {DB}.{stack['table']} ADD COLUMN" in message
+    assert f"[FATAL] stream retention: stream {stack['stream']} does not exist." in message  # the AWS half
     assert passed_digest(dynamodb_client, stack["pipeline_id"]) is None
 
 

@@ -66,10 +66,12 @@ class PreflightItem:
 
 @dataclass(frozen=True)
 class PreflightReport:
-    """Every item of one preflight, and when it ran (UTC)."""
+    """Every item of one preflight, and when it ran (UTC); ``name`` says of what (the Doris half,
+    the AWS half, both)."""
 
     items: tuple[PreflightItem, ...]
     checked_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    name: str = "Doris"
 
     @property
     def fatal(self) -> tuple[PreflightItem, ...]:
@@ -84,7 +86,7 @@ class PreflightReport:
 
     def text(self) -> str:
         head = (
-            f"Doris preflight at {self.checked_at.isoformat(timespec='seconds')}: {len(self.fatal)} fatal, "
+            f"{self.name} preflight at {self.checked_at.isoformat(timespec='seconds')}: {len(self.fatal)} fatal, "
             f"{len(self.warnings)} warnings, {len(self.items)} checks"
         )
         return "\n".join([head, *(item.line() for item in self.items)])

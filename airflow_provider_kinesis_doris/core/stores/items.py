@@ -20,7 +20,7 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 - ``topology``: the last shard set seen and the shard → partition assignment;
 - ``floor``: the interval a TRIM_HORIZON pipeline's first ranges sweep up to, written once;
 - ``prune``: the horizon the last pruning step claimed (``core.prune``);
-- ``preflight``: the digest of the settings that last passed the Doris preflight
+- ``preflight``: the digest of the settings that last passed the Doris and AWS preflight
   (``core.stores.preflight``).
 
 Every write that can race is conditional and a lost race never overwrites: put-once items return

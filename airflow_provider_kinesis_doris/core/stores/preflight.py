@@ -1,5 +1,5 @@
-"""The ``preflight`` item: which settings of the pipeline last passed the Doris preflight
-(``core.doris.preflight``), so that a task checks the deployment again only when they change."""
+"""The ``preflight`` item: which settings of the pipeline last passed the preflight
+(``core.doris.preflight``, ``core.aws_preflight``), so that a task checks the deployment again only when they change."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ PREFLIGHT_KEY = "preflight"
 
 class PreflightRecordStore(StorePrimitives):
     def passed_preflight_digest(self) -> str | None:
-        """The digest (``DorisPreflightSettings.digest``) of the settings that last passed."""
+        """The digest (``core.aws_preflight.preflight_digest``) of the settings that last passed."""
         item = self._get(PREFLIGHT_KEY)
         return str(item["digest"]) if item else None
 

@@ -1,0 +1,122 @@
+"""``python -m airflow_provider_kinesis_doris check <dag_id> <task_id>`` in a subprocess, as a user
+runs it, against the Doris stand-in, kinesis-mock and moto: the DAG comes from the DagBag, the
+task checks both halves with its own connections, and the exit code says whether an item is fatal.
+
+Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``): the subprocess is this interpreter.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
+from tests.conftest import REPO_ROOT, use_local_stack_connections
+
+pytestmark = [pytest.mark.airflow, pytest.mark.integration]
+
+DB = "check_cli"
+_names = itertools.count()
+
+DAG_FILE = """
+import os
+from datetime import datetime, timezone
+
+from airflow.providers.common.compat.sdk import DAG
+
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+with DAG(dag_id="kd_check", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+    KinesisToDorisOperator(
+        task_id="load",
+        stream_name=os.environ["KD_CHECK_STREAM"],
+        doris_table=os.environ["KD_CHECK_TABLE"],
+        checkpoint_table=os.environ["KD_CHECK_CHECKPOINTS"],
+        metadata_columns=os.environ["KD_CHECK_METADATA"].split(","),
+        use_spark=False,
+    )
+"""
+
+
+@pytest.fixture
+def deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinesis_client: Any,
+               kinesis_mock_endpoint: str, dynamodb_endpoint: str, doris_server: Any) -> Path:  # fmt: skip
+    """A stream, a Doris table with the shard and sequence columns, and a DAG file loading one
+    into the other; the connections and names in the environment the subprocess inherits."""
+    n = f"{next(_names)}-{datetime.now():%H%M%S%f}"
+    stream, table = f"check-cli-{n}", f"events_{n.replace('-', '_')}"
+    create_stream(kinesis_client, stream, 1)
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    doris_server.execute_sql(DB, events_table_ddl(table))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    monkeypatch.setenv("KD_CHECK_STREAM", stream)
+    monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.{table}")
+    monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence")
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", "check_cli_checkpoints")
+    path = tmp_path / "kd_check.py"
+    path.write_text(DAG_FILE)
+    return path
+
+
+def check(dag_file: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_provider_kinesis_doris", "check", *arguments, "--subdir", str(dag_file)],
+        capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=dict(os.environ),
+    )  # fmt: skip
+
+
+def test_a_deployment_that_passes_exits_0_and_lists_both_halves(deployment: Path) -> None:
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    assert "kd_check.load: Doris and AWS preflight at 20" in ran.stdout
+    assert "0 fatal" in ran.stdout and "[FATAL]" not in ran.stdout
+    assert "[ok] table columns:" in ran.stdout and "[ok] checkpoint table:" in ran.stdout
+    assert "[ok] stream retention: retention 24 h" in ran.stdout
+    assert "[wrong] checkpoint table recovery: the first run creates check_cli_checkpoints without" in ran.stdout
+    assert ran.stdout.rstrip().endswith("kd_check.load passes")
+
+
+def test_a_metadata_column_the_table_lacks_exits_1_naming_it_and_the_fix(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_partition_key")
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    assert "lacks the metadata columns ['_kinesis_partition_key']" in ran.stdout
+    assert "[FATAL] table columns:" in ran.stdout and "Fix: ALTER TABLE" in ran.stdout
+    assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
+
+
+def test_a_checkpoint_table_with_another_key_schema_exits_1(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any
+) -> None:
+    table = f"check_cli_other_key_{datetime.now():%H%M%S%f}"
+    dynamodb_client.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+    )  # fmt: skip
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", table)
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    assert f"[FATAL] checkpoint table: {table} has the key id (HASH, S), the store needs" in ran.stdout
+    assert "[ok] table columns:" in ran.stdout  # the Doris half passes
+
+
+def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) -> None:
+    ran = check(deployment, "kd_check", "nope")
+
+    assert ran.returncode == 2
+    assert "DAG 'kd_check' has no task 'nope' (it has ['load'])" in ran.stderr
