@@ -125,7 +125,7 @@ bench-shards: install
 	$(VENV)/bin/python -m benchmarks.shards $(BENCH_ARGS)
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
-# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 600 each time).
+# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 1,000 each time).
 proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)

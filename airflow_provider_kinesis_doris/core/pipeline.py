@@ -207,7 +207,7 @@ def run_interval(
         return run(start_ms, end_ms)
     sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
     skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
-    if skipped.unplanned:
+    if skipped.unplanned or skipped.deferred:
         # The prune horizon lies behind the trim horizon by the label window; each pruning read
         # the trim horizon of its time, which a stream's retention raised since may have moved back.
         pruned_ms = store.prune_horizon() or 0
@@ -251,7 +251,8 @@ def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: i
     """Skipped intervals not planned yet that start before the stream's trim horizon may have lost
     records to retention before anyone loaded them: that is loud (I6), never a partial load. (A
     retry replays those its first attempt planned, as any replay: the planner and reader check.)"""
-    trimmed = [interval for interval in skipped.unplanned if interval[0] < horizon_ms]
+    # The deferred ones (past max_intervals) are named too: the run stops here, before them.
+    trimmed = [interval for interval in (*skipped.unplanned, *skipped.deferred) if interval[0] < horizon_ms]
     if trimmed:
         raise DataTrimmed(
             f"Pipeline {pipeline_id}: {len(trimmed)} interval(s) that no DAG run covered are older than the "
