@@ -201,15 +201,12 @@ def test_a_zero_length_interval_names_the_timetables_that_give_real_intervals(da
 
 
 @pytest.mark.integration
-def test_a_failure_while_planning_is_not_blamed_on_spark(dags: Any, stack: dict[str, str], failures: list[BaseException]) -> None:
-    # The stream does not exist: listing its shards fails before anything is read or loaded.
+def test_a_missing_stream_is_named_by_the_preflight_and_not_blamed_on_spark(dags: Any, stack: dict[str, str], failures: list[BaseException]) -> None:
+    # The stream does not exist: the preflight says so before anything is planned, read or loaded.
     message = failed_with(run(dags().load, sealed_interval_end()), failures)
 
-    assert message.startswith(
-        "Planning the interval failed (listing the shards, fixing each shard's range in the checkpoint table); "
-        "nothing was loaded: An error occurred (ResourceNotFoundException) when calling the ListShards operation: "
-    ), message
-    assert f"stream/{stack['stream']} not found" in message
+    assert message.startswith("The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded."), message
+    assert f"stream {stack['stream']} does not exist" in message
     assert "Spark" not in message
 
 

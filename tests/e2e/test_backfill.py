@@ -61,7 +61,7 @@ def _create_backfill(env: dict[str, str], *args: str) -> None:
     retried too: until the dag-processor has parsed the file with this test's dates, the DAG's
     copy in the database can still carry an earlier test's end date (seen once in CI: the
     backfill ran a second before the dag-processor's first parse)."""
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 420
     retryable_errors = ("AlreadyRunningBackfill", "database is locked", "No runs to create")
     while True:
         try:
