@@ -1,4 +1,11 @@
-"""moto's server (DynamoDB) with one change: a cancelled transaction is rolled back item by item.
+"""moto's server (DynamoDB) with two changes: each request is applied atomically, and a cancelled
+transaction is rolled back item by item.
+
+DynamoDB applies a conditional write atomically: of two updates conditioned on the same old value,
+one fails. moto's server answers requests on concurrent threads and checks a condition, then
+writes, with no lock between: both such updates can succeed (a race test saw two writers resolve
+one PENDING cut to different positions). One lock around each DynamoDB request restores
+DynamoDB's guarantee; the requests were CPU-bound under the GIL already.
 
 moto 5 keeps a deep copy of the whole table for every item of a ``TransactWriteItems`` request,
 to put back if the transaction is cancelled. The cost of a transaction then grows with the table:
@@ -13,15 +20,24 @@ from __future__ import annotations
 
 import copy
 import sys
+import threading
 from types import SimpleNamespace
 from typing import Any
 
 from moto.dynamodb import models
 from moto.dynamodb.models.table import Table
+from moto.dynamodb.responses import DynamoHandler
 from moto.server import main
 
 _deepcopy = copy.deepcopy
 _transact_write_items = models.DynamoDBBackend.transact_write_items
+_call_action = DynamoHandler.call_action
+_one_request_at_a_time = threading.Lock()
+
+
+def call_action(self: DynamoHandler) -> Any:
+    with _one_request_at_a_time:
+        return _call_action(self)
 
 
 def _copy_unless_table(value: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -70,6 +86,7 @@ def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Non
 # Only the transaction's whole-table copies are skipped; every other copy moto makes is kept.
 models.copy = SimpleNamespace(deepcopy=_copy_unless_table)  # type: ignore[attr-defined]
 models.DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+DynamoHandler.call_action = call_action  # type: ignore[method-assign]
 
 if __name__ == "__main__":
     sys.exit(main())
