@@ -208,7 +208,7 @@ class RangeReader:
         elif state.start.kind is BoundaryKind.SHARD_START and state.start.instant_ms != SHARD_START_INSTANT_MS:
             # Not the floor's sweep (whose start is the pipeline's): a cut that found no record
             # before its instant, so every record from it on is the range's, read from TRIM_HORIZON.
-            self._check_within_retention(state.start, "the shard's start, no record having arrived before that instant")
+            self._check_start_within_retention(state.start, "the shard's start, no record having arrived before that instant")
         if state.start.kind is BoundaryKind.SHARD_END:
             state.drained = True
             if state.end.kind is BoundaryKind.PENDING:
@@ -277,7 +277,7 @@ class RangeReader:
     def _locate_pending_start(self, start: Boundary) -> Boundary:
         """Make a PENDING start concrete: AT the first record at or after its instant, or
         SHARD_END if the closed shard has none; still PENDING at the tip of an open shard."""
-        self._check_within_retention(start, "its first record arriving at or after that instant, a cut no reader has made yet")
+        self._check_start_within_retention(start, "its first record arriving at or after that instant, a cut no reader has made yet")
         with closing(self._pager(iterator_request(start))) as pager:
             return self._first_cut_at_or_after(pager, start)
 
@@ -356,46 +356,48 @@ class RangeReader:
         horizon_ms = trim_horizon(self._kinesis, self._range.stream_name, lambda: now_ms)
         return horizon_ms if instant_ms < horizon_ms else None
 
+    def _check_start_within_retention(self, start: Boundary, located: str) -> None:
+        self._check_within_retention(
+            start.instant_ms,
+            f"starts at {located}",
+            "records of the range may have been deleted before they were loaded",
+        )
+
     def _check_end_within_retention(self, proposal: Boundary) -> None:
         """A sweep read from TRIM_HORIZON that met nothing before its PENDING end would cut the end
         at the first record still kept (or at the tip, or the shard's end): if the end's instant is
         older than the trim horizon, records arriving from it may have been deleted unseen, and the
         next interval's range, which starts at this same cut, would skip them green. A record read
         before the end proves the contrary (retention deletes the oldest first), hence only here."""
-        horizon_ms = self._horizon_past(proposal.instant_ms)
-        if horizon_ms is None:
-            return
         if proposal.position is not None and proposal.arrival_ms is not None:
             holds = f"record {proposal.position.encode()} first, arriving at {describe_instant(proposal.arrival_ms)}"
         else:
             holds = "no record"
         end = describe_instant(proposal.instant_ms)
-        raise DataTrimmed(
-            f"Shard {self._range.shard_id} of stream {self._range.stream_name}: the range of the interval from "
-            f"{describe_instant(self._range.interval_start_ms)} sweeps it from its start and ends at its first "
-            f"record arriving at or after {end}, a cut no reader has made yet. The instant is older than the "
-            f"stream's trim horizon {describe_instant(horizon_ms)} (its retention period before now) and the shard "
-            f"holds {holds} after its start: records of the next interval arriving from {end} on may have been "
-            "deleted before they were loaded, so they cannot be loaded exactly once. Raise the stream's retention "
-            "period so retries run inside it, and reload those records from a backup if you keep one"
+        self._check_within_retention(
+            proposal.instant_ms,
+            f"sweeps it from its start and ends at its first record arriving at or after {end}, a cut no reader "
+            f"has made yet, and the shard holds {holds} after its start",
+            f"records of the next interval arriving from {end} on may have been deleted before they were loaded",
         )
 
-    def _check_within_retention(self, start: Boundary, located: str) -> None:
-        """A start found by time at an instant older than the trim horizon lands past records of the
-        range that retention deleted unseen: AT_TIMESTAMP for a start left PENDING by a run that
-        failed before its reader reached the tip, TRIM_HORIZON for a SHARD_START cut of a shard
-        that had no record before the instant; then retried after an outage longer than retention.
+    def _check_within_retention(self, instant_ms: int, located: str, at_risk: str) -> None:
+        """A cut found by time at an instant older than the trim horizon lands past records that
+        retention deleted unseen: AT_TIMESTAMP for a start left PENDING by a run that failed before
+        its reader reached the tip, TRIM_HORIZON for a SHARD_START cut of a shard that had no record
+        before the instant, a sweep's PENDING end; then retried after an outage longer than retention.
 
-        :param located: how the start is found, for the message."""
-        horizon_ms = self._horizon_past(start.instant_ms)
+        :param located: how the cut is found, for the message.
+        :param at_risk: which records may be gone, for the message."""
+        horizon_ms = self._horizon_past(instant_ms)
         if horizon_ms is not None:
             raise DataTrimmed(
                 f"The range of shard {self._range.shard_id} in stream {self._range.stream_name} for the interval "
-                f"from {describe_instant(start.instant_ms)} starts at {located}, "
-                f"and the instant is older than the stream's trim horizon "
-                f"{describe_instant(horizon_ms)} (its retention period before now): records of the range may have "
-                "been deleted before they were loaded, so it cannot be loaded exactly. Raise the stream's retention "
-                "period so retries run inside it, and reload the interval's records from a backup if you keep one"
+                f"from {describe_instant(self._range.interval_start_ms)} {located}. "
+                f"{describe_instant(instant_ms)} is older than the stream's trim horizon "
+                f"{describe_instant(horizon_ms)} (its retention period before now): {at_risk}, so they cannot be "
+                "loaded exactly once. Raise the stream's retention period so retries run inside it, and reload "
+                "those records from a backup if you keep one"
             )
 
     def _check_not_trimmed(self, start: Boundary, first_sequence: int | None) -> None:
