@@ -120,3 +120,34 @@ def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) ->
 
     assert ran.returncode == 2
     assert "DAG 'kd_check' has no task 'nope' (it has ['load'])" in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("check_name", "config", "broken", "kept"),
+    [
+        ("label window", "fe", ("streaming_label_keep_max_second", 600), ("streaming_label_keep_max_second", 43200)),
+        ("group commit", "be", ("wait_internal_group_commit_finish", True), ("wait_internal_group_commit_finish", False)),
+    ],
+)
+def test_a_fatal_doris_setting_exits_1_naming_the_item(
+    deployment: Path, doris_server: Any, check_name: str, config: str, broken: tuple[str, Any], kept: tuple[str, Any]
+) -> None:
+    set_config = doris_server.set_fe_config if config == "fe" else doris_server.set_be_config
+    set_config(*broken)
+    try:
+        ran = check(deployment, "kd_check", "load")
+    finally:
+        set_config(*kept)  # the stand-in is shared by the session's tests
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    assert f"[FATAL] {check_name}:" in ran.stdout
+    assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
+
+
+def test_a_stream_that_does_not_exist_exits_1(deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KD_CHECK_STREAM", "check-cli-no-such-stream")
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
+    assert "[FATAL] stream retention: stream check-cli-no-such-stream does not exist." in ran.stdout

@@ -160,3 +160,19 @@ def test_settings_that_passed_are_not_checked_again_until_they_change(
     [failure] = failures
     assert "[FATAL] group commit:" in str(failure) and "wait_internal_group_commit_finish = true" in str(failure)
     assert passed_digest(dynamodb_client, stack["pipeline_id"]) == first
+
+
+def test_a_label_window_doris_keeps_shorter_fails_the_task_before_anything_is_planned(
+    stack: dict[str, Any], failures: list[BaseException], kinesis_client: Any, doris_server: Any
+) -> None:
+    create_stream(kinesis_client, stack["stream"], 1)
+    doris_server.set_fe_config("streaming_label_keep_max_second", 600)
+    try:
+        dag_run = run(stack, sealed_interval_end())
+    finally:
+        doris_server.set_fe_config("streaming_label_keep_max_second", 43200)  # the stand-in is the session's
+
+    assert "failed" in str(dag_run.state).lower() and len(failures) == 1
+    message = str(failures[0])
+    assert "[FATAL] label window: " in message and "streaming_label_keep_max_second 600 s" in message
+    assert "set label_keep_seconds of the Doris connection to 600 or less" in message
