@@ -112,16 +112,16 @@ def dynamodb_client(dynamodb_endpoint: str):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def moto_sts(dynamodb_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """moto as every AWS client's STS (``AWS_ENDPOINT_URL_STS``, as an executor's environment
-    could set it), with fresh per-process botocore sessions of ``core.load`` before and after the
+    could set it), with fresh per-process botocore sessions of ``core.aws_clients`` before and after the
     test (they keep the credentials of the environment they were built in)."""
-    from airflow_provider_kinesis_doris.core import load
+    from airflow_provider_kinesis_doris.core import aws_clients
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_STS", dynamodb_endpoint)
-    load._botocore_session.cache_clear()
-    load._assumed_role_session.cache_clear()
+    aws_clients._botocore_session.cache_clear()
+    aws_clients._assumed_role_session.cache_clear()
     yield dynamodb_endpoint
-    load._botocore_session.cache_clear()
-    load._assumed_role_session.cache_clear()
+    aws_clients._botocore_session.cache_clear()
+    aws_clients._assumed_role_session.cache_clear()
 
 
 def assumed_roles(moto: str, role_arn: str) -> list[dict[str, Any]]:

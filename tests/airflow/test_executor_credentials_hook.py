@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load import _aws_client
+from airflow_provider_kinesis_doris.core.aws_clients import aws_client
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
 from tests.conftest import assumed_roles
 from tests.unit.test_job import config, job
@@ -48,7 +48,7 @@ def test_the_settings_carry_the_connections_verify_and_botocore_options(monkeypa
     assert settings == AwsSettings("eu-west-1", "http://127.0.0.1:1", "http://127.0.0.1:1", "driver", False, CONNECTION_OPTIONS)
     # The options reach the executors' clients through the job's JSON.
     executor_settings = LoadJob.from_json(job(pipeline=config(aws=settings)).to_json()).pipeline.aws
-    kinesis = _aws_client("kinesis", executor_settings.kinesis_endpoint_url, executor_settings, Credentials())
+    kinesis = aws_client("kinesis", executor_settings.kinesis_endpoint_url, executor_settings, Credentials())
     assert kinesis.meta.config.retries == {"mode": "adaptive", "total_max_attempts": 10}
     assert kinesis.meta.config.connect_timeout == 5 and kinesis._endpoint.http_session._verify is False
 
@@ -119,7 +119,7 @@ def test_executors_in_role_mode_are_the_role_not_the_connection(monkeypatch: pyt
     loader_job = job(pipeline=config(aws=aws_hook.aws_settings(executor_role)))
     credentials = aws_hook.load_job_credentials("doris-pw", executor_role)
     executor_settings = LoadJob.from_json(loader_job.to_json()).pipeline.aws
-    identity = _aws_client("sts", None, executor_settings, credentials).get_caller_identity()
+    identity = aws_client("sts", None, executor_settings, credentials).get_caller_identity()
 
     assert identity["Arn"] == f"arn:aws:sts::123456789012:assumed-role/{executor_role.rsplit('/', 1)[1]}/kinesis-doris-{os.getpid()}"
     assert len(assumed_roles(moto_sts, executor_role)) == 1

@@ -17,8 +17,8 @@ import boto3
 import pytest
 from dateutil.tz import tzlocal
 
-from airflow_provider_kinesis_doris.core import load
-from airflow_provider_kinesis_doris.core.load import LoadClients, _aws_client
+from airflow_provider_kinesis_doris.core.aws_clients import _botocore_session, aws_client
+from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
 from tests.conftest import assumed_roles
 from tests.unit.test_job import config, job
@@ -78,14 +78,14 @@ def identities(moto_sts: str, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Cre
 def test_driver_mode_uses_the_files_keys_and_without_them_the_default_chain(identities: tuple[str, Credentials, str]) -> None:
     environment, credentials, driver = identities
     settings = AwsSettings(REGION)
-    assert caller(_aws_client("sts", None, settings, credentials)) == driver
+    assert caller(aws_client("sts", None, settings, credentials)) == driver
     # Kept from before executor_credentials existed: a file with the password only.
-    assert caller(_aws_client("sts", None, settings, Credentials(doris_password="doris-pw"))) == environment
+    assert caller(aws_client("sts", None, settings, Credentials(doris_password="doris-pw"))) == environment
 
 
 def test_default_chain_mode_ignores_the_files_keys(identities: tuple[str, Credentials, str]) -> None:
     environment, credentials, _ = identities
-    assert caller(_aws_client("sts", None, AwsSettings(REGION, executor_credentials="default_chain"), credentials)) == environment
+    assert caller(aws_client("sts", None, AwsSettings(REGION, executor_credentials="default_chain"), credentials)) == environment
 
 
 def test_role_mode_assumes_the_role_once_per_process_with_the_default_chain(
@@ -96,10 +96,10 @@ def test_role_mode_assumes_the_role_once_per_process_with_the_default_chain(
     settings = AwsSettings(REGION, moto_sts, moto_sts, executor_credentials=target, botocore_config={"retries": {"max_attempts": 3}})
     signed_with: list[str] = []
     # Registered on the process's shared session before it builds the STS client that assumes.
-    load._botocore_session().register("before-send.sts.AssumeRole", lambda request, **_: signed_with.append(signing_key(request)))
+    _botocore_session().register("before-send.sts.AssumeRole", lambda request, **_: signed_with.append(signing_key(request)))
 
     loaders = [LoadClients.from_job(job(pipeline=config(aws=settings)), credentials) for _ in range(2)]
-    sts = _aws_client("sts", None, settings, credentials)
+    sts = aws_client("sts", None, settings, credentials)
 
     assert caller(sts) == session_arn(target, f"kinesis-doris-{os.getpid()}")
     served = assumed_roles(moto_sts, target)
@@ -120,7 +120,7 @@ def test_role_credentials_are_assumed_again_before_they_expire(moto_sts: str, id
     botocore's mandatory refresh window (10 minutes), as a long load would reach it."""
     _, credentials, _ = identities
     target = role_arn("long-load")
-    sts = _aws_client("sts", None, AwsSettings(REGION, executor_credentials=target), credentials)
+    sts = aws_client("sts", None, AwsSettings(REGION, executor_credentials=target), credentials)
     signed_with: list[str] = []
     sts.meta.events.register("before-send.sts.GetCallerIdentity", lambda request, **_: signed_with.append(signing_key(request)))
     expected = session_arn(target, f"kinesis-doris-{os.getpid()}")
@@ -149,7 +149,7 @@ def test_verify_and_botocore_config_reach_every_client(moto_sts: str, identities
         user_agents.append(request.headers["User-Agent"].decode())
 
     # The STS client that assumes a role is built from the shared session.
-    load._botocore_session().register("before-send.sts.AssumeRole", record_user_agent)
+    _botocore_session().register("before-send.sts.AssumeRole", record_user_agent)
     for mode in ("driver", "default_chain", role_arn("configured")):
         settings = AwsSettings(REGION, moto_sts, moto_sts, executor_credentials=mode, verify=False, botocore_config=options)
         user_agents.clear()
@@ -166,4 +166,4 @@ def test_verify_and_botocore_config_reach_every_client(moto_sts: str, identities
         assert settings.botocore_config == options
 
     bundle = AwsSettings(REGION, moto_sts, moto_sts, verify="/etc/kinesis-doris/ca.pem")
-    assert _aws_client("dynamodb", moto_sts, bundle, credentials)._endpoint.http_session._verify == "/etc/kinesis-doris/ca.pem"
+    assert aws_client("dynamodb", moto_sts, bundle, credentials)._endpoint.http_session._verify == "/etc/kinesis-doris/ca.pem"
