@@ -80,11 +80,13 @@ class SkippedIntervals:
     """Not planned yet, but a DAG run of theirs exists: left to it."""
     unplanned: tuple[Interval, ...] = ()
     """Of :attr:`adopted`, those no run has planned yet (a retry finds the others planned)."""
+    loaded_before: tuple[Interval, ...] = ()
+    """Taken on by this run and loaded by an earlier attempt of it: not loaded again."""
 
     def summary(self) -> dict[str, object]:
         """JSON-safe, for XCom and the log (ISO 8601 UTC); its size does not grow with the gap."""
         return {
-            "recovered": [describe_interval(interval) for interval in self.adopted],
+            "recovered": [describe_interval(interval) for interval in sorted((*self.loaded_before, *self.adopted))],
             "left_for_next_run": _span(self.deferred),
             "left_to_own_runs": _span(self.left_to_own_runs),
         }
@@ -115,18 +117,19 @@ def find_skipped(
     if skipped and not catch_up.load:
         raise IntervalsSkipped(_not_loading_message(store.pipeline_id, skipped), intervals=tuple(skipped))
     # A retry gets its first attempt's list back, though those intervals are planned by now.
-    adopted = tuple(store.settle_adopted(start_ms, skipped[: catch_up.max_intervals]))
-    deferred = tuple(interval for interval in skipped if interval not in adopted)
+    to_load, loaded_before = store.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
+    adopted = tuple(to_load)
+    deferred = tuple(interval for interval in skipped if interval not in adopted and interval not in loaded_before)
     _advance_gapless(store, grid, missing)
     found = SkippedIntervals(
         adopted, deferred, tuple(interval for interval in missing if interval in with_runs),
-        tuple(interval for interval in adopted if interval in missing),
+        tuple(interval for interval in adopted if interval in missing), tuple(loaded_before),
     )  # fmt: skip
-    if missing or adopted:
+    if missing or adopted or loaded_before:
         summary = found.summary()
         log.warning(
             "pipeline %s interval %s: %d interval(s) below it were never planned, %d of them without a DAG run "
-            "of their own; this run loads %s first; left to the next run: %s; left to their own DAG runs: %s",
+            "of their own; this run loads (or an earlier attempt of it loaded) %s first; left to the next run: %s; left to their own DAG runs: %s",
             store.pipeline_id, describe_interval((start_ms, end_ms)), len(missing), len(skipped),
             summary["recovered"] or "none", summary["left_for_next_run"], summary["left_to_own_runs"],
         )  # fmt: skip

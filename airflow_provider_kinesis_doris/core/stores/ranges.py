@@ -433,20 +433,27 @@ class RangeStore(StorePrimitives):
         elif int(stored["start_ms"]) < start_ms:
             self._update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
 
-    def settle_adopted(self, start_ms: int, proposed: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    def settle_adopted(
+        self, start_ms: int, proposed: Sequence[tuple[int, int]]
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         """The intervals the run of the interval starting at ``start_ms`` takes on: those an attempt
         of it stored first (put once), else ``proposed`` (stored now unless empty). A retry so loads
         exactly what its first attempt began, though those intervals are planned by then and no
-        longer look skipped."""
+        longer look skipped.
+
+        :return: ``(to_load, loaded)``: those still to load, and those an earlier attempt loaded
+            (:meth:`mark_adopted_loaded`), which the run reports without loading them again.
+        """
         sk = adopted_sk(start_ms)
         if proposed and self._put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
                                        "updated_ms": self._clock()}):  # fmt: skip
-            return list(proposed)
+            return list(proposed), []
         stored = self._get(sk)
         if stored is None:
-            return []
+            return [], []
         loaded = {(int(s), int(e)) for s, e in stored.get("loaded", [])}
-        return [(int(s), int(e)) for s, e in stored["intervals"] if (int(s), int(e)) not in loaded]
+        intervals = [(int(s), int(e)) for s, e in stored["intervals"]]
+        return [i for i in intervals if i not in loaded], [i for i in intervals if i in loaded]
 
     def mark_adopted_loaded(self, start_ms: int, interval: tuple[int, int]) -> None:
         """Record that ``interval``, taken on by the run of the interval starting at ``start_ms``,
