@@ -20,7 +20,7 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.model import ShardRange
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
