@@ -58,7 +58,7 @@ import requests
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval

@@ -25,8 +25,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError, IntervalsSkipped
+from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,7 @@ class CatchUp:
     load: bool = True
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_intervals, bool) or not isinstance(self.max_intervals, int) or self.max_intervals < 1:
-            raise ConfigurationError(f"max_skipped_intervals must be a positive integer, got {self.max_intervals!r}")
+        check_whole_number("max_skipped_intervals", self.max_intervals, 1)
 
 
 @dataclass(frozen=True)

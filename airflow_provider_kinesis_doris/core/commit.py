@@ -18,7 +18,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import boundary_from_dict
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 DEFAULT_DRIVER_CONCURRENCY = 8
 """Per-shard calls in flight at once on the driver. DynamoDB on-demand tables and Kinesis take far
@@ -28,9 +28,7 @@ Result = TypeVar("Result")
 
 
 def check_concurrency(concurrency: int) -> int:
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-        raise ConfigurationError(f"driver_concurrency must be a whole number of at least 1, got {concurrency!r}")
-    return concurrency
+    return check_whole_number("driver_concurrency", concurrency, 1)
 
 
 def map_bounded(function: Callable[[Item], Result], items: Sequence[Item], concurrency: int) -> list[Result]:

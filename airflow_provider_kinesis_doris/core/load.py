@@ -17,7 +17,6 @@ sent again under a fresh intent. See docs/checkpoints.md, "Chunks", for what thi
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 import re
 import time
@@ -56,6 +55,7 @@ from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClie
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.core.mapping import map_record
+from airflow_provider_kinesis_doris.core.report import RangeReport
 
 log = logging.getLogger(__name__)
 
@@ -77,53 +77,6 @@ def reason_kind(reason: str) -> str:
     return _RECORD_SPECIFIC.split(reason, maxsplit=1)[0][:200]
 
 
-
-
-@dataclass
-class RangeReport:
-    """What loading one range did; one row of the Spark job's output."""
-
-    shard_id: str
-    interval_start_ms: int
-    records: int = 0
-    rows_loaded: int = 0
-    rows_filtered: int = 0
-    rows_unselected: int = 0
-    dead_lettered: int = 0
-    rows_already_loaded: int = 0
-    """Rows of chunks an earlier attempt had loaded (a replay): not sent again."""
-    dead_letters_already_loaded: int = 0
-    records_skipped: int = 0
-    """Records that make no row by design and are neither loaded nor dead letters (a CloudWatch
-    Logs control message with ``decoder="gzip+json"``, a decoder function returning no row)."""
-    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
-    """Dead letters this run sent, by the kind of their reason (see :func:`reason_kind`)."""
-    chunks: int = 0
-    chunks_already_loaded: int = 0
-    chunks_retried: int = 0
-    """Stream Loads of this run that needed more than one attempt (throttled, dropped, 5xx)."""
-    labels: list[str] = field(default_factory=list)
-    end: dict[str, Any] | None = None
-    drained: bool = False
-    last_position: str | None = None
-    millis_behind_latest: int | None = None
-    get_records_calls: int = 0
-    subscribe_calls: int = 0
-    seconds: float = 0.0
-    failure: dict[str, Any] | None = None
-    """The range's typed error (:class:`RangeFailure` as a dict) when it could not be loaded."""
-
-    @property
-    def range_id(self) -> str:
-        """``<shard id>#<interval start>``: names the range in Spark rows and logs."""
-        return f"{self.shard_id}#{self.interval_start_ms}"
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> RangeReport:
-        return cls(**json.loads(text))
 
 
 @dataclass
@@ -178,7 +131,8 @@ def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> I
 def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
     """:func:`load_range_group` for a Spark executor: a typed error ends the group with a report
     carrying it (the ranges after it, a failed parent's children among them, are not loaded), so
-    the driver raises the same class with :func:`raise_first_failure`."""
+    the driver raises the same class with
+    :func:`~airflow_provider_kinesis_doris.core.report.raise_first_failure`."""
     reports: list[RangeReport] = []
     try:
         reports.extend(load_range_group(job, indices, credentials))
@@ -187,18 +141,6 @@ def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credential
         failure = RangeFailure.of(error, failed.shard_id)
         reports.append(RangeReport(failed.shard_id, failed.interval_start_ms, failure=asdict(failure)))
     return reports
-
-
-def raise_first_failure(reports: Sequence[RangeReport]) -> None:
-    """Raise the typed error of the first failed range, after logging every failed range.
-
-    :raises KinesisDorisError: (the failed range's own class) if any range failed.
-    """
-    failures = [RangeFailure(**report.failure) for report in reports if report.failure]
-    for failure in failures:
-        log.error("range of shard %s failed: %s: %s", failure.shard, failure.type, failure.message)
-    if failures:
-        raise failures[0].to_error()
 
 
 def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = False) -> RangeReport:

@@ -25,6 +25,7 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.partitions import group_ranges
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.value_checks import check_ratio
 
 if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.core.plan import Plan
@@ -215,8 +216,7 @@ class PipelineConfig:
             # Imported here, where the config is made (before planning, in the task and on every
             # executor), so each runner maps with the same function and a bad path loads nothing.
             object.__setattr__(self, "mapping", replace(self.mapping, transform=import_transform(self.transform_path)))
-        if not 0 <= self.max_bad_record_ratio <= 1:
-            raise ConfigurationError(f"max_bad_record_ratio must be between 0 and 1, got {self.max_bad_record_ratio}")
+        check_ratio("max_bad_record_ratio", self.max_bad_record_ratio)
         for name in ("load_options", "dead_letter_options"):
             if getattr(self, name).two_phase_commit:
                 # A pre-committed load is not visible: checkpoints would move past data that Doris

@@ -19,7 +19,8 @@ from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_repo
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
-from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
+from airflow_provider_kinesis_doris.core.load import load_range_group
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due

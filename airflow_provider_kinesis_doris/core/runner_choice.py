@@ -20,11 +20,12 @@ from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.model import ShardRange
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +103,7 @@ class AutoRunner:
     choice: RunnerChoice | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
-        if self.max_records < 0:
-            raise ValueError(f"in_process_max_records must be 0 or more, got {self.max_records}")
+        check_whole_number("in_process_max_records", self.max_records, 0)
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
         ranges = job.ranges

@@ -29,7 +29,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.catch_up import DEFAULT_MAX_SKIPPED_INTERVALS
-from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -42,6 +42,11 @@ from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for
+from airflow_provider_kinesis_doris.operators.loader_arguments import (
+    PARSE_TIME_CHECKS,
+    RENDERED_CHECKS,
+    check_arguments,
+)
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
 from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
@@ -53,6 +58,7 @@ from airflow_provider_kinesis_doris.version_compat import (
 )
 
 if TYPE_CHECKING:
+    import jinja2
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -238,6 +244,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
+        # Every argument by the name it has in the signature: a bad literal fails the DAG's parse
+        # naming it, instead of the run (e.g. seal_grace=5 at the first ``end + seal_grace``).
+        check_arguments(PARSE_TIME_CHECKS, locals())
         super().__init__(
             stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
             doris_table=doris_table, aws_conn_id=aws_conn_id, region_name=region_name, verify=verify,
@@ -268,35 +277,32 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.dead_letter_table_properties = dict(dead_letter_table_properties or {})
         self.relaxed_order = relaxed_order
         self.waiting_warn_after = waiting_warn_after
-        if read_mode not in ("polling", "efo"):
-            raise AirflowException(f"read_mode must be 'polling' or 'efo', got {read_mode!r}")
         self.read_mode = read_mode
         self.efo_consumer_name = efo_consumer_name
-        if use_spark not in (True, False, "auto"):
-            raise AirflowException(f"use_spark must be True, False or 'auto', got {use_spark!r}")
-        if in_process_max_records < 0:
-            raise AirflowException(f"in_process_max_records must be 0 or more, got {in_process_max_records}")
         self.use_spark = use_spark
         self.in_process_max_records = in_process_max_records
         self.spark_master = spark_master
         if spark_conn_id and spark_connect_conn_id:
-            raise AirflowException("Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both")
+            raise ConfigurationError("Give spark_conn_id (spark-submit) or spark_connect_conn_id (Spark Connect), not both")
         self.spark_conn_id = spark_conn_id
         self.spark_connect_conn_id = spark_connect_conn_id
         self._submitter: LoadJobSubmitter | None = None
         self.spark_conf = dict(spark_conf or {})
         self.spark_python = spark_python
         self.parallelism = parallelism
-        self.driver_concurrency = check_concurrency(driver_concurrency)
+        self.driver_concurrency = driver_concurrency
         self.prune_state = prune_state
         self.create_checkpoint_table = create_checkpoint_table
-        if isinstance(max_skipped_intervals, bool) or not isinstance(max_skipped_intervals, int) or max_skipped_intervals < 1:
-            raise AirflowException(f"max_skipped_intervals must be a positive integer, got {max_skipped_intervals!r}")
         self.load_skipped_intervals = load_skipped_intervals
         self.max_skipped_intervals = max_skipped_intervals
         self.deferrable = deferrable
         self._run_totals: dict[str, Any] | None = None
         self._stream_arn: str | None = None
+
+    def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
+        super().render_template_fields(context, jinja_env)
+        # Only now are the templated values known: a bad one fails before anything is looked up.
+        check_arguments(RENDERED_CHECKS, {name: getattr(self, name) for name in RENDERED_CHECKS})
 
     # -- seal -------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
 from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
@@ -35,10 +36,15 @@ class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
     :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
     :param doris_table: the loader's ``database.table``, to derive the default pipeline id.
     :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
+    :param region_name: AWS region; the connection's by default.
+    :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by default.
+    :param botocore_config: ``botocore.config.Config`` arguments, instead of the connection's
+        ``config_kwargs``, as on the amazon provider's sensors.
     :param deferrable: wait in the triggerer instead of a worker slot.
     """
 
-    template_fields = PipelineArgumentsMixin.template_fields
+    # As AwsBaseSensor: the connection id, region and TLS verification are templated too.
+    template_fields = aws_template_fields(*PipelineArgumentsMixin.template_fields)
     ui_color = "#f5e6c8"
 
     def __init__(
@@ -49,13 +55,17 @@ class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
         pipeline_id: str | None = None,
         doris_table: str | None = None,
         aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
         super().__init__(
             stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
-            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
+            doris_table=doris_table, aws_conn_id=aws_conn_id, region_name=region_name, verify=verify,
+            botocore_config=botocore_config, **kwargs,
         )  # fmt: skip
         self.deferrable = deferrable
 
@@ -85,6 +95,9 @@ class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
                 pipeline_id=self.resolved_pipeline_id,
                 aws_conn_id=self.aws_conn_id,
                 poll_interval=self.poke_interval,
+                region_name=self.region_name,
+                verify=self.verify,
+                botocore_config=self.botocore_config,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 
 log = logging.getLogger(__name__)
 

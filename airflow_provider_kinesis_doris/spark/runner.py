@@ -29,7 +29,7 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import RangeReport, raise_first_failure
+from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 
 log = logging.getLogger(__name__)
 

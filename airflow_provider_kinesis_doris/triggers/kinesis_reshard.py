@@ -2,8 +2,9 @@
 
 Each poll lists the shards and compares them with the topology stored in the checkpoint table
 (``KinesisPipelineHook.check_topology``). The boto3 calls block, so they run in a worker thread;
-the hook is built there too, from the connection id, because the trigger is rebuilt from its
-JSON kwargs whenever a triggerer restarts.
+the hook is built there too, from the connection id and the client settings the sensor was given
+(region, TLS verification, botocore options, as the amazon provider's ``SqsSensorTrigger`` does),
+because the trigger is rebuilt from its JSON kwargs whenever a triggerer restarts.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ class KinesisReshardTrigger(BaseTrigger):
     :param pipeline_id: the loader pipeline whose topology is compared.
     :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
     :param poll_interval: seconds between two looks.
+    :param region_name: AWS region; the connection's by default.
+    :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by default.
+    :param botocore_config: ``botocore.config.Config`` arguments, instead of the connection's
+        ``config_kwargs``.
     """
 
     def __init__(
@@ -40,6 +45,9 @@ class KinesisReshardTrigger(BaseTrigger):
         pipeline_id: str,
         aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
         poll_interval: float = 60.0,
+        region_name: str | None = None,
+        verify: bool | str | None = None,
+        botocore_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         if poll_interval <= 0:
@@ -49,6 +57,9 @@ class KinesisReshardTrigger(BaseTrigger):
         self.pipeline_id = pipeline_id
         self.aws_conn_id = aws_conn_id
         self.poll_interval = poll_interval
+        self.region_name = region_name
+        self.verify = verify
+        self.botocore_config = botocore_config
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -59,12 +70,17 @@ class KinesisReshardTrigger(BaseTrigger):
                 "pipeline_id": self.pipeline_id,
                 "aws_conn_id": self.aws_conn_id,
                 "poll_interval": self.poll_interval,
+                "region_name": self.region_name,
+                "verify": self.verify,
+                "botocore_config": self.botocore_config,
             },
         )
 
     def hook(self) -> KinesisPipelineHook:
-        """A new hook from the connection id (called in the worker thread, once per look)."""
-        return KinesisPipelineHook(aws_conn_id=self.aws_conn_id)
+        """A new hook from the connection id and client settings (called in the worker thread, once per look)."""
+        return KinesisPipelineHook(
+            aws_conn_id=self.aws_conn_id, region_name=self.region_name, verify=self.verify, config=self.botocore_config
+        )
 
     def _look(self) -> TopologyChange | None:
         return self.hook().check_topology(self.stream_name, self.checkpoint_table, self.pipeline_id)

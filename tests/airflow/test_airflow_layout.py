@@ -71,6 +71,9 @@ TRIGGER_EXAMPLES: dict[str, dict[str, Any]] = {
         "pipeline_id": "orders.shop.orders",
         "aws_conn_id": "aws_orders",
         "poll_interval": 12.5,
+        "region_name": "eu-west-2",
+        "verify": "/etc/ssl/corporate-ca.pem",
+        "botocore_config": {"retries": {"mode": "adaptive"}},
     },
 }
 

@@ -97,6 +97,24 @@ def test_the_sensor_fires_once_per_split_or_merge(stream: str, kinesis_client: A
     assert again.is_done is True and again.xcom_value["closed"] == sorted(children)
 
 
+async def first_event(trigger: Any, seconds: float) -> dict[str, Any] | None:
+    """The trigger's first event's payload, or None if it fires none within ``seconds``."""
+    events = trigger.run()
+    try:
+        return (await asyncio.wait_for(events.__anext__(), seconds)).payload
+    except asyncio.TimeoutError:
+        return None
+    finally:
+        await events.aclose()
+
+
+def restarted(trigger: Any) -> Any:
+    """The trigger as a new triggerer rebuilds it: from its serialized class path and JSON kwargs."""
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**json.loads(json.dumps(kwargs)))
+
+
 def test_the_trigger_serializes_resumes_after_a_restart_and_fires_on_a_split(
     stream: str, kinesis_client: Any
 ) -> None:
@@ -108,24 +126,13 @@ def test_the_trigger_serializes_resumes_after_a_restart_and_fires_on_a_split(
     assert json.loads(json.dumps(kwargs)) == kwargs == {
         "stream_name": stream, "checkpoint_table": TABLE, "pipeline_id": f"{stream}.pipe",
         "aws_conn_id": "aws_default", "poll_interval": 0.2,
+        "region_name": None, "verify": None, "botocore_config": None,
     }  # fmt: skip
-
-    async def first_event(trigger: KinesisReshardTrigger, seconds: float) -> dict[str, Any] | None:
-        events = trigger.run()
-        try:
-            return (await asyncio.wait_for(events.__anext__(), seconds)).payload
-        except asyncio.TimeoutError:
-            return None
-        finally:
-            await events.aclose()
 
     assert asyncio.run(first_event(trigger, 1.5)) is None  # stores the topology, then keeps polling
 
-    module, _, name = classpath.rpartition(".")
-    restarted = getattr(importlib.import_module(module), name)(**kwargs)  # what a new triggerer does
-
     async def split_while_polling() -> dict[str, Any] | None:
-        waiting = asyncio.ensure_future(first_event(restarted, 15))
+        waiting = asyncio.ensure_future(first_event(restarted(trigger), 15))
         await asyncio.sleep(0.5)
         assert not waiting.done(), "fired on an unchanged topology"
         await asyncio.to_thread(split_first_shard, kinesis_client, stream)
@@ -141,16 +148,20 @@ def test_the_trigger_serializes_resumes_after_a_restart_and_fires_on_a_split(
     assert error["message"].startswith("ConfigurationError: Kinesis stream") and "does not exist" in error["message"]
 
 
-def test_the_deferrable_sensor_defers_to_the_trigger_and_returns_its_change(stream: str) -> None:
-    from airflow.providers.common.compat.sdk import AirflowException
-
+def task_deferred() -> type[Exception]:
+    """The exception a task raises to defer, on either Airflow major."""
     try:
         from airflow.sdk.exceptions import TaskDeferred
     except ImportError:  # Airflow 2.11
         from airflow.exceptions import TaskDeferred  # type: ignore[no-redef]
+    return TaskDeferred
+
+
+def test_the_deferrable_sensor_defers_to_the_trigger_and_returns_its_change(stream: str) -> None:
+    from airflow.providers.common.compat.sdk import AirflowException
 
     watch = sensor(stream, deferrable=True, timeout=600)
-    with pytest.raises(TaskDeferred) as deferred:
+    with pytest.raises(task_deferred()) as deferred:
         watch.execute({})
     assert deferred.value.method_name == "execute_complete"
     assert deferred.value.timeout == timedelta(seconds=600)
@@ -160,6 +171,42 @@ def test_the_deferrable_sensor_defers_to_the_trigger_and_returns_its_change(stre
     assert watch.execute_complete({}, {"status": "success", "change": change}) == change
     with pytest.raises(AirflowException, match="ResourceNotFound: stream gone"):
         watch.execute_complete({}, {"status": "error", "message": "ResourceNotFound: stream gone"})
+
+
+OTHER_REGION = "eu-west-2"
+
+
+def test_a_deferred_sensor_keeps_the_region_and_client_settings_it_was_given(
+    kinesis_mock_endpoint: str, dynamodb_endpoint: str, aws_connection: None
+) -> None:
+    """The connection says us-east-1; the stream and the table live in another region, which only
+    the sensor is told. The trigger, rebuilt from its JSON as a new triggerer does, must look there."""
+    import boto3
+
+    kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_endpoint, region_name=OTHER_REGION)
+    dynamodb = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name=OTHER_REGION)
+    DynamoCheckpointStore(dynamodb, TABLE, "setup").create_table_if_missing()
+    stream = f"regional-{uuid.uuid4().hex[:10]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=2)
+    wait_active(kinesis, stream)
+    client_settings = {"region_name": OTHER_REGION, "verify": False, "botocore_config": {"user_agent_extra": "kd-test"}}
+
+    watch = sensor(stream, deferrable=True, **client_settings)
+    with pytest.raises(task_deferred()) as deferred:
+        watch.execute({})  # the first look, in the sensor's region, stores the topology there
+    trigger = restarted(deferred.value.trigger)
+    assert {key: trigger.serialize()[1][key] for key in client_settings} == client_settings
+
+    async def split_while_polling() -> dict[str, Any] | None:
+        waiting = asyncio.ensure_future(first_event(trigger, 15))
+        await asyncio.sleep(0.5)
+        assert not waiting.done(), f"fired on an unchanged topology: {waiting.result()}"
+        await asyncio.to_thread(split_first_shard, kinesis, stream)
+        return await waiting
+
+    event = asyncio.run(split_while_polling())
+    assert event is not None and event["status"] == "success", event
+    assert len(event["change"]["closed"]) == 1 and len(event["change"]["appeared"]) == 2
 
 
 def _dagbag(path: Path):  # type: ignore[no-untyped-def]

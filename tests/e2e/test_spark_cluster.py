@@ -25,7 +25,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions

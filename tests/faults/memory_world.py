@@ -10,7 +10,8 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis

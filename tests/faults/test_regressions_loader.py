@@ -18,7 +18,7 @@ from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClie
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval

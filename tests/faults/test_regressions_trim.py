@@ -17,7 +17,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval

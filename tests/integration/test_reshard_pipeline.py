@@ -22,7 +22,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting

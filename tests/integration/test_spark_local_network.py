@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from benchmarks.run import children_by_parent
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past

@@ -19,7 +19,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
 )
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, RangeReport, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from airflow_provider_kinesis_doris.core.commit import CommitResult
-from airflow_provider_kinesis_doris.core.load import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import ShardState
 from airflow_provider_kinesis_doris.core.pipeline import XCOM_ATTENTION_MAX, IntervalResult
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardPlan

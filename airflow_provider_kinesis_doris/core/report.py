@@ -1,0 +1,77 @@
+"""What loading one range reports (one row of the Spark job's output), and the driver's reading
+of those reports back into the typed error of the first failed range.
+
+Apart from the loader so that what only reads reports (the commit, the runner choice, the Spark
+driver) does not import the loader with its clients, sessions and Stream Load machinery.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import RangeFailure
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RangeReport:
+    """What loading one range did; one row of the Spark job's output."""
+
+    shard_id: str
+    interval_start_ms: int
+    records: int = 0
+    rows_loaded: int = 0
+    rows_filtered: int = 0
+    rows_unselected: int = 0
+    dead_lettered: int = 0
+    rows_already_loaded: int = 0
+    """Rows of chunks an earlier attempt had loaded (a replay): not sent again."""
+    dead_letters_already_loaded: int = 0
+    records_skipped: int = 0
+    """Records that make no row by design and are neither loaded nor dead letters (a CloudWatch
+    Logs control message with ``decoder="gzip+json"``, a decoder function returning no row)."""
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    """Dead letters this run sent, by the kind of their reason (see :func:`~airflow_provider_kinesis_doris.core.load.reason_kind`)."""
+    chunks: int = 0
+    chunks_already_loaded: int = 0
+    chunks_retried: int = 0
+    """Stream Loads of this run that needed more than one attempt (throttled, dropped, 5xx)."""
+    labels: list[str] = field(default_factory=list)
+    end: dict[str, Any] | None = None
+    drained: bool = False
+    last_position: str | None = None
+    millis_behind_latest: int | None = None
+    get_records_calls: int = 0
+    subscribe_calls: int = 0
+    seconds: float = 0.0
+    failure: dict[str, Any] | None = None
+    """The range's typed error (:class:`RangeFailure` as a dict) when it could not be loaded."""
+
+    @property
+    def range_id(self) -> str:
+        """``<shard id>#<interval start>``: names the range in Spark rows and logs."""
+        return f"{self.shard_id}#{self.interval_start_ms}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RangeReport:
+        return cls(**json.loads(text))
+
+
+def raise_first_failure(reports: Sequence[RangeReport]) -> None:
+    """Raise the typed error of the first failed range, after logging every failed range.
+
+    :raises KinesisDorisError: (the failed range's own class) if any range failed.
+    """
+    failures = [RangeFailure(**report.failure) for report in reports if report.failure]
+    for failure in failures:
+        log.error("range of shard %s failed: %s: %s", failure.shard, failure.type, failure.message)
+    if failures:
+        raise failures[0].to_error()
