@@ -94,12 +94,17 @@ class ShardsWaiting(KinesisDorisError):
     :param waiting: shard id -> the parents it waits for.
     :param result: what the run loaded and committed of the rest (a ``core.pipeline.IntervalResult``),
         for its report and metrics.
+    :param lacking: ``(start_ms, end_ms)``, the span the parents are not loaded in yet, which runs of
+        its intervals load (start None: no range of a parent was ever planned).
     """
 
-    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any) -> None:
+    def __init__(
+        self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any, lacking: tuple[int | None, int]
+    ) -> None:
         super().__init__(message)
         self.waiting = waiting
         self.result = result
+        self.lacking = lacking
 
 
 class IntervalsSkipped(KinesisDorisError):

@@ -375,7 +375,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             # metrics and lineage count what it loaded of the rest.
             context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
             self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
-            raise AirflowException(_explain_failure(exc, steps.current)) from exc
+            raise AirflowException(_explain_waiting(exc, context["dag"].dag_id, end - start)) from exc
         except Exception as exc:
             if isinstance(exc, LabelWindowBroken):
                 emit_label_window_broken(config.pipeline_id)
@@ -740,13 +740,31 @@ def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
                              "label, so rerun this task once the other run has finished."),
         (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
-        (ShardsWaiting, "Everything else of the interval is loaded. Airflow's retries load these shards once the "
-                        "runs of their parents' earlier intervals succeed: give the task retries that outlast them."),
     ):
         if isinstance(exc, error_type):
             return f"{error_type.__name__}: {' '.join(text.split())[:2000]} — {advice}"
     line = _last_line_with(text, "Error")
     return f"{failed}: {line if type(exc).__name__ in line else f'{type(exc).__name__}: {line}'}"
+
+
+def _explain_waiting(exc: ShardsWaiting, dag_id: str, interval: timedelta) -> str:
+    """The message of ``exc`` and the commands that load the intervals the parents lack, on both
+    majors: no run of them may exist (a pause, ``catchup=False``), so clearing one is not enough."""
+    start_ms, end_ms = exc.lacking
+    first = _utc(start_ms).isoformat() if start_ms is not None else "<the parents' first interval start>"
+    last = (_utc(end_ms) - interval).isoformat()
+    return (
+        f"ShardsWaiting: {' '.join(str(exc).split())[:2000]} — Everything else of the interval is loaded. Load "
+        f"the intervals the parents lack with a run of each: on Airflow 2.11 `airflow dags backfill -s {first} "
+        f"-e {last} {dag_id}`, on Airflow 3 `airflow backfill create --dag-id {dag_id} --from-date {first} "
+        f"--to-date {last}` (dates are interval starts, both inclusive); where a run of one exists and failed, "
+        "clear it instead. This task's retries then load these shards (give it retries that outlast those runs, "
+        "or clear it once they succeeded)."
+    )
+
+
+def _utc(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
 
 
 def _last_line_with(text: str, needle: str) -> str:

@@ -197,6 +197,30 @@ def test_a_zero_length_interval_names_the_timetables_that_give_real_intervals(da
     assert message.endswith('See "Schedules and dates" in docs/usage.md.'), message
 
 
+# --- shards waiting for their parents ----------------------------------------------------------------
+
+
+def test_shards_waiting_names_the_backfill_commands_of_both_majors_for_the_intervals_the_parents_lack() -> None:
+    from datetime import timedelta
+
+    from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import _explain_waiting
+
+    # The parents lack [00:00, 00:20) of 10-minute intervals: two runs, which may never have existed.
+    start_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    waiting = ShardsWaiting("shard c waits for p", waiting={"c": ("p",)}, result=None, lacking=(start_ms, start_ms + 1_200_000))
+
+    message = _explain_waiting(waiting, "events_to_doris", timedelta(minutes=10))
+
+    assert message.startswith("ShardsWaiting: shard c waits for p — Everything else of the interval is loaded."), message
+    assert (
+        "on Airflow 2.11 `airflow dags backfill -s 2026-01-01T00:00:00+00:00 -e 2026-01-01T00:10:00+00:00 "
+        "events_to_doris`, on Airflow 3 `airflow backfill create --dag-id events_to_doris --from-date "
+        "2026-01-01T00:00:00+00:00 --to-date 2026-01-01T00:10:00+00:00` (dates are interval starts, both inclusive)"
+    ) in message
+    assert "where a run of one exists and failed, clear it instead" in message
+
+
 # --- the step that failed ----------------------------------------------------------------------------
 
 

@@ -152,6 +152,18 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
     with pytest.raises(ShardsWaiting, match=rf"waits for {parent} \(nothing loaded\)") as first:
         _run(1, kinesis, store, doris)
     assert set(first.value.waiting) == {"shardId-000000000001", "shardId-000000000002"}
+    # A person reads the times; the span is what runs of interval 0 must load (no run of it may exist).
+    message = str(first.value)
+    assert message.startswith(
+        "Pipeline p interval [2023-11-14T22:14:20Z, 2023-11-14T22:15:20Z) (1700000060000, 1700000120000): "
+    ), message
+    assert "which must be loaded up to 2023-11-14T22:14:20.000Z (1700000060000)" in message
+    assert (
+        "The parents lack the intervals [2023-11-14T22:13:20Z, 2023-11-14T22:14:20Z) (1700000000000, "
+        "1700000060000): once runs of those intervals have loaded them, this run's retry loads these shards."
+    ) in message
+    assert first.value.lacking == (T0, T0 + IV)
+    assert "let those runs run" not in message
     assert doris.tally("t", "event_id") == Counter({1: 1}), "the parent's part of interval 1 is loaded"
 
     kinesis.now_ms += 2 * HOUR_MS
