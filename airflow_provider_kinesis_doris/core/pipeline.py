@@ -14,16 +14,16 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
-from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, describe_interval, find_skipped
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
-from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, describe_instant, holds_a_record
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
@@ -285,8 +285,8 @@ def _run_one(
     )  # fmt: skip
     for shard in plan.shards:
         log.info(
-            "plan %s [%d, %d) shard %s (%s): %s%s",
-            config.pipeline_id, start_ms, end_ms, shard.shard_id, shard.state.value, shard.decision.value,
+            "plan %s %s shard %s (%s): %s%s",
+            config.pipeline_id, describe_interval((start_ms, end_ms)), shard.shard_id, shard.state.value, shard.decision.value,
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
@@ -301,7 +301,10 @@ def _run_one(
     assignment = topology.assignment if topology else None
     loaded = tuple(runner(config.job(to_load, lambda: weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
     if not to_load.ranges:
-        log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
+        log.info(
+            "plan %s %s: no shard has records in the interval; nothing to start",
+            config.pipeline_id, describe_interval((start_ms, end_ms)),
+        )  # fmt: skip
     reports = loaded + tuple(empty.values())
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     committed = commit_reports(store, reports, driver_concurrency, known)
