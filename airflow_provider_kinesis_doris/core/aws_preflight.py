@@ -37,7 +37,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightItem,
     PreflightReport,
 )
-from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.errors import aws_error_code, doc_url, readme_section
 from airflow_provider_kinesis_doris.core.stores.preflight import PREFLIGHT_KEY
 
 EFO_CONSUMERS_PER_STREAM = 20
@@ -48,7 +48,7 @@ CHECKPOINT_KEY_SCHEMA = {"pk": ("HASH", "S"), "sk": ("RANGE", "S")}
 
 _REFUSED_CODES = frozenset({"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"})
 _NOT_FOUND = "ResourceNotFoundException"
-_PRODUCTION = "docs/production.md lists the policy"
+_PRODUCTION = f"{doc_url('production.md')} lists the policy"
 _NO_RECOVERY = (
     "a table deleted or overwritten by mistake takes the record of what was loaded with it, and a pipeline "
     "started again without it loads every record still in the stream again."
@@ -192,7 +192,7 @@ def _billing(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
         f"provisioned ({throughput.get('ReadCapacityUnits')} RCU, {throughput.get('WriteCapacityUnits')} WCU): a "
         "backfill or a reshard writes in bursts, and throttled writes are retried, so runs slow down or time out.",
         "switch the table to on-demand (aws dynamodb update-table --billing-mode PAY_PER_REQUEST), or provision "
-        "for the bursts (docs/benchmarks.md gives the writes per shard and interval).",
+        f"for the bursts ({readme_section('Performance')} gives the writes per shard and interval).",
     )  # fmt: skip
 
 

@@ -5,8 +5,24 @@ Messages name the bad input (stream, shard, label, table) and never carry creden
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+PROJECT_URL = "https://github.com/airflow-provider-kinesis-doris/airflow-provider-kinesis-doris"
+"""Where the README and the docs live: a message points there, since only the package is installed."""
+
+
+def readme_section(title: str) -> str:
+    """``the README, "Backfill" (<project URL>#backfill)``, for a message: the heading to look for
+    and its anchor, as GitHub derives it from the heading."""
+    anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+    return f'the README, "{title}" ({PROJECT_URL}#{anchor})'
+
+
+def doc_url(path: str) -> str:
+    """The URL of a file of the repository's ``docs/`` (not in the wheel), for a message."""
+    return f"{PROJECT_URL}/blob/main/docs/{path}"
 
 
 class KinesisDorisError(Exception):

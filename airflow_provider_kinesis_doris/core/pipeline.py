@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting, readme_section
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import RangeReport, load_range_group
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
@@ -260,7 +260,7 @@ def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: i
             + ", ".join(describe_interval(interval) for interval in trimmed[:5])
             + (" ..." if len(trimmed) > 5 else "")
             + ". Nothing of them was loaded. Raise the stream's retention period before it happens again; "
-            "see the README section 'Intervals Airflow did not run'."
+            f"see {readme_section('Intervals Airflow did not run')}."
         )
 
 

@@ -26,6 +26,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     ShardsWaiting,
     UnresolvableLoad,
+    readme_section,
 )
 from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.catch_up import DEFAULT_MAX_SKIPPED_INTERVALS
@@ -657,7 +658,7 @@ def _empty_interval_message(start: Any, end: Any, dag: Any) -> str:
         )
     return (
         f"KinesisToDorisOperator needs a non-empty data interval [data_interval_start, data_interval_end), {got}. "
-        f"{why}. See \"Schedules and dates\" in docs/usage.md."
+        f"{why}. See {readme_section('Schedules and dates')}."
     )
 
 

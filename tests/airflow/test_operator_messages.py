@@ -194,7 +194,10 @@ def test_a_zero_length_interval_names_the_timetables_that_give_real_intervals(da
             '"@continuous" make zero-length intervals.'
         ) in message
         assert "both from airflow.timetables.interval." in message
-    assert message.endswith('See "Schedules and dates" in docs/usage.md.'), message
+    assert message.endswith(
+        'See the README, "Schedules and dates" '
+        "(https://github.com/airflow-provider-kinesis-doris/airflow-provider-kinesis-doris#schedules-and-dates)."
+    ), message
 
 
 # --- shards waiting for their parents ----------------------------------------------------------------
