@@ -17,7 +17,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.decoders import CSV, JSON, check_decoder, check_load_options, plain_columns
-from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name, split_table_name
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
@@ -504,7 +504,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
         :raises ConfigurationError: naming the argument and what is wrong with the name.
         """
-        database, table = _split_table(self.doris_table)
+        database, table = split_table_name(self.doris_table)
         check_name(database, f"doris_table {self.doris_table!r}, its database")
         check_name(table, f"doris_table {self.doris_table!r}, its table")
         if self.dead_letter_table is None:
@@ -670,13 +670,6 @@ def _column_types(hook: DorisHook, database: str, table: str) -> list[tuple[str,
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
-
-
-def _split_table(name: str) -> tuple[str, str]:
-    database, _, table = name.partition(".")
-    if not database or not table or "." in table:
-        raise AirflowException(f"doris_table must be 'database.table', got {name!r}")
-    return database, table
 
 
 PLANNING_FAILED = (
