@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
+from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
@@ -26,6 +27,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     ShardsWaiting,
     UnresolvableLoad,
+    aws_error_code,
     readme_section,
 )
 from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
@@ -346,13 +348,14 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         steps = _Steps()
-        store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
-        if self.create_checkpoint_table:
-            store.create_table_if_missing()
-        self._preflight(doris_hook, store, config)
-        self._check_tables(doris_hook, database, table, config.dead_letter_table)
-        if self.read_mode == "efo":
-            config = replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
+        try:
+            store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
+            config = self._prepare(aws_hook, doris_hook, store, config)
+        except AirflowException:
+            raise
+        except Exception as exc:
+            # An AWS or Doris error of its own (a wrong endpoint, credentials) still names the step.
+            raise AirflowException(_explain_failure(exc, PREPARING_FAILED)) from exc
         lanes = self.driver_concurrency
         spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())  # type: ignore[arg-type]
         in_process = steps.loading(
@@ -458,6 +461,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             parallelism=self.parallelism,
         )
 
+    def _prepare(
+        self, aws_hook: KinesisPipelineHook, doris_hook: DorisHook, store: DynamoCheckpointStore, config: PipelineConfig
+    ) -> PipelineConfig:
+        """Before planning: the checkpoint table, the preflight, the Doris tables, the stream
+        consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
+        if self.create_checkpoint_table:
+            store.create_table_if_missing()
+        self._preflight(doris_hook, store, config)
+        self._check_tables(doris_hook, config.doris_database, config.doris_table, config.dead_letter_table)
+        if self.read_mode == "efo":
+            return replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
+        return config
+
     def _efo_consumer(self, aws_hook: KinesisPipelineHook, pipeline_id: str) -> str:
         name = self._efo_consumer_name(pipeline_id)
         try:
@@ -558,7 +574,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         logged."""
         doris_settings, aws_settings = self._preflight_settings(config)
         digest = preflight_digest(doris_settings, aws_settings)
-        if store.passed_preflight_digest() == digest:
+        if _passed_preflight_digest(store) == digest:
             return
         report = self._preflight_report(hook, doris_settings, aws_settings)
         for item in report.warnings:
@@ -627,6 +643,17 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 # --- helpers ---------------------------------------------------------------------------------------
 
 
+def _passed_preflight_digest(store: DynamoCheckpointStore) -> str | None:
+    """None also when the checkpoint table does not exist: the preflight then runs and names the
+    table, its region and the fixes, instead of a bare ResourceNotFoundException on GetItem."""
+    try:
+        return store.passed_preflight_digest()
+    except ClientError as exc:
+        if aws_error_code(exc) != "ResourceNotFoundException":
+            raise
+        return None
+
+
 def _interval(context: Context) -> tuple[datetime, datetime]:
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None or end <= start:
@@ -672,6 +699,10 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
+PREPARING_FAILED = (
+    "Checking the deployment before planning failed (the checkpoint table, the Doris and AWS preflight, the "
+    "Doris tables); nothing was planned or loaded"
+)
 PLANNING_FAILED = (
     "Planning the interval failed (listing the shards, fixing each shard's range in the checkpoint table); "
     "nothing was loaded"
