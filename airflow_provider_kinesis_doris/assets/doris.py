@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import Asset
 
+from airflow_provider_kinesis_doris.core.doris.identifiers import split_table_name
+
 if TYPE_CHECKING:
     from urllib.parse import SplitResult
 
@@ -30,9 +32,7 @@ def create_asset(*, database: str, table: str, conn_id: str = "doris_default", e
 def doris_table_asset(doris_table: str, conn_id: str = "doris_default") -> Asset:
     """The Asset of ``doris_table`` (``database.table``), as the loader declares it by default:
     ``schedule=[doris_table_asset("demo.events")]`` runs a DAG after each load of that table."""
-    database, _, table = doris_table.partition(".")
-    if not database or not table or "." in table:
-        raise ValueError(f"A Doris table is named 'database.table', got {doris_table!r}")
+    database, table = split_table_name(doris_table)
     return create_asset(database=database, table=table, conn_id=conn_id)
 
 

@@ -45,12 +45,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.catch_up import Interval, describe_interval
+from airflow_provider_kinesis_doris.core.catch_up import Interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkContent
 from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.doris.labels import CHUNK_NAMESPACE
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.model import BoundaryKind, RangeState, ShardRange, ShardState
+from airflow_provider_kinesis_doris.core.model import BoundaryKind, RangeState, ShardRange, ShardState, describe_interval
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 

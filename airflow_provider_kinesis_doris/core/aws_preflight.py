@@ -37,7 +37,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightItem,
     PreflightReport,
 )
-from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.errors import aws_error_code, doc_url, readme_section
 from airflow_provider_kinesis_doris.core.stores.preflight import PREFLIGHT_KEY
 
 EFO_CONSUMERS_PER_STREAM = 20
@@ -48,7 +48,7 @@ CHECKPOINT_KEY_SCHEMA = {"pk": ("HASH", "S"), "sk": ("RANGE", "S")}
 
 _REFUSED_CODES = frozenset({"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"})
 _NOT_FOUND = "ResourceNotFoundException"
-_PRODUCTION = "docs/production.md lists the policy"
+_PRODUCTION = f"{doc_url('production.md')} lists the policy"
 _NO_RECOVERY = (
     "a table deleted or overwritten by mistake takes the record of what was loaded with it, and a pipeline "
     "started again without it loads every record still in the stream again."
@@ -123,7 +123,7 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
     _ask(answers, "kinesis:ListShards", kinesis.list_shards, StreamName=settings.stream_name, MaxResults=1)
     stream = summary.get("StreamDescriptionSummary", {}) if not isinstance(summary, ClientError) else None
     items = [
-        _key_schema(table, settings),
+        _key_schema(table, settings, dynamodb.meta.region_name),
         _billing(table, settings),
         _point_in_time_recovery(backups, table, settings),
         _retention(summary, settings),
@@ -145,7 +145,8 @@ def _unanswered(check: str, action: str, answer: ClientError) -> PreflightItem:
     return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, f"{action} failed: {aws_error_code(answer)}: {answer}")
 
 
-def _key_schema(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
+def _key_schema(table: _Answer, settings: AwsPreflightSettings, region: str | None) -> PreflightItem:
+    """:param region: where the client looked for the table (a table in another region is missing)."""
     check = "checkpoint table"
     name = settings.checkpoint_table
     if isinstance(table, ClientError):
@@ -154,9 +155,16 @@ def _key_schema(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem
         if settings.creates_checkpoint_table:
             return PreflightItem(check, CheckStatus.OK, f"{name} does not exist yet: the first run creates it "
                                                         "(pk/sk strings, on-demand; needs dynamodb:CreateTable)")
-        return PreflightItem(check, CheckStatus.WRONG, f"{name} does not exist and create_checkpoint_table is off.",
-                             f"create {name} with key pk (HASH, S), sk (RANGE, S), or set "
-                             "create_checkpoint_table=True.", fatal=True)  # fmt: skip
+        return PreflightItem(
+            check, CheckStatus.WRONG,
+            f"DynamoDB table {name} does not exist in region {region} and create_checkpoint_table is False.",
+            f"create {name} in {region} with key pk (HASH, S), sk (RANGE, S) and on-demand billing "
+            f"(aws dynamodb create-table --region {region} --table-name {name} --attribute-definitions "
+            "AttributeName=pk,AttributeType=S AttributeName=sk,AttributeType=S --key-schema "
+            "AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE --billing-mode PAY_PER_REQUEST), "
+            "or set create_checkpoint_table=True to have the first run create it.",
+            fatal=True,
+        )  # fmt: skip
     described = table["Table"]
     types = {a["AttributeName"]: a["AttributeType"] for a in described.get("AttributeDefinitions", ())}
     schema = {k["AttributeName"]: (k["KeyType"], types.get(k["AttributeName"])) for k in described["KeySchema"]}
@@ -192,7 +200,7 @@ def _billing(table: _Answer, settings: AwsPreflightSettings) -> PreflightItem:
         f"provisioned ({throughput.get('ReadCapacityUnits')} RCU, {throughput.get('WriteCapacityUnits')} WCU): a "
         "backfill or a reshard writes in bursts, and throttled writes are retried, so runs slow down or time out.",
         "switch the table to on-demand (aws dynamodb update-table --billing-mode PAY_PER_REQUEST), or provision "
-        "for the bursts (docs/benchmarks.md gives the writes per shard and interval).",
+        f"for the bursts ({readme_section('Performance')} gives the writes per shard and interval).",
     )  # fmt: skip
 
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 
 from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
+from airflow_provider_kinesis_doris.core.model import describe_interval, iso_utc
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
@@ -95,7 +95,7 @@ class SkippedIntervals:
 def _span(intervals: Sequence[Interval]) -> dict[str, object]:
     if not intervals:
         return {"count": 0}
-    return {"count": len(intervals), "from": _iso(intervals[0][0]), "to": _iso(intervals[-1][1])}
+    return {"count": len(intervals), "from": iso_utc(intervals[0][0]), "to": iso_utc(intervals[-1][1])}
 
 
 def find_skipped(
@@ -168,7 +168,7 @@ def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[i
 
 def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
     first, last = skipped[0], skipped[-1]
-    start, end = _iso(first[0]), _iso(last[1])
+    start, end = iso_utc(first[0]), iso_utc(last[1])
     return (
         f"Pipeline {pipeline_id}: {len(skipped)} interval(s) were never run by Airflow and are not loaded: "
         + ", ".join(describe_interval(interval) for interval in skipped[:10])
@@ -178,14 +178,3 @@ def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
         f"on Airflow 2, `airflow dags backfill <dag_id> --start-date {start} --end-date {end}`; then clear this run. "
         "Or set load_skipped_intervals=True to have the next run load them."
     )
-
-
-def describe_interval(interval: Interval) -> str:
-    """``[2026-11-27T04:20:00Z, 2026-11-27T04:21:00Z) (1795..., 1795...)``: a person reads the
-    first part, the keys in the checkpoint table are the second."""
-    return f"[{_iso(interval[0])}, {_iso(interval[1])}) ({interval[0]}, {interval[1]})"
-
-
-def _iso(epoch_ms: int) -> str:
-    moment = datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
-    return moment.isoformat(timespec="milliseconds" if epoch_ms % 1000 else "seconds").replace("+00:00", "Z")

@@ -5,8 +5,24 @@ Messages name the bad input (stream, shard, label, table) and never carry creden
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
+
+PROJECT_URL = "https://github.com/airflow-provider-kinesis-doris/airflow-provider-kinesis-doris"
+"""Where the README and the docs live: a message points there, since only the package is installed."""
+
+
+def readme_section(title: str) -> str:
+    """``the README, "Backfill" (<project URL>#backfill)``, for a message: the heading to look for
+    and its anchor, as GitHub derives it from the heading."""
+    anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+    return f'the README, "{title}" ({PROJECT_URL}#{anchor})'
+
+
+def doc_url(path: str) -> str:
+    """The URL of a file of the repository's ``docs/`` (not in the wheel), for a message."""
+    return f"{PROJECT_URL}/blob/main/docs/{path}"
 
 
 class KinesisDorisError(Exception):
@@ -94,12 +110,17 @@ class ShardsWaiting(KinesisDorisError):
     :param waiting: shard id -> the parents it waits for.
     :param result: what the run loaded and committed of the rest (a ``core.pipeline.IntervalResult``),
         for its report and metrics.
+    :param lacking: ``(start_ms, end_ms)``, the span the parents are not loaded in yet, which runs of
+        its intervals load (start None: no range of a parent was ever planned).
     """
 
-    def __init__(self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any) -> None:
+    def __init__(
+        self, message: str, *, waiting: dict[str, tuple[str, ...]], result: Any, lacking: tuple[int | None, int]
+    ) -> None:
         super().__init__(message)
         self.waiting = waiting
         self.result = result
+        self.lacking = lacking
 
 
 class IntervalsSkipped(KinesisDorisError):

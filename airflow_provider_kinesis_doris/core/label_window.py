@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.doris.result import LabelState
-from airflow_provider_kinesis_doris.core.errors import LabelWindowBroken
+from airflow_provider_kinesis_doris.core.errors import LabelWindowBroken, readme_section
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import LabelCanary
 
@@ -99,5 +99,6 @@ class LabelWindowWatch:
             "Doris forgets labels sooner than the pipeline assumes, so a chunk whose load may have reached Doris "
             "could be loaded twice if sent again. Nothing was loaded. Set the connection's label_keep_seconds to "
             "Doris's real window, or raise the FE's streaming_label_keep_max_second (and label_num_threshold, "
-            "which evicts the oldest labels of a busy database early); see docs/doris.md, 'Label window'."
+            "which evicts the oldest labels of a busy database early); see "
+            f"{readme_section('Exactly once: what is guaranteed, and the limits')}, 'Label window'."
         )

@@ -47,8 +47,8 @@ from airflow_provider_kinesis_doris.core.label_window import (
     LabelWindowWatch,
     trusted_window_seconds,
 )
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange
-from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, describe_instant, ends_after
+from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange, describe_instant
+from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
 from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
@@ -175,7 +175,7 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
     report.seconds = round(time.monotonic() - started, 3)
     log.info(
         "shard %s interval %s: %d records, %d rows loaded, %d filtered, %d dead-lettered, %d chunks (%d already loaded)",
-        shard_range.shard_id, shard_range.interval_start_ms, report.records, report.rows_loaded,
+        shard_range.shard_id, describe_instant(shard_range.interval_start_ms), report.records, report.rows_loaded,
         report.rows_filtered, report.dead_lettered, report.chunks, report.chunks_already_loaded,
     )  # fmt: skip
     return report
@@ -312,7 +312,8 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
     if (rows, size) != (proposed.max_rows, proposed.max_bytes):
         log.info(
             "shard %s interval %s keeps the chunk limits of its first run (%d rows, %d bytes), not %d rows, %d bytes",
-            shard_range.shard_id, shard_range.interval_start_ms, rows, size, proposed.max_rows, proposed.max_bytes,
+            shard_range.shard_id, describe_instant(shard_range.interval_start_ms), rows, size, proposed.max_rows,
+            proposed.max_bytes,
         )  # fmt: skip
     return ChunkLimits(max_rows=rows, max_bytes=size)
 
@@ -384,7 +385,7 @@ def _settle_refused_rows(
     nothing of it is visible yet), unless so many are refused that the table and the records
     cannot match; then raise :class:`RowsRefused` to load the chunk again without them."""
     pipeline = clients.job.pipeline
-    where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {shard_range.interval_start_ms})"
+    where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)})"
     share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
     if failed.number_filtered_rows >= FEW_REFUSED_ROWS and share > pipeline.max_bad_record_ratio:
         raise PermanentStreamLoadError(
@@ -420,7 +421,7 @@ def _follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk:
     if stored is not None and ChunkContent.decode(stored) != chunk.content:
         raise RowsRefused(
             f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
-            f"{chunk.shard_id} (interval {shard_range.interval_start_ms}) after this run settled it, and loaded its "
+            f"{chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)}) after this run settled it, and loaded its "
             "rows without the rows Doris refused; its dead letters are sent as amended"
         )
 
@@ -495,7 +496,7 @@ def _load_once(
         if state is LabelState.UNKNOWN and _past_label_window(clients, known):
             raise UnresolvableLoad(
                 f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
-                f"interval {interval_start_ms}) was "
+                f"interval {describe_instant(interval_start_ms)}) was "
                 f"sent more than {_label_window_seconds(clients)} s ago (label_keep_seconds "
                 f"{clients.job.pipeline.doris.label_keep_seconds} less {CLOCK_SKEW_MARGIN_SECONDS} s the workers' "
                 "clocks may disagree by) and Doris no longer "

@@ -9,6 +9,28 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def iso_utc(epoch_ms: int) -> str:
+    """``2026-11-27T04:20:00Z`` (with milliseconds only when it has any): ISO 8601 UTC, what a
+    person reads in a message or a log line."""
+    moment = _EPOCH + timedelta(milliseconds=epoch_ms)
+    return moment.isoformat(timespec="milliseconds" if epoch_ms % 1000 else "seconds").replace("+00:00", "Z")
+
+
+def describe_instant(epoch_ms: int) -> str:
+    """``2023-11-14T22:13:20Z (1700000000000)``: a person reads the first part, the checkpoint
+    table's keys hold the second."""
+    return f"{iso_utc(epoch_ms)} ({epoch_ms})"
+
+
+def describe_interval(interval: tuple[int, int]) -> str:
+    """``[2026-11-27T04:20:00Z, 2026-11-27T04:21:00Z) (1795..., 1795...)``: a person reads the
+    first part, the keys in the checkpoint table are the second."""
+    return f"[{iso_utc(interval[0])}, {iso_utc(interval[1])}) ({interval[0]}, {interval[1]})"
 
 
 @dataclass(frozen=True, order=True, slots=True)
@@ -89,11 +111,11 @@ class Boundary:
         return self.is_concrete and (self.kind, self.position) == (other.kind, other.position)
 
     def describe(self, *, position: bool = True) -> str:
-        """For logs, messages and summaries: ``AT(<position>)@<instant_ms>``, or ``<kind>@<instant_ms>``
-        (also for a positioned kind when ``position`` is False)."""
+        """For logs, messages and summaries: ``AT(<position>) at <instant>``, or ``<kind> at <instant>``
+        (also for a positioned kind when ``position`` is False), the instant as :func:`describe_instant`."""
         if self.position is None or not position:
-            return f"{self.kind.value}@{self.instant_ms}"
-        return f"{self.kind.value}({self.position.encode()})@{self.instant_ms}"
+            return f"{self.kind.value} at {describe_instant(self.instant_ms)}"
+        return f"{self.kind.value}({self.position.encode()}) at {describe_instant(self.instant_ms)}"
 
 
 class RangeState(str, enum.Enum):
@@ -122,7 +144,7 @@ class ShardRange:
     def __post_init__(self) -> None:
         if self.interval_end_ms <= self.interval_start_ms:
             raise ValueError(
-                f"Interval [{self.interval_start_ms}, {self.interval_end_ms}) of shard {self.shard_id} is empty"
+                f"Interval {describe_interval((self.interval_start_ms, self.interval_end_ms))} of shard {self.shard_id} is empty"
             )
 
 

@@ -14,14 +14,14 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
-from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, describe_interval, find_skipped
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting, readme_section
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
@@ -261,7 +261,7 @@ def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: i
             + ", ".join(describe_interval(interval) for interval in trimmed[:5])
             + (" ..." if len(trimmed) > 5 else "")
             + ". Nothing of them was loaded. Raise the stream's retention period before it happens again; "
-            "see the README section 'Intervals Airflow did not run'."
+            f"see {readme_section('Intervals Airflow did not run')}."
         )
 
 
@@ -286,8 +286,8 @@ def _run_one(
     )  # fmt: skip
     for shard in plan.shards:
         log.info(
-            "plan %s [%d, %d) shard %s (%s): %s%s",
-            config.pipeline_id, start_ms, end_ms, shard.shard_id, shard.state.value, shard.decision.value,
+            "plan %s %s shard %s (%s): %s%s",
+            config.pipeline_id, describe_interval((start_ms, end_ms)), shard.shard_id, shard.state.value, shard.decision.value,
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
@@ -302,7 +302,10 @@ def _run_one(
     assignment = topology.assignment if topology else None
     loaded = tuple(runner(config.job(to_load, lambda: weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
     if not to_load.ranges:
-        log.info("plan %s [%d, %d): no shard has records in the interval; nothing to start", config.pipeline_id, start_ms, end_ms)
+        log.info(
+            "plan %s %s: no shard has records in the interval; nothing to start",
+            config.pipeline_id, describe_interval((start_ms, end_ms)),
+        )  # fmt: skip
     reports = loaded + tuple(empty.values())
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     committed = commit_reports(store, reports, driver_concurrency, known)
@@ -321,45 +324,72 @@ def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore, concurren
 
 def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:
     """Fail a run that left ranges of its interval unloaded, naming each shard, how long it has
-    waited and how far each parent it waits for is loaded (I9)."""
+    waited, how far each parent it waits for is loaded and the span the parents lack (I9)."""
     plan = result.plan
     if not plan.waiting:
         return
     lines = []
+    lacking: list[tuple[int | None, int]] = []
     for shard_id, parents in sorted(plan.waiting.items()):
         shard_range = plan.shard(shard_id).range
         needed = shard_range.interval_start_ms if shard_range is not None else plan.interval_start_ms
         planned_ms = store.range_planned_ms(shard_id, needed)
         waited_ms = now_ms - planned_ms if planned_ms is not None else 0
-        described = ", ".join(f"{parent} ({_loaded_through(store, parent)})" for parent in parents)
+        marks = {parent: _loaded_through(store, parent) for parent in parents}
+        described = ", ".join(f"{parent} ({_describe_mark(mark)})" for parent, mark in marks.items())
         lines.append(
-            f"shard {shard_id} waits for {described}, which must be loaded up to {needed} "
+            f"shard {shard_id} waits for {described}, which must be loaded up to {describe_instant(needed)} "
             f"(waiting for {waited_ms // 1000} s)"
         )
+        lacking += [(_lacking_from(store, parent, mark), needed) for parent, mark in marks.items()]
         if waited_ms > warn_after_ms:
             log.error(
                 "shard %s of pipeline %s has waited %d s (more than %d s) for parents %s: is a run of an "
                 "earlier interval failed for good?", shard_id, plan.pipeline_id, waited_ms // 1000,
                 warn_after_ms // 1000, list(parents),
             )  # fmt: skip
+    span = _lacking_span(lacking)
     message = (
-        f"Pipeline {plan.pipeline_id} interval [{plan.interval_start_ms}, {plan.interval_end_ms}): "
+        f"Pipeline {plan.pipeline_id} interval {describe_interval((plan.interval_start_ms, plan.interval_end_ms))}: "
         f"{len(lines)} shard(s) cannot be loaded before their parents (everything else is loaded): "
         + "; ".join(lines)
-        + ". Their ranges are planned and this run's retry loads them once the runs of the parents' "
-        "earlier intervals have succeeded: let those runs run (or clear them), or use relaxed_order "
-        "if the table does not depend on the order of records."
+        + f". The parents lack the intervals {_describe_span(span)}: once runs of those intervals have loaded "
+        "them, this run's retry loads these shards. Or use relaxed_order if the table does not depend on the "
+        "order of records."
     )
     log.warning("%s", message)
-    raise ShardsWaiting(message, waiting=plan.waiting, result=result)
+    raise ShardsWaiting(message, waiting=plan.waiting, result=result, lacking=span)
 
 
-def _loaded_through(store: CheckpointStore, shard_id: str) -> str:
+def _loaded_through(store: CheckpointStore, shard_id: str) -> Boundary | None:
     shard = store.get_shard(shard_id)
-    mark = store.loaded_through(shard_id, shard.high_water_mark if shard else None)
-    if mark is None:
-        return "nothing loaded"
-    return f"loaded through {mark.describe(position=False)}"
+    return store.loaded_through(shard_id, shard.high_water_mark if shard else None)
+
+
+def _describe_mark(mark: Boundary | None) -> str:
+    return "nothing loaded" if mark is None else f"loaded through {describe_instant(mark.instant_ms)}"
+
+
+def _lacking_from(store: CheckpointStore, parent: str, mark: Boundary | None) -> int | None:
+    """Where the parent's unloaded span starts: at its loaded mark, else at its earliest range;
+    None when no range of it was ever planned."""
+    if mark is not None:
+        return mark.instant_ms
+    earliest = store.earliest_range(parent)
+    return earliest.interval_start_ms if earliest is not None else None
+
+
+def _lacking_span(lacking: Sequence[tuple[int | None, int]]) -> tuple[int | None, int]:
+    """One span covering what every waiting shard's parents lack (start None: unknown)."""
+    starts = [start for start, _ in lacking]
+    return (None if None in starts else min(s for s in starts if s is not None)), max(end for _, end in lacking)
+
+
+def _describe_span(span: tuple[int | None, int]) -> str:
+    start, end = span
+    if start is None:
+        return f"before {describe_instant(end)} (no range of a parent was ever planned)"
+    return describe_interval((start, end))
 
 
 def _report_if_empty(

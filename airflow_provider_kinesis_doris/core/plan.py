@@ -48,6 +48,8 @@ from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpo
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, PrunedHistory
 from airflow_provider_kinesis_doris.core.model import (
+    describe_instant,
+    describe_interval,
     Boundary,
     BoundaryKind,
     RangeState,
@@ -135,7 +137,7 @@ class Plan:
         for shard_plan in self.shards:
             if shard_plan.shard_id == shard_id:
                 return shard_plan
-        raise KeyError(f"Shard {shard_id} is not in the plan of interval {self.interval_start_ms}")
+        raise KeyError(f"Shard {shard_id} is not in the plan of interval {describe_interval((self.interval_start_ms, self.interval_end_ms))}")
 
     def _ranges_with(self, decision: ShardDecision) -> tuple[ShardRange, ...]:
         return tuple(s.range for s in self.shards if s.decision is decision and s.range is not None)
@@ -219,7 +221,7 @@ def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: i
             f"Store is for pipeline {store.pipeline_id!r}, planning asked for {pipeline_id!r}"
         )
     if start_ms < 0 or end_ms <= start_ms:
-        raise ConfigurationError(f"Interval [{start_ms}, {end_ms}) is empty or negative; nothing to plan")
+        raise ConfigurationError(f"Interval {describe_interval((start_ms, end_ms))} is empty or negative; nothing to plan")
 
 
 def trim_horizon(kinesis: Any, stream_name: str, clock: Callable[[], int]) -> int:
@@ -236,8 +238,8 @@ def _check_aligned(floor: Floor, start_ms: int, end_ms: int) -> None:
         start_ms == floor.start_ms and end_ms != floor.end_ms
     ):
         raise ConfigurationError(
-            f"Interval [{start_ms}, {end_ms}) does not align with the pipeline's floor interval "
-            f"[{floor.start_ms}, {floor.end_ms}) (its TRIM_HORIZON sweep): the intervals of one pipeline "
+            f"Interval {describe_interval((start_ms, end_ms))} does not align with the pipeline's floor interval "
+            f"{describe_interval((floor.start_ms, floor.end_ms))} (its TRIM_HORIZON sweep): the intervals of one pipeline "
             "must not partially overlap. Use a new pipeline_id after changing the schedule."
         )
 
@@ -335,7 +337,7 @@ class _IntervalPlanner:
         )  # fmt: skip
         self.decided[shard.shard_id] = shard_plan
         log.info(
-            "interval [%s, %s) shard %s (%s): %s%s", self.start_ms, self.end_ms, shard.shard_id,
+            "interval %s shard %s (%s): %s%s", describe_interval((self.start_ms, self.end_ms)), shard.shard_id,
             checkpoint.state.value, decision.value, _describe(shard_range, waiting_for),
         )  # fmt: skip
         return shard_plan
@@ -387,8 +389,8 @@ class _IntervalPlanner:
         """
         if stored is None and self._before_prune_horizon(start_ms):
             raise PrunedHistory(
-                f"Interval [{start_ms}, {end_ms}) of shard {shard_id} starts before the pipeline's prune "
-                f"horizon ({self.prune_horizon_ms}) and has no stored range: it is older than the stream's "
+                f"Interval {describe_interval((start_ms, end_ms))} of shard {shard_id} starts before the pipeline's "
+                f"prune horizon {describe_instant(self.prune_horizon_ms)} and has no stored range: it is older than the stream's "
                 "retention plus Doris's label window, its records are gone from Kinesis and the pipeline no "
                 "longer tracks that time, so it cannot be planned."
             )
@@ -569,8 +571,8 @@ def _misaligned(shard_id: str | None, start_ms: int, end_ms: int, stored: tuple[
     """:param stored: the stored range's interval, ``(start_ms, end_ms)``."""
     of_shard = f" of shard {shard_id}" if shard_id is not None else ""
     return ConfigurationError(
-        f"Interval [{start_ms}, {end_ms}){of_shard} overlaps the stored range of interval "
-        f"[{stored[0]}, {stored[1]}) without matching it: the intervals of one "
+        f"Interval {describe_interval((start_ms, end_ms))}{of_shard} overlaps the stored range of interval "
+        f"{describe_interval(stored)} without matching it: the intervals of one "
         "pipeline must not partially overlap (was the schedule changed, or does another DAG use the same "
         f"pipeline_id?). Nothing was loaded{' for this shard' if shard_id is not None else ''}; use a new "
         "pipeline_id for a new schedule."

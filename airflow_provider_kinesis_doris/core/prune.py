@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
+from airflow_provider_kinesis_doris.core.model import describe_instant
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 
@@ -93,8 +94,8 @@ def _prune_shards(
         shards_skipped=tuple(shard.shard_id for shard, count in zip(shards, deleted) if count is None),
     )
     log.info(
-        "pipeline %s: pruned %d items of %d shards before %d", store.pipeline_id, result.items_deleted,
-        result.shards_pruned, horizon_ms,
+        "pipeline %s: pruned %d items of %d shards before %s", store.pipeline_id, result.items_deleted,
+        result.shards_pruned, describe_instant(horizon_ms),
     )  # fmt: skip
     return result
 

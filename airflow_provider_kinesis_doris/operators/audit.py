@@ -10,11 +10,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 
 from airflow_provider_kinesis_doris.core.audit import AuditTarget
-from airflow_provider_kinesis_doris.core.doris.identifiers import check_name
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.dag_runs import _ms
-from airflow_provider_kinesis_doris.operators.kinesis_to_doris import _split_table
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
         return summary
 
     def _target(self) -> AuditTarget:
-        database, table = _split_table(str(self.doris_table))
+        database, table = split_table_name(str(self.doris_table))
         dead_letter_table = None
         if self.audit_dead_letters:
             dead_letter_table = check_name(self.dead_letter_table or f"{table}_dead_letter", "dead_letter_table")

@@ -13,11 +13,12 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
+from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.decoders import CSV, JSON, check_decoder, check_load_options, plain_columns
-from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name, split_table_name
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
@@ -26,6 +27,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     PermanentStreamLoadError,
     ShardsWaiting,
     UnresolvableLoad,
+    aws_error_code,
+    readme_section,
 )
 from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.catch_up import DEFAULT_MAX_SKIPPED_INTERVALS
@@ -351,13 +354,14 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         steps = _Steps()
-        store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
-        if self.create_checkpoint_table:
-            store.create_table_if_missing()
-        self._preflight(doris_hook, store, config)
-        self._check_tables(doris_hook, database, table, config.dead_letter_table)
-        if self.read_mode == "efo":
-            config = replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
+        try:
+            store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
+            config = self._prepare(aws_hook, doris_hook, store, config)
+        except AirflowException:
+            raise
+        except Exception as exc:
+            # An AWS or Doris error of its own (a wrong endpoint, credentials) still names the step.
+            raise AirflowException(_explain_failure(exc, PREPARING_FAILED)) from exc
         lanes = self.driver_concurrency
         spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())  # type: ignore[arg-type]
         in_process = steps.loading(
@@ -381,7 +385,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             # metrics and lineage count what it loaded of the rest.
             context["ti"].xcom_push(key="waiting", value={shard: list(parents) for shard, parents in exc.waiting.items()})
             self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
-            raise AirflowException(_explain_failure(exc, steps.current)) from exc
+            raise AirflowException(_explain_waiting(exc, context["dag"].dag_id, end - start)) from exc
         except Exception as exc:
             if isinstance(exc, LabelWindowBroken):
                 emit_label_window_broken(config.pipeline_id)
@@ -463,6 +467,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             parallelism=self.parallelism,
         )
 
+    def _prepare(
+        self, aws_hook: KinesisPipelineHook, doris_hook: DorisHook, store: DynamoCheckpointStore, config: PipelineConfig
+    ) -> PipelineConfig:
+        """Before planning: the checkpoint table, the preflight, the Doris tables, the stream
+        consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
+        if self.create_checkpoint_table:
+            store.create_table_if_missing()
+        self._preflight(doris_hook, store, config)
+        self._check_tables(doris_hook, config.doris_database, config.doris_table, config.dead_letter_table)
+        if self.read_mode == "efo":
+            return replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
+        return config
+
     def _efo_consumer(self, aws_hook: KinesisPipelineHook, pipeline_id: str) -> str:
         name = self._efo_consumer_name(pipeline_id)
         try:
@@ -509,7 +526,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
         :raises ConfigurationError: naming the argument and what is wrong with the name.
         """
-        database, table = _split_table(self.doris_table)
+        database, table = split_table_name(self.doris_table)
         check_name(database, f"doris_table {self.doris_table!r}, its database")
         check_name(table, f"doris_table {self.doris_table!r}, its table")
         if self.dead_letter_table is None:
@@ -563,7 +580,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         logged."""
         doris_settings, aws_settings = self._preflight_settings(config)
         digest = preflight_digest(doris_settings, aws_settings)
-        if store.passed_preflight_digest() == digest:
+        if _passed_preflight_digest(store) == digest:
             return
         report = self._preflight_report(hook, doris_settings, aws_settings)
         for item in report.warnings:
@@ -632,6 +649,17 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 # --- helpers ---------------------------------------------------------------------------------------
 
 
+def _passed_preflight_digest(store: DynamoCheckpointStore) -> str | None:
+    """None also when the checkpoint table does not exist: the preflight then runs and names the
+    table, its region and the fixes, instead of a bare ResourceNotFoundException on GetItem."""
+    try:
+        return store.passed_preflight_digest()
+    except ClientError as exc:
+        if aws_error_code(exc) != "ResourceNotFoundException":
+            raise
+        return None
+
+
 def _interval(context: Context) -> tuple[datetime, datetime]:
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None or end <= start:
@@ -663,7 +691,7 @@ def _empty_interval_message(start: Any, end: Any, dag: Any) -> str:
         )
     return (
         f"KinesisToDorisOperator needs a non-empty data interval [data_interval_start, data_interval_end), {got}. "
-        f"{why}. See \"Schedules and dates\" in docs/usage.md."
+        f"{why}. See {readme_section('Schedules and dates')}."
     )
 
 
@@ -677,13 +705,10 @@ def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _split_table(name: str) -> tuple[str, str]:
-    database, _, table = name.partition(".")
-    if not database or not table or "." in table:
-        raise AirflowException(f"doris_table must be 'database.table', got {name!r}")
-    return database, table
-
-
+PREPARING_FAILED = (
+    "Checking the deployment before planning failed (the checkpoint table, the Doris and AWS preflight, the "
+    "Doris tables); nothing was planned or loaded"
+)
 PLANNING_FAILED = (
     "Planning the interval failed (listing the shards, fixing each shard's range in the checkpoint table); "
     "nothing was loaded"
@@ -746,13 +771,31 @@ def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
                              "label, so rerun this task once the other run has finished."),
         (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
-        (ShardsWaiting, "Everything else of the interval is loaded. Airflow's retries load these shards once the "
-                        "runs of their parents' earlier intervals succeed: give the task retries that outlast them."),
     ):
         if isinstance(exc, error_type):
             return f"{error_type.__name__}: {' '.join(text.split())[:2000]} — {advice}"
     line = _last_line_with(text, "Error")
     return f"{failed}: {line if type(exc).__name__ in line else f'{type(exc).__name__}: {line}'}"
+
+
+def _explain_waiting(exc: ShardsWaiting, dag_id: str, interval: timedelta) -> str:
+    """The message of ``exc`` and the commands that load the intervals the parents lack, on both
+    majors: no run of them may exist (a pause, ``catchup=False``), so clearing one is not enough."""
+    start_ms, end_ms = exc.lacking
+    first = _utc(start_ms).isoformat() if start_ms is not None else "<the parents' first interval start>"
+    last = (_utc(end_ms) - interval).isoformat()
+    return (
+        f"ShardsWaiting: {' '.join(str(exc).split())[:2000]} — Everything else of the interval is loaded. Load "
+        f"the intervals the parents lack with a run of each: on Airflow 2.11 `airflow dags backfill -s {first} "
+        f"-e {last} {dag_id}`, on Airflow 3 `airflow backfill create --dag-id {dag_id} --from-date {first} "
+        f"--to-date {last}` (dates are interval starts, both inclusive); where a run of one exists and failed, "
+        "clear it instead. This task's retries then load these shards (give it retries that outlast those runs, "
+        "or clear it once they succeeded)."
+    )
+
+
+def _utc(epoch_ms: int) -> datetime:
+    return datetime.fromtimestamp(epoch_ms / 1000, tz=timezone.utc)
 
 
 def _last_line_with(text: str, needle: str) -> str:

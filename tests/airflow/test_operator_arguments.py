@@ -231,3 +231,23 @@ def test_templated_arguments_are_checked_once_rendered_naming_the_argument() -> 
     assert header_number == (
         "ConfigurationError: load_headers must be None or a dict of strings to strings, got {'timeout': 5}"
     )
+
+REFUSE_BARE_TABLE = """
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+try:
+    KinesisToDorisOperator(task_id="load", stream_name="s", doris_table="orders", checkpoint_table="c")._table_names()
+except ConfigurationError as error:
+    print(error)
+"""
+
+
+def test_a_table_name_without_its_database_is_refused_saying_what_the_connections_schema_is_for() -> None:
+    done = subprocess.run([sys.executable, "-c", REFUSE_BARE_TABLE], capture_output=True, text=True, timeout=120)
+
+    assert done.stdout.strip().splitlines()[-1] == (
+        "doris_table must name the database and the table, as 'database.table' (e.g. 'analytics.orders'), got "
+        "'orders'. The Doris connection's schema is only the default database of SQL run through DorisHook and the "
+        "SQL operators; the loader takes its database from doris_table."
+    ), done.stderr[-2000:]

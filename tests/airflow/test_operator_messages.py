@@ -73,7 +73,8 @@ with DAG(
         task_id="load",
         stream_name=os.environ.get("KD_MESSAGES_STREAM", "s"),
         doris_table=os.environ.get("KD_MESSAGES_TABLE", "d.t"),
-        checkpoint_table="{checkpoint_table}",
+        checkpoint_table=os.environ.get("KD_MESSAGES_CHECKPOINT_TABLE", "{checkpoint_table}"),
+        create_checkpoint_table=os.environ.get("KD_MESSAGES_CREATE_CHECKPOINT_TABLE", "true") == "true",
         seal_grace=timedelta(0),
         use_spark={"true": True, "false": False}.get(os.environ.get("KD_MESSAGES_USE_SPARK", "false"), "auto"),
         transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
@@ -194,7 +195,34 @@ def test_a_zero_length_interval_names_the_timetables_that_give_real_intervals(da
             '"@continuous" make zero-length intervals.'
         ) in message
         assert "both from airflow.timetables.interval." in message
-    assert message.endswith('See "Schedules and dates" in docs/usage.md.'), message
+    assert message.endswith(
+        'See the README, "Schedules and dates" '
+        "(https://github.com/airflow-provider-kinesis-doris/airflow-provider-kinesis-doris#schedules-and-dates)."
+    ), message
+
+
+# --- shards waiting for their parents ----------------------------------------------------------------
+
+
+def test_shards_waiting_names_the_backfill_commands_of_both_majors_for_the_intervals_the_parents_lack() -> None:
+    from datetime import timedelta
+
+    from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import _explain_waiting
+
+    # The parents lack [00:00, 00:20) of 10-minute intervals: two runs, which may never have existed.
+    start_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    waiting = ShardsWaiting("shard c waits for p", waiting={"c": ("p",)}, result=None, lacking=(start_ms, start_ms + 1_200_000))
+
+    message = _explain_waiting(waiting, "events_to_doris", timedelta(minutes=10))
+
+    assert message.startswith("ShardsWaiting: shard c waits for p — Everything else of the interval is loaded."), message
+    assert (
+        "on Airflow 2.11 `airflow dags backfill -s 2026-01-01T00:00:00+00:00 -e 2026-01-01T00:10:00+00:00 "
+        "events_to_doris`, on Airflow 3 `airflow backfill create --dag-id events_to_doris --from-date "
+        "2026-01-01T00:00:00+00:00 --to-date 2026-01-01T00:10:00+00:00` (dates are interval starts, both inclusive)"
+    ) in message
+    assert "where a run of one exists and failed, clear it instead" in message
 
 
 # --- the step that failed ----------------------------------------------------------------------------
@@ -208,6 +236,44 @@ def test_a_missing_stream_is_named_by_the_preflight_and_not_blamed_on_spark(dags
     assert message.startswith("The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded."), message
     assert f"stream {stack['stream']} does not exist" in message
     assert "Spark" not in message
+
+
+@pytest.mark.integration
+def test_a_missing_checkpoint_table_the_operator_may_not_create_is_named_with_its_region_and_both_fixes(
+    dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
+) -> None:
+    # It said: Planning the interval failed ... ResourceNotFoundException ... GetItem.
+    create_stream(kinesis_client, stack["stream"], 1)
+    monkeypatch.setenv("KD_MESSAGES_CHECKPOINT_TABLE", f"never_created_{stack['table']}")
+    monkeypatch.setenv("KD_MESSAGES_CREATE_CHECKPOINT_TABLE", "false")
+
+    message = failed_with(run(dags().load, sealed_interval_end()), failures)
+
+    assert message.startswith("The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded."), message
+    table = f"never_created_{stack['table']}"
+    assert f"DynamoDB table {table} does not exist in region us-east-1 and create_checkpoint_table is False." in message
+    assert f"create {table} in us-east-1 with key pk (HASH, S), sk (RANGE, S)" in message
+    assert "or set create_checkpoint_table=True to have the first run create it." in message
+    assert "GetItem" not in message
+
+
+@pytest.mark.integration
+def test_an_aws_error_before_planning_names_the_step(
+    dags: Any, kinesis_mock_endpoint: str, doris_server: Any, monkeypatch: pytest.MonkeyPatch,
+    failures: list[BaseException],
+) -> None:
+    # One endpoint_url for every service: DynamoDB's DescribeTable reaches the Kinesis emulator. It
+    # gave a bare botocore ClientError, without the step the README promises.
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, kinesis_mock_endpoint, doris_server, DB)
+
+    message = failed_with(run(dags().load, sealed_interval_end()), failures)
+
+    assert message.startswith(
+        "Checking the deployment before planning failed (the checkpoint table, the Doris and AWS preflight, the "
+        "Doris tables); nothing was planned or loaded: "
+    ), message
+    assert "DescribeTable" in message
 
 
 @pytest.mark.integration

@@ -203,7 +203,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     _trim(kinesis, 7)
     _put(kinesis, kinesis.now_ms, _event(7))
 
-    instant = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
+    instant = r"2023-11-14T22:14:20Z \(1700000060000\)"
     with pytest.raises(DataTrimmed, match=rf"from {instant} starts at .* a cut no reader has made"):
         _run(memory_config(), 1, kinesis, store, in_process(kinesis, store, doris))
 
@@ -241,7 +241,7 @@ def test_a_pending_start_older_than_the_stream_retention_is_data_trimmed_before_
     store = MemoryCheckpointStore("p")
     reader = RangeReader(kinesis, _pending_start_range(store), store, clock=lambda: kinesis.now_ms / 1000)
 
-    with pytest.raises(DataTrimmed, match=r"older than the stream's trim horizon 2023-11-14T23:13:20\.000Z"):
+    with pytest.raises(DataTrimmed, match=r"older than the stream's trim horizon 2023-11-14T23:13:20Z"):
         list(reader)
     assert kinesis.calls["get_shard_iterator"] == 0
 
@@ -280,7 +280,7 @@ def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, MemoryCheckp
 @pytest.mark.parametrize(
     ("trimmed", "closes", "first"),
     [
-        (3, False, r"the shard holds record \S+ first, arriving at 2023-11-14T22:14:22\.000Z"),
+        (3, False, r"the shard holds record \S+ first, arriving at 2023-11-14T22:14:22Z"),
         (4, False, "the shard holds no record"),
         (4, True, "the shard holds no record"),
     ],
@@ -304,7 +304,7 @@ def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it
         with pytest.raises(DataTrimmed, match="a cut no reader has made"):
             _run(SWEEP, 1, kinesis, store, in_process(kinesis, store, doris))
 
-    end = r"2023-11-14T22:14:20\.000Z \(1700000060000\)"
+    end = r"2023-11-14T22:14:20Z \(1700000060000\)"
     swept_to = rf"{SHARD} .* sweeps it from its start and ends at its first record arriving at or after {end}"
     with pytest.raises(DataTrimmed, match=rf"{swept_to}.*{first}"):
         _run(SWEEP, 0, kinesis, store, in_process(kinesis, store, doris))

@@ -25,6 +25,7 @@ import base64
 import json
 import logging
 import os
+import re
 import threading
 import time
 import traceback
@@ -41,7 +42,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, describe_interval
+from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
+from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, LabelCanary
@@ -1386,7 +1388,7 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
 ) -> None:
     machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
     before = machine.store.ranges_for_shard("shardId-000000000000")
-    with pytest.raises(ConfigurationError, match=r"overlaps the stored range of interval \[\d+, \d+\) without matching it"):
+    with pytest.raises(ConfigurationError, match=r"overlaps the stored range of interval \[\S+Z, \S+Z\) \(\d+, \d+\) without matching it"):
         run_interval(
             machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
@@ -1407,7 +1409,7 @@ def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a
     assert _grid(machine.store) == []
     store = KillableStore("p", machine.store.table, clock=lambda: machine.kinesis.now_ms)
     before = store.ranges_for_shard("shardId-000000000000")
-    with pytest.raises(ConfigurationError, match=r"Interval \[\d+, \d+\) overlaps the stored range of interval"):
+    with pytest.raises(ConfigurationError, match=r"Interval \[\S+Z, \S+Z\) \(\d+, \d+\) overlaps the stored range of interval"):
         run_interval(
             machine.config, T0 + IV // 2, T0 + IV + IV // 2, kinesis=machine.kinesis, store=store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
@@ -1547,7 +1549,7 @@ def test_pruning_takes_a_quiet_shards_cuts_and_moves_its_mark_over_them() -> Non
 def test_an_interval_before_the_prune_horizon_without_a_stored_range_is_refused(start: int, end: int) -> None:
     machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(2), seal, run(2))
     machine.prune(2, None)
-    with pytest.raises(PrunedHistory, match=rf"starts before the pipeline's prune horizon \({T0 + 2 * IV}\) and has no stored range"):
+    with pytest.raises(PrunedHistory, match=rf"starts before the pipeline's prune horizon {re.escape(describe_instant(T0 + 2 * IV))} and has no stored range"):
         run_interval(
             machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
@@ -1560,7 +1562,7 @@ def test_a_range_planned_below_the_pruned_span_is_refused_when_its_mark_is_rewou
     shard = "shardId-000000000000"
     machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(1), seal)
     machine.prune(2, None)
-    with pytest.raises(PrunedHistory, match=f"Shard {shard} .* a range starting at {T0} is not loaded"):
+    with pytest.raises(PrunedHistory, match=f"Shard {shard} .* a range starting at {re.escape(describe_instant(T0))} is not loaded"):
         machine.store.rewind_high_water_mark(shard, T0)
 
 

@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClie
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardInfo, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardInfo, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
@@ -176,6 +176,6 @@ def test_a_closed_shard_loaded_to_its_end_and_never_drained_is_stuck(world: dict
 
     report = audit(store, lambda sql: doris_server.execute_sql(DB, sql), target, start, end)
 
-    assert report.stuck == (f"shard {shard_id}: closed and loaded to its end (SHARD_END@{end}), never marked drained",)
+    assert report.stuck == (f"shard {shard_id}: closed and loaded to its end (SHARD_END at {describe_instant(end)}), never marked drained",)
     store.mark_drained(shard_id)
     assert audit(store, lambda sql: doris_server.execute_sql(DB, sql), target, start, end).ok

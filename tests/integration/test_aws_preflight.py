@@ -92,7 +92,10 @@ def test_a_missing_checkpoint_table_is_fatal_only_when_the_operator_will_not_cre
     assert _status(created, "checkpoint table billing") == (CheckStatus.OK, False)
     assert _status(created, "checkpoint table recovery") == (CheckStatus.WRONG, False)
     assert _status(refused, "checkpoint table") == (CheckStatus.WRONG, True)
-    assert "create_checkpoint_table is off" in refused.item("checkpoint table").detail
+    assert refused.item("checkpoint table").detail == (
+        f"DynamoDB table {missing.checkpoint_table} does not exist in region us-east-1 and create_checkpoint_table "
+        "is False."
+    )
 
 
 def test_provisioned_billing_and_no_point_in_time_recovery_warn(

@@ -4,6 +4,7 @@ that do not grow with the pipeline's history (issue: unbounded history reads).""
 from __future__ import annotations
 
 import json
+import re
 import logging
 from collections import Counter
 from dataclasses import replace
@@ -153,6 +154,18 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
     with pytest.raises(ShardsWaiting, match=rf"waits for {parent} \(nothing loaded\)") as first:
         _run(1, kinesis, store, doris)
     assert set(first.value.waiting) == {"shardId-000000000001", "shardId-000000000002"}
+    # A person reads the times; the span is what runs of interval 0 must load (no run of it may exist).
+    message = str(first.value)
+    assert message.startswith(
+        "Pipeline p interval [2023-11-14T22:14:20Z, 2023-11-14T22:15:20Z) (1700000060000, 1700000120000): "
+    ), message
+    assert "which must be loaded up to 2023-11-14T22:14:20Z (1700000060000)" in message
+    assert (
+        "The parents lack the intervals [2023-11-14T22:13:20Z, 2023-11-14T22:14:20Z) (1700000000000, "
+        "1700000060000): once runs of those intervals have loaded them, this run's retry loads these shards."
+    ) in message
+    assert first.value.lacking == (T0, T0 + IV)
+    assert "let those runs run" not in message
     assert doris.tally("t", "event_id") == Counter({1: 1}), "the parent's part of interval 1 is loaded"
 
     kinesis.now_ms += 2 * HOUR_MS
@@ -269,3 +282,24 @@ def test_a_later_interval_run_while_a_commit_marks_its_ranges_is_walked_by_one_o
     (shard,) = MemoryCheckpointStore("p", store.table).list_shard_checkpoints()
     assert shard.high_water_mark is not None and shard.high_water_mark.instant_ms == T0 + 3 * IV
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
+
+
+def test_the_task_log_gives_every_instant_in_iso_8601_utc_with_epoch_ms_only_in_parentheses(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The log said "interval 1795745820000": a person had to convert epoch milliseconds."""
+    kinesis = FakeKinesis(now_ms=T0)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    _put(kinesis, 0, T0 + 10_000)
+    kinesis.now_ms = T0 + IV + 1
+    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+
+    with caplog.at_level(logging.DEBUG, logger="airflow_provider_kinesis_doris"):
+        _run(0, kinesis, store, doris)
+
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith("airflow_provider_kinesis_doris")]
+    assert "plan p [2023-11-14T22:13:20Z, 2023-11-14T22:14:20Z) (1700000000000, 1700000060000) shard" in "\n".join(lines)
+    assert any(line.startswith("shard shardId-000000000000 interval 2023-11-14T22:13:20Z (1700000000000): ") for line in lines)
+    # An epoch-ms instant (13 digits) stands only in parentheses after its ISO form.
+    bare = [line for line in lines if re.search(r"(?<![(\d])(?<!, )\b1\d{12}\b", line)]
+    assert not bare, bare

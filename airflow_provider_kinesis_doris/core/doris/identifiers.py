@@ -74,3 +74,19 @@ def quote_identifier(name: str) -> str:
 def qualified_name(database: str, table: str) -> str:
     """```database`.`table``` with both parts quoted by :func:`quote_identifier`."""
     return f"{quote_identifier(database)}.{quote_identifier(table)}"
+
+
+def split_table_name(name: str) -> tuple[str, str]:
+    """``(database, table)`` of ``doris_table``, which always names its database: the Doris
+    connection's schema is the default database of SQL only, never of the loaded table.
+
+    :raises ConfigurationError: ``name`` is not ``database.table``.
+    """
+    database, _, table = name.partition(".")
+    if not database or not table or "." in table:
+        raise ConfigurationError(
+            f"doris_table must name the database and the table, as 'database.table' (e.g. 'analytics.orders'), got "
+            f"{name!r}. The Doris connection's schema is only the default database of SQL run through DorisHook "
+            "and the SQL operators; the loader takes its database from doris_table."
+        )
+    return database, table

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.doris.result import SqlResult
-from airflow_provider_kinesis_doris.core.errors import DorisSqlError
+from airflow_provider_kinesis_doris.core.errors import DorisSqlError, readme_section
 
 if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
@@ -331,7 +331,8 @@ def _columns(run_sql: SqlRunner, settings: DorisPreflightSettings, tables: set[s
     name = f"{settings.database}.{settings.table}"
     if settings.table not in tables:
         return PreflightItem(check, CheckStatus.WRONG, f"table {name} does not exist.",
-                             f"create {name} (docs/usage.md shows a table with the metadata columns).", fatal=True)
+                             f"create {name} ({readme_section('Tables and dead letters')} lists the metadata columns).",
+                             fatal=True)
     described = run_sql(f"DESC {qualified_name(settings.database, settings.table)}")
     columns = {str(row[0]).lower() for row in described.rows}
     missing_metadata = [c for c in settings.metadata_columns if c.lower() not in columns]
@@ -340,7 +341,8 @@ def _columns(run_sql: SqlRunner, settings: DorisPreflightSettings, tables: set[s
             check, CheckStatus.WRONG,
             f"{name} lacks the metadata columns {missing_metadata}: Doris drops a JSON key the table has no column "
             "for without an error, so rows load without the shard and position that tell a record's copies apart.",
-            f"ALTER TABLE {name} ADD COLUMN for each of {missing_metadata} (docs/usage.md gives the types), or "
+            f"ALTER TABLE {name} ADD COLUMN for each of {missing_metadata} ({readme_section('Tables and dead letters')} "
+            "gives the types), or "
             "remove them from metadata_columns.",
             fatal=True,
         )  # fmt: skip

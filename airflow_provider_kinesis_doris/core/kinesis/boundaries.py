@@ -35,7 +35,7 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, describe_instant
 from airflow_provider_kinesis_doris.core.kinesis.reader import user_records
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
     THROTTLING_ERRORS,
@@ -139,7 +139,7 @@ def _follow_to_cut(
             return Boundary(shard_id, instant_ms, BoundaryKind.PENDING)
         iterator = next_iterator
     raise KinesisDorisError(
-        f"No cut found for shard {shard_id} of stream {stream_name} at {instant_ms} "
+        f"No cut found for shard {shard_id} of stream {stream_name} at {describe_instant(instant_ms)} "
         f"within {max_pages} GetRecords pages"
     )
 
@@ -201,8 +201,9 @@ def resolve_boundary(
     else:
         if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
             raise DataTrimmed(
-                f"Shard {shard.shard_id} of stream {stream_name} must be cut at {instant_ms}, which is older than "
-                f"the stream's trim horizon ({trim_horizon_ms}, its retention period before now): records of "
+                f"Shard {shard.shard_id} of stream {stream_name} must be cut at {describe_instant(instant_ms)}, which is "
+                f"older than the stream's trim horizon {describe_instant(trim_horizon_ms)} (its retention period before "
+                "now): records of "
                 "that interval may have been deleted before they were loaded, so it cannot be loaded exactly"
             )
         proposed = probe_boundary(
@@ -213,7 +214,7 @@ def resolve_boundary(
         return proposed
     winner = store.put_boundary(proposed)
     lost = "" if winner == proposed else f" (stored by another writer; we probed {proposed.describe()})"
-    log.info("boundary of shard %s at %s: %s%s", shard.shard_id, instant_ms, winner.describe(), lost)
+    log.info("boundary of shard %s at %s: %s%s", shard.shard_id, describe_instant(instant_ms), winner.describe(), lost)
     return winner
 
 

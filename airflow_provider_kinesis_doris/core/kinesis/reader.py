@@ -47,6 +47,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.kinesis.subscription import SubscriptionPager
 from airflow_provider_kinesis_doris.core.model import (
+    describe_instant,
     Boundary,
     BoundaryKind,
     KinesisRecord,
@@ -290,8 +291,8 @@ class RangeReader:
             if page.next_iterator is None:
                 return self._settle(self._cut(start, BoundaryKind.SHARD_END))
             if page.at_tip:
-                log.debug("Shard %s has no record at or after %d yet; start stays pending",
-                          start.shard_id, start.instant_ms)  # fmt: skip
+                log.debug("Shard %s has no record at or after %s yet; start stays pending",
+                          start.shard_id, describe_instant(start.instant_ms))  # fmt: skip
                 return start
             self._sleep(IDLE_PAUSE_S)
 
@@ -321,7 +322,7 @@ class RangeReader:
         settled = self._settle(proposal)
         if _cuts_before(settled, state.last_position):
             raise BoundaryConflict(
-                f"End boundary of shard {self._range.shard_id} at {settled.instant_ms} was stored as "
+                f"End boundary of shard {self._range.shard_id} at {describe_instant(settled.instant_ms)} was stored as "
                 f"{settled.describe()}, before record {_describe_position(state.last_position)} already read"
             )
         return settled
@@ -333,8 +334,8 @@ class RangeReader:
                 f"Boundary store kept {settled.describe()} pending after proposing {proposal.describe()}"
             )
         if settled != proposal:
-            log.info("Boundary of shard %s at %d: proposed %s, another writer stored %s; following it",
-                     proposal.shard_id, proposal.instant_ms, proposal.describe(),
+            log.info("Boundary of shard %s: proposed %s, another writer stored %s; following it",
+                     proposal.shard_id, proposal.describe(),
                      settled.describe())  # fmt: skip
         return settled
 
@@ -525,12 +526,6 @@ def _describe_position(position: Position | None) -> str:
     return "the start" if position is None else position.encode()
 
 
-def describe_instant(epoch_ms: int) -> str:
-    """``2023-11-14T22:13:20.000Z (1700000000000)``: a person reads the first part, the
-    checkpoint table's keys hold the second."""
-    return f"{timestamp_of_ms(epoch_ms).isoformat(timespec='milliseconds').replace('+00:00', 'Z')} ({epoch_ms})"
-
-
 def _check_range(shard_range: ShardRange, clock: Callable[[], float]) -> None:
     for boundary in (shard_range.start, shard_range.end):
         if boundary.shard_id != shard_range.shard_id:
@@ -539,6 +534,6 @@ def _check_range(shard_range: ShardRange, clock: Callable[[], float]) -> None:
             )
     if shard_range.end.kind is BoundaryKind.PENDING and shard_range.end.instant_ms > clock() * 1000:
         raise ConfigurationError(
-            f"Range of shard {shard_range.shard_id} ends at {shard_range.end.instant_ms}, which is in the "
+            f"Range of shard {shard_range.shard_id} ends at {describe_instant(shard_range.end.instant_ms)}, which is in the "
             "future: only a sealed interval can be read"
         )

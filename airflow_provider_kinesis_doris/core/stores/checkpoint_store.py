@@ -6,7 +6,15 @@ import logging
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardInfo, ShardRange, ShardState
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    RangeState,
+    ShardInfo,
+    ShardRange,
+    ShardState,
+    describe_instant,
+)
 from airflow_provider_kinesis_doris.core.stores.base import lease_conflict
 from airflow_provider_kinesis_doris.core.stores.chunks import ChunkStore
 from airflow_provider_kinesis_doris.core.stores.preflight import PreflightRecordStore
@@ -128,7 +136,7 @@ class CheckpointStore(PreflightRecordStore, ChunkStore):
         # The commit moves many shards' marks at once: grouped, one request carries several.
         advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected, grouped=True)
         if mark is not None and "hwm_kind" in changes:
-            log.info("shard %s high-water mark -> %s at %s", shard_id, mark.kind.value, mark.instant_ms)
+            log.info("shard %s high-water mark -> %s", shard_id, mark.describe(position=False))
         return advanced
 
     def _range_from(self, cut: Boundary, last_interval_start_ms: int | None = None) -> ShardRange | None:
@@ -225,8 +233,9 @@ class CheckpointStore(PreflightRecordStore, ChunkStore):
         shard = self._require_shard(shard_id)
         if shard.pruned_through_ms is not None and before_ms < shard.pruned_through_ms:
             raise PrunedHistory(
-                f"Shard {shard_id} of pipeline {self.pipeline_id}: a range starting at {before_ms} is not "
-                f"loaded, but the shard's history before {shard.pruned_through_ms} was loaded and pruned. "
+                f"Shard {shard_id} of pipeline {self.pipeline_id}: a range starting at {describe_instant(before_ms)} is "
+                f"not loaded, but the shard's history before {describe_instant(shard.pruned_through_ms)} was loaded and "
+                "pruned. "
                 "Its records are past Kinesis retention; the range is not loaded."
             )
         mark = shard.high_water_mark
@@ -237,8 +246,8 @@ class CheckpointStore(PreflightRecordStore, ChunkStore):
             changes["state"] = ShardState.CLOSED.value
         rewound = self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
         log.warning(
-            "shard %s: a range starting at %d is not loaded yet and lies before the high-water mark "
-            "(%s at %d); the mark restarts from it", shard_id, before_ms, mark.kind.value, mark.instant_ms,
+            "shard %s: a range starting at %s is not loaded yet and lies before the high-water mark "
+            "(%s); the mark restarts from it", shard_id, describe_instant(before_ms), mark.describe(position=False),
         )  # fmt: skip
         return rewound
 
@@ -300,7 +309,7 @@ class CheckpointStore(PreflightRecordStore, ChunkStore):
             raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
         mark = shard.high_water_mark
         if shard.state is not ShardState.CLOSED or mark is None or mark.kind is not BoundaryKind.SHARD_END:
-            described = f"{mark.kind.value} at {mark.instant_ms}" if mark else "none"
+            described = mark.describe(position=False) if mark else "none"
             raise ShardNotDrained(
                 f"Shard {shard_id} of pipeline {self.pipeline_id} cannot be marked drained: state "
                 f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
@@ -106,7 +106,7 @@ class RangeStore(StorePrimitives):
         """
         if not proposed.is_concrete:
             raise ValueError(
-                f"Cannot resolve boundary of shard {proposed.shard_id} at {proposed.instant_ms} to PENDING"
+                f"Cannot resolve boundary of shard {proposed.shard_id} at {describe_instant(proposed.instant_ms)} to PENDING"
             )
         changes = {
             "boundary_kind": proposed.kind.value,
@@ -116,7 +116,7 @@ class RangeStore(StorePrimitives):
         }
         sk = boundary_sk(proposed.shard_id, proposed.instant_ms)
         if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
-            log.info("boundary of shard %s at %s: %s", proposed.shard_id, proposed.instant_ms, proposed)
+            log.info("boundary of shard %s: %s", proposed.shard_id, proposed.describe())
             return self._settle(proposed)
         stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
         return stored if stored is not None else self.put_boundary(proposed)
@@ -251,7 +251,7 @@ class RangeStore(StorePrimitives):
             updated = self._update(sk, changes, expected)
         stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
         if stored is None:
-            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
         return stored
 
     def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int) -> tuple[int, int]:
@@ -271,7 +271,7 @@ class RangeStore(StorePrimitives):
         item = self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
         item = item or self._get(sk)
         if item is None:
-            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {interval_start_ms}")
+            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
         return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
 
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:

@@ -137,3 +137,18 @@ def test_resolve_boundary_stores_the_scanned_cut_concrete_where_the_probe_left_i
 
     assert scanned == store.get_boundary(shard.shard_id, T0 + 20_000) == _after(shard, T0 + 20_000, last)
     assert probed.kind is BoundaryKind.PENDING
+
+
+def test_a_probe_older_than_the_trim_horizon_names_both_instants_in_utc() -> None:
+    from airflow_provider_kinesis_doris.core.errors import DataTrimmed
+
+    kinesis, shard, _ = _stream(1_000)
+    store = MemoryCheckpointStore("p")
+
+    with pytest.raises(DataTrimmed) as trimmed:
+        resolve_boundary(kinesis, store, STREAM, shard, T0 + 20_000, trim_horizon_ms=T0 + 30_000, clock=lambda: T0 + 60_000)
+
+    assert (
+        f"Shard {shard.shard_id} of stream {STREAM} must be cut at 2023-11-14T22:13:40Z (1700000020000), which is "
+        "older than the stream's trim horizon 2023-11-14T22:13:50Z (1700000030000) (its retention period before now)"
+    ) in str(trimmed.value)
