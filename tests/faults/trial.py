@@ -501,7 +501,7 @@ def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: 
 def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store: DynamoCheckpointStore,
                          doris: DorisServer, produced: Produced) -> None:  # fmt: skip
     """Look the chunk's records up in Doris: all there → VISIBLE; none → ABORTED (load again)."""
-    match = re.search(r"Chunk (\S+) of shard (\S+) .*range of interval (\d+)", str(error))
+    match = re.search(r"Chunk (\S+) of shard (\S+) .*range of interval [^(]*\((\d+)\)", str(error))
     assert match, f"UnresolvableLoad does not name its label, shard and range: {error}"
     chunk = store.get_chunk(match.group(1), match.group(2), int(match.group(3)))
     assert chunk is not None, f"the unresolvable chunk {match.group(1)} has no item"
