@@ -13,8 +13,10 @@ the driver's peak RSS, and the CPU seconds each process of the stack used during
 on the 2-core machine, a run whose CPU seconds add up to twice its wall time waited for the CPU).
 Each count has a checkpoint table of its own (moto's Query reads its whole table).
 
-A third interval shows the steady state of a pipeline with data flowing (``steady``): its start
-cut stored by the run before, records in it and after it.
+Two recurring intervals show the steady state of a pipeline with data flowing, its start cut
+stored by the run before and records in it: ``steady`` has records after it too (its end cuts
+are records), ``tip`` none (every shard's end cut is at the tip: a quiet or slow shard at seal
+time). ``--shapes`` picks them; both by default.
 
 Then a history line: ``--history-intervals`` consecutive intervals of one small stream, each
 followed by a pruning that keeps the last ``--history-keep`` intervals (what the hourly pruning
@@ -24,7 +26,7 @@ before and after each pruning. A last JSON line holds the targets and whether ea
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
     .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10]
-        [--driver-concurrency 8] [--history-intervals 12] [--history-keep 3] [--json-out F]
+        [--driver-concurrency 8] [--shapes steady,tip] [--history-intervals 12] [--history-keep 3] [--json-out F]
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ log = logging.getLogger("benchmark.shards")
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 DATA_PAGES = "GetRecords (with records)"
 TARGET_SHARDS = 256
+RECURRING_SHAPES = ("steady", "tip")
+"""The recurring interval's shapes: records after its end (``steady``), or none, so every shard's
+end cut is at the tip (``tip``: a quiet or slow shard at seal time)."""
 TARGETS = {
     "calls_per_shard_loaded_max": 6,
     "calls_per_shard_steady_max": 6,
@@ -71,6 +76,7 @@ TARGETS = {
     "steady_s_max": 20.0,
     "growth_16_to_256_max": 4.0,
     "steady_growth_16_to_256_max": 4.0,
+    "tip_to_steady_s_max": 1.5,
 }
 """The issue's targets; a loaded interval is measured twice: a new pipeline's first (``loaded``,
 with what only a shard's first interval costs) and a later one (``steady``), each against them."""
@@ -157,7 +163,7 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
 
 def measure(
     stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int,
-    services: Mapping[str, int],
+    services: Mapping[str, int], shapes: Sequence[str] = RECURRING_SHAPES,
 ) -> dict[str, Any]:
     config = _fresh_pipeline(stack, f"scale-{shards}-{int(time.time())}", shards)
     stream = config.stream_name
@@ -170,11 +176,13 @@ def measure(
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
     quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services)
-    steady = _steady_interval(
-        config, stack, counter, start + 2 * interval_ms, interval_ms, records_per_shard, concurrency, services
-    )
+    recurring, caught_up = {}, start + 2 * interval_ms
+    for shape in shapes:
+        recurring[shape], caught_up = _steady_interval(
+            config, stack, counter, caught_up, interval_ms, records_per_shard, concurrency, services,
+            records_after_end=shape == "steady",
+        )  # fmt: skip
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
-    steady_calls = _by_operation(steady["calls"])
     items = _item_count(stack, config)
     stack.kinesis.delete_stream(StreamName=stream)  # kinesis-mock's shard limit counts every stream
     return {
@@ -187,21 +195,31 @@ def measure(
         "calls_per_shard_quiet": _per_shard(quiet_calls, shards),
         "control_calls_per_shard_loaded": round(_control(loaded_calls) / shards, 2),
         "control_calls_per_shard_quiet": round(_control(quiet_calls) / shards, 2),
-        "steady_s": steady["seconds"],
-        "calls_per_shard_steady": _per_shard(steady_calls, shards),
-        "control_calls_per_shard_steady": round(_control(steady_calls) / shards, 2),
         "call_seconds_loaded": loaded["call_seconds"],
         "call_seconds_quiet": quiet["call_seconds"],
-        "call_seconds_steady": steady["call_seconds"],
         "cpu_s_loaded": loaded["cpu_seconds"],
         "cpu_s_quiet": quiet["cpu_seconds"],
-        "cpu_s_steady": steady["cpu_seconds"],
+        **{key: value for shape, run in recurring.items() for key, value in _recurring_figures(shape, run, shards).items()},
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
         "peak_rss_driver_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         **({"calls_per_shard_by_caller_loaded": _per_shard(loaded["calls"], shards),
             "calls_per_shard_by_caller_quiet": _per_shard(quiet["calls"], shards),
-            "calls_per_shard_by_caller_steady": _per_shard(steady["calls"], shards)} if counter.by_caller else {}),
+            **{f"calls_per_shard_by_caller_{shape}": _per_shard(run["calls"], shards) for shape, run in recurring.items()}}
+           if counter.by_caller else {}),
+    }
+
+
+def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str, Any]:
+    """The figures of one recurring interval, its keys named after its shape (``steady``: records
+    after the interval's end; ``tip``: none, so every shard's end cut is at the tip)."""
+    calls = _by_operation(run["calls"])
+    return {
+        f"{shape}_s": run["seconds"],
+        f"calls_per_shard_{shape}": _per_shard(calls, shards),
+        f"control_calls_per_shard_{shape}": round(_control(calls) / shards, 2),
+        f"call_seconds_{shape}": run["call_seconds"],
+        f"cpu_s_{shape}": run["cpu_seconds"],
     }
 
 
@@ -252,23 +270,26 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
 
 def _steady_interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, quiet_end: int, interval_ms: int,
-    records_per_shard: int, concurrency: int, services: Mapping[str, int],
-) -> dict[str, Any]:
-    """An interval as a pipeline with data flowing runs it: the cut at its start stored by the run
-    before, records in it and after it (its end cut is a record, found by one probe).
+    records_per_shard: int, concurrency: int, services: Mapping[str, int], *, records_after_end: bool,
+) -> tuple[dict[str, Any], int]:
+    """An interval as a pipeline with data flowing runs it, and its end: the cut at its start
+    stored by the run before, records in it and, with ``records_after_end``, after it (its end cut
+    is a record, found by one probe); without, every shard's end cut is at the tip (a quiet or
+    slow shard at seal time).
 
     The intervals before it down to ``quiet_end`` run unmeasured, as one, once its records are in
-    (they have passed while the quiet interval ran)."""
+    (they have passed while the runs before ran)."""
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, config.stream_name, records_per_shard)
     _interval(config, stack, counter, quiet_end, start, concurrency, services)
-    wait_past(start + interval_ms)
-    put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
+    if records_after_end:
+        wait_past(start + interval_ms)
+        put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
     steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services)
     if steady["records"] != produced:
-        raise RuntimeError(f"{config.stream_name}: the steady interval loaded {steady['records']} of {produced} records")
-    return steady
+        raise RuntimeError(f"{config.stream_name}: a recurring interval loaded {steady['records']} of {produced} records")
+    return steady, start + interval_ms
 
 
 def _interval(
@@ -329,18 +350,19 @@ def targets(lines: Sequence[dict[str, Any]], history: dict[str, Any] | None = No
     at = by_count.get(TARGET_SHARDS)
     small = by_count.get(16)
     growth = steady_growth = None
-    if at and small:
+    if at and small and "steady_s" in at:
         growth = round((at["loaded_s"] + at["quiet_s"]) / (small["loaded_s"] + small["quiet_s"]), 2)
         steady_growth = round((at["steady_s"] + at["quiet_s"]) / (small["steady_s"] + small["quiet_s"]), 2)
     figures = {
         "calls_per_shard_loaded_max": at and at["control_calls_per_shard_loaded"],
-        "calls_per_shard_steady_max": at and at["control_calls_per_shard_steady"],
+        "calls_per_shard_steady_max": at and at.get("control_calls_per_shard_steady"),
         "calls_per_shard_quiet_max": at and at["control_calls_per_shard_quiet"],
         "quiet_s_max": at and at["quiet_s"],
         "loaded_s_max": at and at["loaded_s"],
-        "steady_s_max": at and at["steady_s"],
+        "steady_s_max": at and at.get("steady_s"),
         "growth_16_to_256_max": growth,
         "steady_growth_16_to_256_max": steady_growth,
+        "tip_to_steady_s_max": round(at["tip_s"] / at["steady_s"], 2) if at and "tip_s" in at and "steady_s" in at else None,
     }
     met: dict[str, bool | None] = {name: None if value is None else value <= TARGETS[name] for name, value in figures.items()}
     if history is not None:
@@ -361,6 +383,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--driver-concurrency", type=int, default=DEFAULT_DRIVER_CONCURRENCY, help="the loader's driver_concurrency"
     )
+    parser.add_argument(
+        "--shapes", default=",".join(RECURRING_SHAPES),
+        help="recurring intervals to measure: steady (records after its end), tip (its end at the tip)",
+    )  # fmt: skip
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
     parser.add_argument("--history-intervals", type=int, default=12, help="intervals of the pruning line (0: none)")
     parser.add_argument("--history-keep", type=int, default=3, help="intervals the pruning keeps")
@@ -381,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines.append(
                     measure(
                         stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency,
-                        services,
+                        services, args.shapes.split(","),
                     )
                 )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)

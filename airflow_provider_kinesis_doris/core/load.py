@@ -22,7 +22,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NoReturn
 
 from airflow_provider_kinesis_doris.core.aws_clients import aws_client
@@ -47,7 +47,7 @@ from airflow_provider_kinesis_doris.core.label_window import (
     LabelWindowWatch,
     trusted_window_seconds,
 )
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position, ShardRange, describe_instant
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, KinesisRecord, Position, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
 from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
@@ -124,8 +124,28 @@ def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> I
     job one after the other, with these clients."""
     job = clients.job
     clients.label_window.check()
-    for index in indices if indices is not None else (i for group in job.groups for i in group):
-        yield load_range(clients, job.ranges[index], fresh=index in job.fresh)
+    order = list(indices) if indices is not None else [i for group in job.groups for i in group]
+    ends = _stored_pending_ends(clients.store, {index: job.ranges[index] for index in order})
+    for index in order:
+        shard_range, end = job.ranges[index], ends.get(index)
+        yield load_range(
+            clients, replace(shard_range, end=end or shard_range.end), fresh=index in job.fresh, end_read=end is not None
+        )  # fmt: skip
+
+
+def _stored_pending_ends(store: CheckpointStore, ranges: Mapping[int, ShardRange]) -> dict[int, Boundary]:
+    """What the store holds now for the PENDING ends of ``ranges`` (by index), read in batches:
+    this execution's readers follow a cut an earlier execution or a concurrent run settled without
+    a read each. One settled after this read is met when the reader proposes its own, as it is
+    when settled during the read."""
+    pending = {index: r for index, r in ranges.items() if r.end.kind is BoundaryKind.PENDING}
+    by_instant: dict[int, list[str]] = {}
+    for shard_range in pending.values():
+        by_instant.setdefault(shard_range.end.instant_ms, []).append(shard_range.shard_id)
+    stored = {instant: store.read_boundaries(shard_ids, instant) for instant, shard_ids in by_instant.items()}
+    return {
+        index: end for index, r in pending.items() if (end := stored[r.end.instant_ms].get(r.shard_id)) is not None
+    }
 
 
 def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
@@ -143,29 +163,33 @@ def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credential
     return reports
 
 
-def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = False) -> RangeReport:
+def load_range(
+    clients: LoadClients, shard_range: ShardRange, *, fresh: bool = False, end_read: bool = False
+) -> RangeReport:
     """Read ``shard_range`` and load it, chunk by chunk, exactly once.
 
     A chunk whose rows Doris refuses (data quality) gets those records settled as dead letters
     with Doris's reasons, and the range is read again: the chunk goes out under the same labels
     without them (nothing of it was visible), the chunks before it are not loaded again.
+
+    :param end_read: the range's end is as the store held it moments ago (``RangeReader``).
     """
     started = time.monotonic()
     report = RangeReport(shard_range.shard_id, shard_range.interval_start_ms)
     sent: set[Position] = set()
     while True:
         try:
-            outcome = _read_and_load(clients, shard_range, report, sent, fresh)
+            outcome = _read_and_load(clients, shard_range, report, sent, fresh, end_read)
             break
         except RowsRefused as refused:
             log.warning("%s; reading the range again to load that chunk without them", refused)
-            fresh = False  # chunks are recorded and a content was amended (by this run or another)
+            fresh = end_read = False  # chunks are recorded and a content was amended (by this run or another)
         except ChunkContentSettledElsewhere as changed:
             # Rows Doris refused, amended by a run that raced this pass or by a lost Spark task of
             # the same fresh job: the re-read follows the stored contents (it fails ChunkContentChanged
             # only if a stored row maps to a dead letter now).
             log.warning("%s; reading the range again following the settled contents", changed)
-            fresh = False
+            fresh = end_read = False
     report.end = boundary_to_dict(outcome.end)
     report.drained = outcome.drained
     report.last_position = outcome.last_position.encode() if outcome.last_position else None
@@ -182,19 +206,22 @@ def load_range(clients: LoadClients, shard_range: ShardRange, *, fresh: bool = F
 
 
 def _read_and_load(
-    clients: LoadClients, shard_range: ShardRange, report: RangeReport, sent: set[Position], fresh: bool
+    clients: LoadClients, shard_range: ShardRange, report: RangeReport, sent: set[Position], fresh: bool,
+    end_read: bool,
 ) -> Any:
     """One pass over the range; chunks whose first position is in ``sent`` were loaded (and
     counted) by an earlier pass of this run; ``fresh``: nothing of the range is recorded yet but
-    what concurrent runs write (``LoadJob.fresh``). Returns the reader's outcome."""
+    what concurrent runs write (``LoadJob.fresh``); ``end_read``: its end is as stored moments
+    ago. Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
     recorded = [] if fresh else store.chunks_for_range(
         shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
     )  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(
-        clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn, clock=lambda: clients.clock_ms() / 1000
-    )
+        clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn,
+        clock=lambda: clients.clock_ms() / 1000, end_read=end_read,
+    )  # fmt: skip
     contents = {} if fresh else _settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})

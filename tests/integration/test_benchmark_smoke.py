@@ -141,9 +141,13 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
         # (its end) and one read, and no empty page at the tip.
         steady = line["calls_per_shard_steady"]
         assert line["steady_s"] > 0 and steady["GetShardIterator"] == 2 and "GetRecords" not in steady
+        # The same interval with no record after its end: per shard the probe and the reader each
+        # meet an empty page at the tip, and the reader settles the PENDING end.
+        tip = line["calls_per_shard_tip"]
+        assert line["tip_s"] > 0 and tip["GetShardIterator"] == 2 and tip["GetRecords"] == 2 and tip["UpdateItem"] >= 1
         # CPU seconds of each part of the stack during each measured run; the loader always works.
-        for phase in ("loaded", "quiet", "steady"):
+        for phase in ("loaded", "quiet", "steady", "tip"):
             cpu = line[f"cpu_s_{phase}"]
             assert set(cpu) == {"loader", "kinesis_mock", "dynamodb", "doris"} and cpu["loader"] > 0
     assert set(final) == {"targets", "figures", "met"}
-    assert final["met"]["quiet_s_max"] is None  # 256 shards were not run
+    assert final["met"]["quiet_s_max"] is None and final["met"]["tip_to_steady_s_max"] is None  # 256 shards were not run

@@ -162,6 +162,10 @@ class RangeReader:
     :param sleep: ``time.sleep`` (injectable for tests).
     :param clock: ``time.time`` (injectable for tests): whether the end is sealed, and the trim
         horizon a PENDING start is checked against.
+    :param end_read: ``shard_range.end`` is what ``boundaries`` held moments ago (the loader reads
+        the ends of its ranges in batches): a PENDING end is not read again before the read. What
+        another writer settles after that is followed when this reader proposes its cut, as
+        anything settled while it reads is.
     :raises ConfigurationError: a bad limit, boundaries of another shard, or a PENDING end whose
         instant is still in the future (the interval is not sealed).
     """
@@ -177,6 +181,7 @@ class RangeReader:
         max_throttle_retries: int = 10,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
+        end_read: bool = False,
     ) -> None:
         _check_range(shard_range, clock)
         if not 1 <= limit <= MAX_RECORDS_PER_CALL:
@@ -187,6 +192,7 @@ class RangeReader:
         self._store = boundaries
         self._sleep = sleep
         self._clock = clock
+        self._end_read = end_read
         self._shard = ShardClient(
             kinesis_client, shard_range.stream_name, shard_range.shard_id, limit, max_throttle_retries, sleep
         )
@@ -203,7 +209,8 @@ class RangeReader:
         return self._read()
 
     def _read(self) -> Iterator[KinesisRecord]:
-        state = _ReadState(self._stored(self._range.start), self._stored(self._range.end))
+        end = self._range.end if self._end_read else self._stored(self._range.end)
+        state = _ReadState(self._stored(self._range.start), end)
         if state.start.kind is BoundaryKind.PENDING:
             state.start = self._locate_pending_start(state.start)
         elif state.start.kind is BoundaryKind.SHARD_START and state.start.instant_ms != SHARD_START_INSTANT_MS:

@@ -56,11 +56,13 @@ class RangeStore(StorePrimitives):
         :return: the shards with no boundary stored there when read.
         """
         shard_ids = list(shard_ids)
+        return set(shard_ids) - set(self.read_boundaries(shard_ids, instant_ms))
+
+    def read_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> dict[str, Boundary]:
+        """The shards' boundaries stored at ``instant_ms``, PENDING ones too, read in batches
+        (BatchGetItem); the concrete ones are remembered as :meth:`get_boundary` remembers them."""
         items = self._get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
-        stored = [boundary_from_item(item) for item in items]
-        for boundary in stored:
-            self._settle(boundary)
-        return set(shard_ids) - {boundary.shard_id for boundary in stored}
+        return {boundary.shard_id: self._settle(boundary) for boundary in map(boundary_from_item, items)}
 
     def remember_boundary(self, boundary: Boundary) -> None:
         """Remember a concrete boundary that another process read from or stored in this table (a
