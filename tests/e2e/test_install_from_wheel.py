@@ -1,4 +1,4 @@
-"""README "Install from a checkout": the wheel built from this checkout installs into a fresh venv
+"""README "Install into an existing Airflow": the wheel built from this checkout installs into a fresh venv
 next to a pinned Airflow, registers as a provider and its example DAGs parse there.
 
 Only the Airflow 3.x venv runs it (not marked ``airflow``): the fresh venv gets Airflow 3.3.2 from
