@@ -53,7 +53,7 @@ from kinesis_doris_devstack.scenario import (
     split,
     wait_past,
 )
-from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, local_client, stop_pid
+from kinesis_doris_devstack.stack import LocalStack, ServiceProcess, airflow_connections, local_client, stop_pid
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STREAM = "demo-events"
@@ -278,11 +278,6 @@ class Demo:
         )  # fmt: skip
         self.doris_mysql = {"host": "127.0.0.1", "port": int(doris["query_port"]), "user": str(doris["user"]),
                             "password": str(doris["password"]), "database": DATABASE}  # fmt: skip
-        aws_extra = {"region_name": "us-east-1", "endpoint_url": kinesis_url,
-                     "service_config": {"dynamodb": {"endpoint_url": dynamodb_url}}}  # fmt: skip
-        aws = {"conn_type": "aws", "login": "local", "password": "local", "extra": aws_extra}
-        doris_conn = {"conn_type": "doris", "host": "127.0.0.1", "port": doris["fe_port"], "login": doris["user"],
-                      "password": doris["password"], "schema": DATABASE, "extra": {"query_port": doris["query_port"]}}  # fmt: skip
         # Set in this process too, before Airflow is imported: the loader DAG runs in-process.
         os.environ.update(
             {
@@ -292,8 +287,7 @@ class Demo:
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE": "False",
                 # Connections as environment variables: never on a command line, never in the DB.
-                "AIRFLOW_CONN_AWS_DEFAULT": json.dumps(aws),
-                "AIRFLOW_CONN_DORIS_DEFAULT": json.dumps(doris_conn),
+                **airflow_connections({name: svc.describe() for name, svc in running.items()}, DATABASE),
                 "KD_EXAMPLE_STREAM": STREAM,
                 "KD_EXAMPLE_TABLE": f"{DATABASE}.{TABLE}",
                 "KD_EXAMPLE_CHECKPOINT_TABLE": CHECKPOINT_TABLE,

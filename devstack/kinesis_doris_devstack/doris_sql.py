@@ -9,6 +9,8 @@ declared columns, as in Doris. Everything here runs under the caller's lock (``S
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import re
@@ -18,6 +20,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -619,6 +622,8 @@ class Storage:
         )
         for statement in self._bootstrap_ddl:
             connection.execute(statement)
+        for name, function in _DORIS_FUNCTIONS.items():
+            connection.create_function(name, 1, function, deterministic=True)
         self._connections[db] = connection
         return connection
 
@@ -692,7 +697,7 @@ class Storage:
         attached = self._attach_referenced_databases(connection, sql)
         connection.execute("PRAGMA query_only = 1")
         try:
-            cursor = connection.execute(sql)
+            cursor = connection.execute(_integer_division(sql))
             fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
             rows = tuple(tuple(r) for r in fetched)
             columns = tuple(d[0] for d in cursor.description or ())
@@ -721,6 +726,33 @@ class Storage:
                 connection.execute("ATTACH DATABASE ? AS " + _quote(word), (str(self._path(word)),))
                 attached.append(word)
         return attached
+
+
+def _from_unixtime(seconds: int | float | None) -> str | None:
+    """Doris's ``FROM_UNIXTIME(seconds)`` in the stand-in's only time zone, UTC."""
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(int(seconds), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _from_base64(text: str | None) -> str | None:
+    """Doris's ``FROM_BASE64``: the decoded text, NULL for input that is not base64."""
+    try:
+        return None if text is None else base64.b64decode(text, validate=True).decode("utf-8", "replace")
+    except binascii.Error:
+        return None
+
+
+# The Doris functions the documented queries use that SQLite lacks.
+_DORIS_FUNCTIONS = {"FROM_UNIXTIME": _from_unixtime, "FROM_BASE64": _from_base64}
+# String literals and backticked names, where a ``DIV`` is text, not the operator.
+_QUOTED = re.compile(r"""('(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`[^`]*`)""")
+
+
+def _integer_division(sql: str) -> str:
+    """Doris's ``a DIV b`` as SQLite's ``a / b``, which truncates integers alike (outside quotes)."""
+    parts = _QUOTED.split(sql)
+    return "".join(part if index % 2 else re.sub(r"\bDIV\b", "/", part, flags=re.I) for index, part in enumerate(parts))
 
 
 def _result_types(rows: Sequence[tuple[Any, ...]], width: int) -> tuple[str, ...]:

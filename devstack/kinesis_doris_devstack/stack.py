@@ -5,15 +5,17 @@ own PID (SIGTERM, then SIGKILL), also when the caller fails. The endpoints are w
 file that tests and the demo read.
 
 - ``kinesis-mock`` (npm ``kinesis-local``): faithful semantics (ListShards paging, resharding,
-  ChildShards, iterator expiry). Slow (~1k puts/s): keep fixtures small.
-- ``kinesalite`` (npm): fast, for volume; no ListShards paging (a NextToken call kills it).
+  ChildShards, iterator expiry). Slow (~1k puts/s): keep fixtures small. The one to point your
+  own DAGs at.
+- ``kinesalite`` (npm): fast, for volume (the benchmarks); no ListShards paging (a NextToken call
+  kills it).
 - ``moto`` (server mode): DynamoDB only. Never use its Kinesis for resharding.
 - ``doris``: ``kinesis_doris_devstack.doris_server``, the Stream Load compatible stand-in.
 
-Command line::
+Command line (``--help`` explains each option)::
 
-    python -m kinesis_doris_devstack.stack up [--state-dir D] [--services ...]
-    python -m kinesis_doris_devstack.stack down [--state-dir D]
+    python -m kinesis_doris_devstack.stack up [--state-dir D] [--services ...] [--env-file F]
+    python -m kinesis_doris_devstack.stack down [--state-dir D] [--env-file F]
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import contextlib
 import json
 import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -30,7 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,9 @@ log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 ALL_SERVICES = ("kinesis_mock", "kinesalite", "dynamodb", "doris")
+# What a DAG needs: one Kinesis (kinesis-mock, for its faithful resharding), DynamoDB and Doris.
+DAG_SERVICES = ("kinesis_mock", "dynamodb", "doris")
+ENV_FILE_NAME = "airflow-connections.env"
 DEFAULT_STATE_DIR = Path(".local-stack")
 DORIS_USER = "root"
 # The stand-in's password is a fixed, public test value; it is passed through the environment so
@@ -366,19 +372,94 @@ def stop_recorded(state_dir: Path) -> list[str]:
     return list(recorded)
 
 
+def airflow_connections(described: Mapping[str, Mapping[str, object]], database: str) -> dict[str, str]:
+    """``AIRFLOW_CONN_AWS_DEFAULT`` and ``AIRFLOW_CONN_DORIS_DEFAULT`` for the services in
+    ``described`` (``LocalStack.describe()``), as the JSON both majors parse from the environment:
+    ``aws`` with kinesis-mock as its ``endpoint_url`` and moto for DynamoDB (when both run), and
+    this provider's ``doris`` type with ``database`` as the default database (when the stand-in
+    runs)."""
+    connections = {}
+    if "kinesis_mock" in described and "dynamodb" in described:
+        extra = {"region_name": "us-east-1", "endpoint_url": described["kinesis_mock"]["endpoint"],
+                 "service_config": {"dynamodb": {"endpoint_url": described["dynamodb"]["endpoint"]}}}  # fmt: skip
+        connections["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(
+            {"conn_type": "aws", "login": "local", "password": "local", "extra": extra}
+        )
+    if "doris" in described:
+        doris = described["doris"]
+        connections["AIRFLOW_CONN_DORIS_DEFAULT"] = json.dumps(
+            {"conn_type": "doris", "host": LOOPBACK, "port": doris["fe_port"], "login": doris["user"],
+             "password": doris["password"], "schema": database, "extra": {"query_port": doris["query_port"]}}
+        )  # fmt: skip
+    return connections
+
+
+def write_env_file(path: Path, connections: Mapping[str, str]) -> None:
+    """``export`` lines a shell can ``source``; readable by the owner only (they hold passwords)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as handle:
+        handle.writelines(f"export {name}={shlex.quote(value)}\n" for name, value in connections.items())
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kinesis_doris_devstack.stack",
+        description="Start or stop the local stack on 127.0.0.1 (free ports; every service stopped by its PID). "
+        "Walk-through from `up` to your own DAG: docs/local-development.md.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{up,down}")
+    up = commands.add_parser(
+        "up",
+        help="start the services and leave them running",
+        description="Start the services in the background, print their endpoints as JSON (endpoint, pid, log of "
+        "each) and write the Airflow connections aws_default and doris_default to --env-file: "
+        "`source` it in the shell that runs Airflow.",
+    )
+    up.add_argument(
+        "--services", nargs="+", default=list(DAG_SERVICES), choices=ALL_SERVICES, metavar="SERVICE",
+        help=f"which to start, of {', '.join(ALL_SERVICES)} (default: {' '.join(DAG_SERVICES)}). "
+        "kinesis_mock is the Kinesis for your DAGs (resharding, ListShards paging, as AWS); kinesalite is "
+        "faster but pages no shard lists, for volume tests only; dynamodb is moto (checkpoints); doris the "
+        "Stream Load stand-in",
+    )  # fmt: skip
+    up.add_argument(
+        "--node-modules", type=Path, metavar="DIR",
+        help="the node_modules folder holding kinesis-local and kinesalite (from `npm ci` in the checkout); "
+        "default: $KINESIS_DORIS_NODE_MODULES, else the nearest node_modules above the working directory "
+        "or this package",
+    )  # fmt: skip
+    up.add_argument("--database", default="demo", help="the default database (schema) of doris_default (default: demo)")
+    for command in (up, commands.add_parser(
+        "down", help="stop what `up` started", description="Stop, by PID, the services `up` recorded in "
+        "STATE_DIR/endpoints.json; print the names stopped as JSON and remove the env file.",
+    )):  # fmt: skip
+        command.add_argument(
+            "--state-dir", type=Path, default=DEFAULT_STATE_DIR,
+            help=f"where endpoints.json and the services' logs are (default: {DEFAULT_STATE_DIR})",
+        )  # fmt: skip
+        command.add_argument(
+            "--env-file", type=Path, metavar="PATH",
+            help=f"the AIRFLOW_CONN_* exports (mode 0600); default: STATE_DIR/{ENV_FILE_NAME}",
+        )
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kinesis_doris_devstack.stack")
-    parser.add_argument("command", choices=["up", "down"])
-    parser.add_argument("--state-dir", type=Path, default=DEFAULT_STATE_DIR)
-    parser.add_argument("--services", nargs="+", default=list(ALL_SERVICES), choices=ALL_SERVICES)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    env_file = args.env_file or args.state_dir / ENV_FILE_NAME
     if args.command == "down":
         stopped = stop_recorded(args.state_dir)
+        env_file.unlink(missing_ok=True)
         print(json.dumps({"stopped": stopped}))
         return 0
+    if args.node_modules:
+        os.environ["KINESIS_DORIS_NODE_MODULES"] = str(args.node_modules)
     stack = LocalStack(args.state_dir, args.services).start()
     # Detach: the children outlive this command until `down` stops them by PID.
+    write_env_file(env_file, airflow_connections(stack.describe(), args.database))
+    log.info("Airflow connections written to %s; run: source %s", env_file, shlex.quote(str(env_file)))
     print(stack.endpoints_file.read_text())
     return 0
 

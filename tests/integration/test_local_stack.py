@@ -71,13 +71,20 @@ def test_stack_stops_what_it_started_when_a_later_service_fails(tmp_path: Path, 
 def test_cli_up_then_down(tmp_path: Path) -> None:
     state = tmp_path / "state"
     command = [sys.executable, "-m", "kinesis_doris_devstack.stack"]
-    up = subprocess.run([*command, "up", "--state-dir", str(state), "--services", "dynamodb"], capture_output=True, text=True, timeout=120)
+    up = subprocess.run([*command, "up", "--state-dir", str(state), "--services", "dynamodb", "doris"],
+                        capture_output=True, text=True, timeout=120)  # fmt: skip
     assert up.returncode == 0, up.stderr
-    pid = json.loads(up.stdout)["dynamodb"]["pid"]
-    assert _pid_alive(pid)
+    pids = [service["pid"] for service in json.loads(up.stdout).values()]
+    assert all(_pid_alive(pid) for pid in pids)
+    env_file = state / "airflow-connections.env"
+    # only what runs: no Kinesis, so no aws_default; the stand-in's password only in a 0600 file
+    assert env_file.read_text().startswith("export AIRFLOW_CONN_DORIS_DEFAULT='{\"conn_type\": \"doris\"")
+    assert env_file.stat().st_mode & 0o777 == 0o600
+    assert f"source {env_file}" in up.stderr and "local-stack-password" not in up.stderr
     down = subprocess.run([*command, "down", "--state-dir", str(state)], capture_output=True, text=True, timeout=60)
-    assert json.loads(down.stdout) == {"stopped": ["dynamodb"]}
-    assert not _pid_alive(pid)
+    assert json.loads(down.stdout) == {"stopped": ["dynamodb", "doris"]}
+    assert not any(_pid_alive(pid) for pid in pids)
+    assert not env_file.exists()
 
 
 def test_a_cancelled_transaction_leaves_every_item_it_named_as_it_was(dynamodb_client) -> None:  # type: ignore[no-untyped-def]

@@ -11,10 +11,15 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kinesis_doris.core.chunks import RECORDED_DEAD_LETTER
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.doris.result import LoadOutcome
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, RecordMapping, Row, dead_letter_ddl, map_record
+from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 USAGE = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", USAGE, re.S)
 SEQUENCE = 49671234567890123456789012345678901234567890123456
 
@@ -32,11 +37,25 @@ def test_the_dead_letter_ddl_is_the_operators() -> None:
     assert _normal(documented) == _normal(dead_letter_ddl("analytics", "events_dead_letter", {"replication_num": "1"}))
 
 
-def test_the_documented_tables_can_be_created_and_loaded(doris_server) -> None:  # type: ignore[no-untyped-def]
-    doris_server.execute_sql("", "CREATE DATABASE IF NOT EXISTS analytics")
+def _create_the_documented_tables(doris_server) -> None:  # type: ignore[no-untyped-def]
+    doris_server.execute_sql("", "DROP DATABASE IF EXISTS analytics")  # each test starts with empty tables
+    doris_server.execute_sql("", "CREATE DATABASE analytics")
     for block in SQL_BLOCKS:
         if block.startswith("CREATE TABLE"):
             doris_server.execute_sql("analytics", block.strip().rstrip(";"))
+
+
+def _queries(text: str) -> list[str]:
+    """The SELECT statements of the ```sql blocks in ``text``, without their comments."""
+    statements = []
+    for block in re.findall(r"```sql\n(.*?)```", text, re.S):
+        code = "\n".join(line for line in block.splitlines() if not line.lstrip().startswith("--"))
+        statements += [s.strip() for s in code.split(";") if s.strip().upper().startswith("SELECT")]
+    return statements
+
+
+def test_the_documented_tables_can_be_created_and_loaded(doris_server) -> None:  # type: ignore[no-untyped-def]
+    _create_the_documented_tables(doris_server)
     columns = {row[0]: row[1] for row in doris_server.execute_sql("analytics", "DESC events")}
     assert columns["_kinesis_sequence"] == "VARCHAR(80)" and columns["_kinesis_arrival"] == "BIGINT"
     dead = {row[0]: row[1] for row in doris_server.execute_sql("analytics", "DESC events_dead_letter")}
@@ -99,3 +118,22 @@ def test_the_transform_reasons_are_documented() -> None:
         assert f"`{reason}`" in USAGE
     assert "`transform rejected the record`" in USAGE and "`transform raised ValueError: ...`" in USAGE
     assert f"`{RECORDED_DEAD_LETTER}`" in USAGE
+
+
+def test_the_documented_queries_run_on_the_standin(doris_server) -> None:  # type: ignore[no-untyped-def]
+    """The dead-letter queries of docs/usage.md and the README, with Doris's DIV, FROM_UNIXTIME and
+    FROM_BASE64, answer on the stand-in as on Doris."""
+    _create_the_documented_tables(doris_server)
+    client = DorisStreamLoadClient(DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER,
+                                                         password=DORIS_PASSWORD))  # fmt: skip
+    row = DeadLetter(_record(b"[1]"), "payload is JSON list, expected an object").as_row("events")
+    assert client.stream_load("analytics", "events_dead_letter", row, label="usage_docs_queries").outcome is LoadOutcome.SUCCESS
+    queries = _queries(USAGE) + _queries(README)
+    assert len(queries) == 4
+    answers = [doris_server.execute_sql("analytics", query) for query in queries]
+    assert answers[0] == answers[2] == [("payload is JSON list, expected an object", 1)]
+    assert answers[1] == [("shardId-000000000004", str(SEQUENCE), 0, "2026-01-01 00:00:00",
+                           "payload is JSON list, expected an object", "[1]")]  # fmt: skip
+    assert answers[3] == [("payload is JSON list, expected an object", "[1]")]
+    assert "`FROM_UNIXTIME(_kinesis_arrival DIV 1000)`" in USAGE
+    assert doris_server.execute_sql("analytics", "SELECT FROM_UNIXTIME(1767225600123 DIV 1000)") == [("2026-01-01 00:00:00",)]
