@@ -167,14 +167,16 @@ def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[i
 
 
 def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
-    first, last = skipped[0], skipped[-1]
-    start, end = iso_utc(first[0]), iso_utc(last[1])
+    # Backfill dates are logical dates, the intervals' starts, and both ends are included: the
+    # last interval's end would also backfill the interval after it.
+    start, last_start = iso_utc(skipped[0][0]), iso_utc(skipped[-1][0])
     return (
         f"Pipeline {pipeline_id}: {len(skipped)} interval(s) were never run by Airflow and are not loaded: "
         + ", ".join(describe_interval(interval) for interval in skipped[:10])
         + (" ..." if len(skipped) > 10 else "")
         + ". This operator has load_skipped_intervals=False, so it does not load them itself. Load them with a "
-        f"backfill: on Airflow 3, `airflow backfill create --dag-id <dag_id> --from-date {start} --to-date {end}`; "
-        f"on Airflow 2, `airflow dags backfill <dag_id> --start-date {start} --end-date {end}`; then clear this run. "
+        f"backfill: on Airflow 3, `airflow backfill create --dag-id <dag_id> --from-date {start} --to-date {last_start}`; "
+        f"on Airflow 2, `airflow dags backfill <dag_id> --start-date {start} --end-date {last_start}` (dates are "
+        "interval starts, both included); then clear this run. "
         "Or set load_skipped_intervals=True to have the next run load them."
     )

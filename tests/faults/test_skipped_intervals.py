@@ -161,8 +161,8 @@ def test_opting_out_fails_naming_the_intervals_and_the_backfill_commands() -> No
     message = str(failed.value)
     assert failed.value.intervals == ((T0 + IV, T0 + 2 * IV),)
     assert "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z)" in message
-    assert "airflow backfill create --dag-id <dag_id> --from-date 2023-11-14T22:15:00Z --to-date 2023-11-14T22:16:00Z" in message
-    assert "airflow dags backfill <dag_id> --start-date 2023-11-14T22:15:00Z --end-date 2023-11-14T22:16:00Z" in message
+    assert "airflow backfill create --dag-id <dag_id> --from-date 2023-11-14T22:15:00Z --to-date 2023-11-14T22:15:00Z" in message
+    assert "airflow dags backfill <dag_id> --start-date 2023-11-14T22:15:00Z --end-date 2023-11-14T22:15:00Z" in message
     assert set(world.visible()) == {0, 1, 2}, "nothing of the failing run is loaded"
 
 
