@@ -45,7 +45,7 @@ def run(doris_table, dead_letter_table):
     # What rendering the templates of a run whose conf names the tables does.
     loader.doris_table, loader.dead_letter_table = doris_table, dead_letter_table
     try:
-        loader.execute(context)
+        loader.execute({**context, "task": loader})
     except Exception as error:
         return type(error).__name__ + ": " + str(error)
     return "no error"
