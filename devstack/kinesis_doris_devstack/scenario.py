@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import arrival_ms
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 EVENTS_DDL = """CREATE TABLE IF NOT EXISTS `{table}` (
     event_id BIGINT NOT NULL,
@@ -86,21 +87,12 @@ def _put_batch(kinesis: Any, stream: str, batch: list[dict[str, Any]]) -> list[d
     raise RuntimeError(f"PutRecords kept failing for {len(pending)} records of stream {stream}")
 
 
-def wait_active(kinesis: Any, stream: str, timeout: float = 20.0) -> None:
-    """Wait until ``stream`` is ACTIVE again (after a split or merge)."""
-    deadline = time.monotonic() + timeout
-    while kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"stream {stream} did not become ACTIVE within {timeout:.0f} s")
-        time.sleep(0.05)
-
-
 def split(kinesis: Any, stream: str, shard_id: str) -> tuple[str, str]:
     """Split ``shard_id`` in the middle of its hash range; return its (lower, upper) children."""
     before = _shards(kinesis, stream)
     low, high = (int(before[shard_id]["HashKeyRange"][key]) for key in ("StartingHashKey", "EndingHashKey"))
     kinesis.split_shard(StreamName=stream, ShardToSplit=shard_id, NewStartingHashKey=str((low + high) // 2))
-    wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
     children = sorted(
         (shard for shard in _shards(kinesis, stream).values() if shard["ShardId"] not in before),
         key=lambda shard: int(shard["HashKeyRange"]["StartingHashKey"]),
@@ -114,7 +106,7 @@ def merge(kinesis: Any, stream: str, shard_id: str, adjacent_id: str) -> str:
     """Merge two adjacent shards; return the child."""
     before = _shards(kinesis, stream)
     kinesis.merge_shards(StreamName=stream, ShardToMerge=shard_id, AdjacentShardToMerge=adjacent_id)
-    wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
     (child,) = set(_shards(kinesis, stream)) - set(before)
     return child
 

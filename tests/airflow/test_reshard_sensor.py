@@ -18,7 +18,8 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
-from kinesis_doris_devstack.scenario import merge, split, wait_active
+from kinesis_doris_devstack.scenario import merge, split
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -40,7 +41,7 @@ def stream(kinesis_client: Any, dynamodb_client: Any, aws_connection: None) -> s
     DynamoCheckpointStore(dynamodb_client, TABLE, "setup").create_table_if_missing()
     name = f"watch-{uuid.uuid4().hex[:10]}"
     kinesis_client.create_stream(StreamName=name, ShardCount=2)
-    wait_active(kinesis_client, name)
+    wait_stream_active(kinesis_client, name)
     return name
 
 
@@ -188,7 +189,7 @@ def test_a_deferred_sensor_keeps_the_region_and_client_settings_it_was_given(
     DynamoCheckpointStore(dynamodb, TABLE, "setup").create_table_if_missing()
     stream = f"regional-{uuid.uuid4().hex[:10]}"
     kinesis.create_stream(StreamName=stream, ShardCount=2)
-    wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
     client_settings = {"region_name": OTHER_REGION, "verify": False, "botocore_config": {"user_agent_extra": "kd-test"}}
 
     watch = sensor(stream, deferrable=True, **client_settings)

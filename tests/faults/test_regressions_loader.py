@@ -21,12 +21,13 @@ from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
-from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Runner, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
-from tests.faults.memory_world import IV, SHARD, STREAM, T0, Runner, in_process, memory_config
+from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
+from tests.faults.memory_world import IV, SHARD, STREAM, T0
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.scenario import events_table_ddl
 
@@ -66,15 +67,15 @@ def test_a_spark_retry_of_a_new_shard_start_range_whose_head_was_trimmed_loads_e
 
     def spark_task_retried(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         # The first attempt's executor is lost before the third chunk's first write.
-        first_attempt = in_process(kinesis, FailOnNthCall(store, "put_chunk_intent_with_content", 3), doris)
+        first_attempt = load_in_thread(kinesis, FailOnNthCall(store, "put_chunk_intent_with_content", 3), doris)
         try:
             return first_attempt(job, credentials)
         except InjectedCrash as crash:
             crashes.append(crash)
         del kinesis.shard(STREAM, SHARD).records[:1]  # retention trims event 0, loaded by the first attempt
-        return in_process(kinesis, store, doris)(job, credentials)  # Spark runs the task again, same job
+        return load_in_thread(kinesis, store, doris)(job, credentials)  # Spark runs the task again, same job
 
-    result = _run(memory_config(initial_position="TRIM_HORIZON"), kinesis, store, spark_task_retried)
+    result = _run(pipeline_config(initial_position="TRIM_HORIZON"), kinesis, store, spark_task_retried)
 
     assert len(crashes) == 1 and result.reports[0].failure is None
     assert doris.tally("t", "event_id") == Counter(range(8))
@@ -125,7 +126,7 @@ def test_dead_letters_follow_an_amendment_another_run_made_after_this_run_settle
     _put(kinesis, T0 + 1_002, event_id=3, amount=1)  # no user_id: a dead letter of the mapping
     _put(kinesis, T0 + 1_003, event_id=4, user_id="d", amount=1)
     kinesis.now_ms = T0 + 2 * IV
-    config = memory_config(
+    config = pipeline_config(
         doris=DorisConnectionConfig(host="127.0.0.1", port=doris_standin.fe_port, user="root"),
         load_options=StreamLoadOptions.json_lines(strict_mode=True),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("user_id",)),
@@ -136,7 +137,7 @@ def test_dead_letters_follow_an_amendment_another_run_made_after_this_run_settle
 
     def run(doris: Any) -> IntervalResult:
         store = MemoryCheckpointStore("p", table, clock=lambda: kinesis.now_ms)  # a process of its own
-        return _run(config, kinesis, store, in_process(kinesis, store, doris))
+        return _run(config, kinesis, store, load_in_thread(kinesis, store, doris))
 
     def run_a() -> None:
         # A's Stream Loads: the refused rows, the rows again without record 2, then the dead letters.
@@ -161,7 +162,7 @@ def test_a_replayer_whose_clock_is_behind_reports_a_label_doris_forgot_instead_o
     Doris's label window (which forgot the label) by a worker whose clock is 5 minutes behind,
     measured the intent as inside the window, took the label as free and loaded the chunk twice."""
     keep_seconds = 3600
-    config = memory_config(doris=DorisConnectionConfig(host="fe", label_keep_seconds=keep_seconds))
+    config = pipeline_config(doris=DorisConnectionConfig(host="fe", label_keep_seconds=keep_seconds))
     kinesis = FakeKinesis(now_ms=T0)
     kinesis.create_stream(StreamName=STREAM, ShardCount=1)
     for event_id in range(2):
@@ -169,12 +170,12 @@ def test_a_replayer_whose_clock_is_behind_reports_a_label_doris_forgot_instead_o
     kinesis.now_ms = T0 + 2 * IV
     store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     with pytest.raises(InjectedCrash):  # Doris made the chunk visible; its outcome was never recorded
-        _run(config, kinesis, store, in_process(kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris))
+        _run(config, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris))
 
     kinesis.now_ms += keep_seconds * 1000 + 1_000  # just past the label window ...
     doris.forget_labels()  # ... which Doris has applied
     behind_ms = 5 * 60_000  # within what AWS accepts of each worker's clock (see CLOCK_SKEW_MARGIN_SECONDS)
     with pytest.raises(UnresolvableLoad, match="Doris no longer knows its label"):
-        _run(config, kinesis, store, in_process(kinesis, store, doris, clock_ms=lambda: kinesis.now_ms - behind_ms))
+        _run(config, kinesis, store, load_in_thread(kinesis, store, doris, clock_ms=lambda: kinesis.now_ms - behind_ms))
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})

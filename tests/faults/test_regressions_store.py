@@ -14,13 +14,12 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
@@ -129,10 +128,8 @@ class _World:
         self.kinesis.now_ms = T0 + 5 * IV
         self.table = MemoryTable()
         self.doris = MemoryDoris()
-        self.config = PipelineConfig(
-            pipeline_id=PIPELINE, stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-            dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-            load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+        self.config = pipeline_config(
+            pipeline_id=PIPELINE, stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
             chunk_limits=ChunkLimits(max_rows=10),
         )  # fmt: skip
 

@@ -42,6 +42,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, SkippedIntervals
 from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
@@ -57,7 +58,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
@@ -65,8 +66,6 @@ from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_int
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.rejections import refused_rows
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -364,10 +363,8 @@ def _config(initial_position: str, relaxed_order: bool, chunk_rows: int, rows_de
     mapping = RecordMapping(
         metadata_columns=("_kinesis_sequence",), required_fields=("user_id",), decoder=_rows if rows_decoder else None,
     )  # fmt: skip
-    return PipelineConfig(
-        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table=TABLE,
-        dead_letter_table=DEAD_LETTERS, doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=mapping,
+    return pipeline_config(
+        stream_name=STREAM, doris_table=TABLE, dead_letter_table=DEAD_LETTERS, mapping=mapping,
         chunk_limits=ChunkLimits(max_rows=chunk_rows), initial_position=initial_position, relaxed_order=relaxed_order,
     )  # fmt: skip
 

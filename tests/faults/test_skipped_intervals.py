@@ -12,14 +12,11 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.core.catch_up import GAPLESS_STEP, CatchUp, Interval
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
@@ -47,19 +44,14 @@ class World:
         self.kinesis.now_ms = T0 + intervals * IV + 100
         self.store = MemoryCheckpointStore("p", clock=lambda: self.kinesis.now_ms)
         self.doris = MemoryDoris()
-        self.config = PipelineConfig(
-            pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-            dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-            load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
-            chunk_limits=ChunkLimits(max_rows=2), **config,
-        )  # fmt: skip
+        self.config = pipeline_config(
+            stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)), **config
+        )
         self.runs: set[Interval] = set()
         """Intervals a DAG run exists for (the scheduler created it), whether it ran or not."""
 
     def runner(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        clients = LoadClients(job=job, kinesis=self.kinesis, store=self.store, doris=self.doris,
-                              clock_ms=lambda: self.kinesis.now_ms)  # fmt: skip
-        return list(load_ranges(clients))
+        return load_in_thread(self.kinesis, self.store, self.doris)(job, credentials)
 
     def catch_up(self, **changes: Any) -> CatchUp:
         return CatchUp(next_interval=lambda start, end: (end, end + IV), with_own_runs=self.with_runs, **changes)

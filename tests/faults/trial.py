@@ -43,6 +43,7 @@ from kinesis_doris_devstack.efo_server import EfoServer
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, client_error, runner_with, with_clients
 from tests.faults.tally import Delivery, ProofTally
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, sealed_end, wait_past
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 DB = "proof"
 CHECKPOINT_TABLE = "proof_checkpoints"
@@ -291,13 +292,6 @@ def _put(kinesis: Any, stream: str, records: list[tuple[str, bytes, int]], kpl: 
     return results
 
 
-def _wait_active(kinesis: Any, stream: str) -> None:
-    deadline = time.monotonic() + 20
-    while kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
-        assert time.monotonic() < deadline, f"stream {stream} did not become ACTIVE"
-        time.sleep(0.05)
-
-
 def _reshard(kinesis: Any, stream: str, how: str) -> None:
     shards = sorted(kinesis.list_shards(StreamName=stream)["Shards"], key=lambda s: s["ShardId"])
     open_shards = [s for s in shards if "EndingSequenceNumber" not in s["SequenceNumberRange"]]
@@ -309,7 +303,7 @@ def _reshard(kinesis: Any, stream: str, how: str) -> None:
         ordered = sorted(open_shards, key=lambda s: int(s["HashKeyRange"]["StartingHashKey"]))
         kinesis.merge_shards(StreamName=stream, ShardToMerge=ordered[0]["ShardId"],
                              AdjacentShardToMerge=ordered[1]["ShardId"])  # fmt: skip
-    _wait_active(kinesis, stream)
+    wait_stream_active(kinesis, stream)
 
 
 def produce(kinesis: Any, stream: str, spec: TrialSpec) -> tuple[Produced, int, int]:

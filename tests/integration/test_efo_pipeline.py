@@ -16,7 +16,7 @@ from airflow_provider_kinesis_doris.core.pipeline import run_here, run_interval
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD
-from tests.integration.kinesis.conftest import wait_active
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def test_a_split_parent_is_read_to_its_end_through_the_consumer_and_its_children
     parent = kinesis_client.list_shards(StreamName=world["stream"])["Shards"][0]
     middle = (int(parent["HashKeyRange"]["StartingHashKey"]) + int(parent["HashKeyRange"]["EndingHashKey"])) // 2
     kinesis_client.split_shard(StreamName=world["stream"], ShardToSplit=parent["ShardId"], NewStartingHashKey=str(middle))
-    wait_active(kinesis_client, world["stream"])
+    wait_stream_active(kinesis_client, world["stream"])
     after = put_events(kinesis_client, world["stream"], [event(i) for i in range(10, 20)])
     end = sealed_end(kinesis_client, world["stream"], before + after)
 

@@ -33,7 +33,8 @@ from airflow_provider_kinesis_doris.core.doris.connection import DorisConnection
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
-from kinesis_doris_devstack.scenario import events_table_ddl, merge, now_ms, split, wait_active, wait_past
+from kinesis_doris_devstack.scenario import events_table_ddl, merge, now_ms, split, wait_past
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 pytestmark = pytest.mark.integration
@@ -149,7 +150,7 @@ def stack(  # type: ignore[no-untyped-def]
     def make_stream(shards: int) -> str:
         stream = f"reshard-{uuid.uuid4().hex[:10]}"
         kinesis_client.create_stream(StreamName=stream, ShardCount=shards)
-        wait_active(kinesis_client, stream)
+        wait_stream_active(kinesis_client, stream)
         return stream
 
     def make_loader(stream: str, unique_by_user: bool = False) -> Loader:

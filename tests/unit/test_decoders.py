@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kinesis_doris.testing.builders import kinesis_record, pipeline_config
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.decoders import (
     CLOUDWATCH_COLUMNS,
@@ -22,22 +23,15 @@ from airflow_provider_kinesis_doris.core.decoders import (
     gunzip,
     plain_columns,
 )
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, RecordMapping, Row, map_record
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
-
-SHARD = "shardId-000000000001"
-
-
-def record(data: bytes, sequence: int = 100) -> KinesisRecord:
-    return KinesisRecord(SHARD, Position(sequence, 0), 1_700_000_000_123, "pk", data)
+from airflow_provider_kinesis_doris.core.model import Position
 
 
 def mapped(data: bytes, decoder: str, columns: tuple[str, ...] | None = None, **mapping: Any) -> Row | DeadLetter:
-    return map_record(record(data), RecordMapping(decoder=build_decoder(decoder, columns), **mapping))
+    return map_record(kinesis_record(data), RecordMapping(decoder=build_decoder(decoder, columns), **mapping))
 
 
 def rows_of(item: Row | DeadLetter) -> list[dict[str, Any]]:
@@ -206,8 +200,8 @@ def test_decoder_names_are_checked_and_a_bad_path_fails_before_anything_runs() -
 
 
 def test_a_records_rows_stay_in_one_chunk_and_a_replay_cuts_the_same_chunks() -> None:
-    records = [record(cloudwatch("CONTROL_MESSAGE"), 1)] + [record(cloudwatch(), sequence) for sequence in range(2, 9)]
-    records.append(record(b"not gzip", 50))  # a dead letter, last
+    records = [kinesis_record(cloudwatch("CONTROL_MESSAGE"), 1)] + [kinesis_record(cloudwatch(), sequence) for sequence in range(2, 9)]
+    records.append(kinesis_record(b"not gzip", 50))  # a dead letter, last
     mapping = RecordMapping(decoder=build_decoder("gzip+json"))
 
     def cut(recorded: list[tuple[Position, Position]] = ()) -> list[Any]:  # type: ignore[assignment]
@@ -229,7 +223,7 @@ def test_a_records_rows_stay_in_one_chunk_and_a_replay_cuts_the_same_chunks() ->
 
 
 def test_json_records_keep_one_line_each_and_no_line_map() -> None:
-    chunks = list(cut_chunks((map_record(record(b'{"a": %d}' % i, i), RecordMapping()) for i in range(1, 5)), ChunkLimits()))
+    chunks = list(cut_chunks((map_record(kinesis_record(b'{"a": %d}' % i, i), RecordMapping()) for i in range(1, 5)), ChunkLimits()))
 
     assert [(c.row_count, c.line_count, c.row_lines, c.skipped) for c in chunks] == [(4, 4, None, 0)]
 
@@ -265,27 +259,17 @@ def test_agreeing_or_templated_load_options_pass() -> None:
         check_load_options({"format": "{{ params.format }}"}, "json")
 
 
-def config(**overrides: Any) -> PipelineConfig:
-    settings: dict[str, Any] = dict(
-        pipeline_id="p", stream_name="s", checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(),
-    )  # fmt: skip
-    settings.update(overrides)
-    return PipelineConfig(**settings)
-
-
 def test_the_pipeline_config_refuses_a_csv_body_and_carries_the_decoder_to_executors() -> None:
     with pytest.raises(ConfigurationError, match="load_options format='csv' contradicts the body"):
-        config(load_options=StreamLoadOptions.csv())
-    csv_config = config(decoder="csv", csv_columns=("a", "b"))
+        pipeline_config(load_options=StreamLoadOptions.csv())
+    csv_config = pipeline_config(decoder="csv", csv_columns=("a", "b"))
     job = LoadJob(csv_config, (), ())
 
     on_executor = LoadJob.from_json(job.to_json()).pipeline
 
     assert (on_executor.decoder, on_executor.csv_columns) == ("csv", ("a", "b"))
-    assert rows_of(map_record(record(b"1,x"), on_executor.mapping)) == [{"a": "1", "b": "x"}]
-    assert isinstance(map_record(record(base64.b64encode(b"1,x")), on_executor.mapping), DeadLetter)
+    assert rows_of(map_record(kinesis_record(b"1,x"), on_executor.mapping)) == [{"a": "1", "b": "x"}]
+    assert isinstance(map_record(kinesis_record(base64.b64encode(b"1,x")), on_executor.mapping), DeadLetter)
 
 
 def test_the_decoder_reasons_in_docs_usage_are_what_the_code_produces() -> None:

@@ -9,12 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, name_problem, quote_identifier
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, PipelineConfig
-from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
+from airflow_provider_kinesis_doris.core.mapping import dead_letter_ddl
 from kinesis_doris_devstack.doris_sql import tokenize
 
 HOSTILE = ["a`b", "t; DROP TABLE x", "t -- c", "t/*x*/", "t.u", "1t", "_t", "", "t\n", "t'", 't"', "x" * 65]
@@ -36,11 +34,7 @@ def test_names_doris_allows_pass(name: str) -> None:
 
 @pytest.mark.parametrize("field", ["doris_database", "doris_table", "dead_letter_table"])
 def test_the_pipeline_config_refuses_a_hostile_name_in_each_field(field: str) -> None:
-    good = PipelineConfig(
-        pipeline_id="p", stream_name="s", checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(),
-    )  # fmt: skip
+    good = pipeline_config()
 
     with pytest.raises(ConfigurationError, match=f"^{field}: 't; DROP TABLE x' is not a valid Doris name"):
         replace(good, **{field: "t; DROP TABLE x"})

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
@@ -26,8 +27,7 @@ def shard_range(shard_id: str, start: Boundary | None = None) -> ShardRange:
 
 def config(**overrides) -> PipelineConfig:  # type: ignore[no-untyped-def]
     values = dict(
-        pipeline_id="p", stream_name="s", checkpoint_table="t", doris_database="db", doris_table="events",
-        dead_letter_table="events_dead_letter",
+        doris_table="events", dead_letter_table="events_dead_letter",
         doris=DorisConnectionConfig(host="fe", be_hosts=("be1:8040",), be_address_map={"10.0.0.1:8040": "be1:8040"}),
         aws=AwsSettings("eu-west-1", "http://127.0.0.1:1", None),
         load_options=StreamLoadOptions.json_lines(columns=("a", "b"), max_filter_ratio=0.1),
@@ -37,7 +37,7 @@ def config(**overrides) -> PipelineConfig:  # type: ignore[no-untyped-def]
         initial_position="TRIM_HORIZON", relaxed_order=True, parallelism=2,
     )  # fmt: skip
     values.update(overrides)
-    return PipelineConfig(**values)
+    return pipeline_config(**values)
 
 
 def job(**overrides) -> LoadJob:  # type: ignore[no-untyped-def]

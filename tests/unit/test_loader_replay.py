@@ -12,7 +12,6 @@ import base64
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,15 +24,13 @@ from airflow_provider_kinesis_doris.core.chunks import (
 )
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
-from airflow_provider_kinesis_doris.core.report import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
@@ -61,21 +58,13 @@ class SendCountingDoris(MemoryDoris):
 
 
 def _config(**changes: Any) -> PipelineConfig:
-    base = PipelineConfig(
-        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_limits=ChunkLimits(max_rows=10),
-    )  # fmt: skip
-    return replace(base, **changes)
+    return pipeline_config(**{"stream_name": STREAM, "chunk_limits": ChunkLimits(max_rows=10), **changes})
 
 
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
-    def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
-
     return run_interval(
-        config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(), runner=runner,
+        config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(),
+        runner=load_in_thread(kinesis, store, doris),
         clock=lambda: kinesis.now_ms,
     )  # fmt: skip
 

@@ -9,14 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from airflow_provider_kinesis_doris.testing.builders import kinesis_record
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.model import KinesisRecord
 from airflow_provider_kinesis_doris.core.mapping import MAX_NESTING, DeadLetter, RecordMapping, Row, map_record
 
 
 def record(data: bytes, sequence: int = 100, sub: int = 0) -> KinesisRecord:
-    return KinesisRecord("shardId-000000000001", Position(sequence, sub), 1_700_000_000_123, "pk-1", data)
+    return kinesis_record(data, sequence, sub, partition_key="pk-1")
 
 
 @pytest.mark.parametrize(

@@ -10,17 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
 from airflow_provider_kinesis_doris.core.partitions import group_ranges
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 
@@ -71,10 +69,8 @@ def test_a_stored_assignment_places_each_lineage_where_it_says() -> None:
 
 
 def _config(parallelism: int | None) -> PipelineConfig:
-    return PipelineConfig(
-        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+    return pipeline_config(
+        stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
         chunk_limits=ChunkLimits(max_rows=5), parallelism=parallelism,
     )  # fmt: skip
 
@@ -87,8 +83,7 @@ def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
 
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         seen.append(job.partition_groups())
-        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
+        return load_in_thread(kinesis, store, doris)(job, credentials)
 
     def run(k: int) -> None:
         for n in range(12):

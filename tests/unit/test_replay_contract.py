@@ -19,14 +19,12 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
-from airflow_provider_kinesis_doris.core.report import RangeReport
+from airflow_provider_kinesis_doris.core.load_job import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -39,22 +37,16 @@ HOUR_MS = 3_600_000
 
 
 def _config() -> PipelineConfig:
-    return PipelineConfig(
-        pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
-        dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
+    return pipeline_config(
+        stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
         chunk_limits=ChunkLimits(max_rows=5),
     )  # fmt: skip
 
 
 def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
-    def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
-
     return run_interval(
         _config(), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
-        runner=runner, clock=lambda: kinesis.now_ms,
+        runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms,
     )  # fmt: skip
 
 
@@ -228,12 +220,8 @@ def _sweep_config() -> PipelineConfig:
 
 
 def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
-    def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-        clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
-
     return run_interval(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
-                        credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms)  # fmt: skip
+                        credentials=Credentials(), runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms)  # fmt: skip
 
 
 @pytest.mark.parametrize("trimmed_into", ["the loaded chunk", "the chunk whose load failed"])

@@ -13,7 +13,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
-from tests.integration.kinesis.conftest import wait_active
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = pytest.mark.integration
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 def stream(kinesis_client: Any) -> str:
     name = f"consumer-{uuid.uuid4().hex[:12]}"
     kinesis_client.create_stream(StreamName=name, ShardCount=1)
-    wait_active(kinesis_client, name)
+    wait_stream_active(kinesis_client, name)
     return name
 
 

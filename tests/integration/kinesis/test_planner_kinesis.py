@@ -16,6 +16,7 @@ from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Po
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = pytest.mark.integration
 
@@ -35,17 +36,10 @@ def _pause() -> int:
     return instant
 
 
-def _wait_active(client: Any, stream: str) -> None:
-    deadline = time.monotonic() + 20
-    while client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
-        assert time.monotonic() < deadline, f"stream {stream} did not become ACTIVE"
-        time.sleep(0.05)
-
-
 def _create_stream(client: Any, shards: int) -> str:
     stream = f"plan-{uuid.uuid4().hex[:10]}"
     client.create_stream(StreamName=stream, ShardCount=shards)
-    _wait_active(client, stream)
+    wait_stream_active(client, stream)
     return stream
 
 
@@ -136,12 +130,12 @@ def test_split_and_merge_register_lineage_and_children_wait_for_both_merge_paren
     left_info = _shard_ids(kinesis_client, stream)[left]
     split_key = (left_info.starting_hash_key + left_info.ending_hash_key) // 2
     kinesis_client.split_shard(StreamName=stream, ShardToSplit=left, NewStartingHashKey=str(split_key))
-    _wait_active(kinesis_client, stream)
+    wait_stream_active(kinesis_client, stream)
     low_child, high_child = sorted(set(_shard_ids(kinesis_client, stream)) - {left, right})
     _put(kinesis_client, stream, low_child, 1)
     _put(kinesis_client, stream, high_child, 1)
     kinesis_client.merge_shards(StreamName=stream, ShardToMerge=high_child, AdjacentShardToMerge=right)
-    _wait_active(kinesis_client, stream)
+    wait_stream_active(kinesis_client, stream)
     (merged,) = set(_shard_ids(kinesis_client, stream)) - {left, right, low_child, high_child}
     _put(kinesis_client, stream, merged, 2)
     end = _pause()

@@ -25,7 +25,7 @@ from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ReadOutcome
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from tests.conftest import _client
-from tests.integration.kinesis.conftest import wait_active
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = pytest.mark.integration
 
@@ -199,7 +199,7 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
     kinesis_client.split_shard(
         StreamName=stream, ShardToSplit=parent, NewStartingHashKey=str(HALF_HASH_RANGE)
     )
-    wait_active(kinesis_client, stream)
+    wait_stream_active(kinesis_client, stream)
     shards = kinesis_client.list_shards(StreamName=stream)["Shards"]
     children = sorted(shard["ShardId"] for shard in shards if shard.get("ParentShardId") == parent)
     assert len(children) == 2
