@@ -19,6 +19,7 @@ from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 
 STREAM = "events"
@@ -50,6 +51,18 @@ def load_in_thread(
         return list(load_ranges(clients))
 
     return run
+
+
+def run_in_memory(
+    config: PipelineConfig, start_ms: int, end_ms: int, *, kinesis: Any, store: Any, doris: Any, **options: Any
+) -> IntervalResult:
+    """``run_interval`` of ``[start_ms, end_ms)`` against fakes (a ``FakeKinesis``, a
+    ``MemoryCheckpointStore``, a ``MemoryDoris``), loading in this thread on the fake's clock;
+    ``options`` go to ``run_interval`` (``catch_up``, ``driver_concurrency``, ...)."""
+    return run_interval(
+        config, start_ms, end_ms, kinesis=kinesis, store=store, credentials=Credentials(),
+        runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, **options,
+    )  # fmt: skip
 
 
 def kinesis_record(

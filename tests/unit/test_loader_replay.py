@@ -24,13 +24,13 @@ from airflow_provider_kinesis_doris.core.chunks import (
 )
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
-from airflow_provider_kinesis_doris.core.load_job import Credentials, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Position
-from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config, run_in_memory
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
@@ -62,11 +62,7 @@ def _config(**changes: Any) -> PipelineConfig:
 
 
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
-    return run_interval(
-        config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(),
-        runner=load_in_thread(kinesis, store, doris),
-        clock=lambda: kinesis.now_ms,
-    )  # fmt: skip
+    return run_in_memory(config, T0, T0 + IV, kinesis=kinesis, store=store, doris=doris)
 
 
 def _stream(*payloads: dict[str, Any]) -> FakeKinesis:

@@ -19,12 +19,12 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.load_job import Credentials, PipelineConfig
-from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config, run_in_memory
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -44,10 +44,7 @@ def _config() -> PipelineConfig:
 
 
 def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
-    return run_interval(
-        _config(), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
-        runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms,
-    )  # fmt: skip
+    return _run_with(_config(), k, kinesis, store, doris)
 
 
 def _put(kinesis: FakeKinesis, event_id: int, at_ms: int, key: str = "k") -> None:
@@ -220,8 +217,7 @@ def _sweep_config() -> PipelineConfig:
 
 
 def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
-    return run_interval(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
-                        credentials=Credentials(), runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms)  # fmt: skip
+    return run_in_memory(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, doris=doris)
 
 
 @pytest.mark.parametrize("trimmed_into", ["the loaded chunk", "the chunk whose load failed"])
