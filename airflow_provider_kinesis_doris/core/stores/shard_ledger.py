@@ -104,6 +104,8 @@ class ShardLedger:
         return stored
 
     def boundary_item(self, boundary: Boundary) -> dict[str, Any]:
+        """The item that stores ``boundary`` (put once), for a planner that puts it in the same
+        request as its range (``RangeBook.create_range``)."""
         item = {
             "sk": boundary_sk(boundary.shard_id, boundary.instant_ms),
             "kind": "boundary",
