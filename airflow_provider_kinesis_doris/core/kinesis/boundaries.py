@@ -43,7 +43,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
     record_arrival_ms,
     sequence_request,
 )
-from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import BoundaryStore
 
 log = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ from airflow_provider_kinesis_doris.core.model import (
     SHARD_START_INSTANT_MS,
     ShardRange,
 )
-from airflow_provider_kinesis_doris.core.stores.base import BoundaryStore
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import BoundaryStore
 
 log = logging.getLogger(__name__)
 

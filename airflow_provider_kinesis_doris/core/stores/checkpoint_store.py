@@ -1,93 +1,229 @@
-"""Shards, their lifecycle and their high-water marks: the whole pipeline-state API."""
+"""The checkpoint store: the whole pipeline-state API, one facade over the parts that each own
+one concept, all built on the store's items (:class:`~.primitives.StoreItems`)."""
 
 from __future__ import annotations
 
-import logging
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
-from airflow_provider_kinesis_doris.core.model import (
-    Boundary,
-    BoundaryKind,
-    RangeState,
-    ShardInfo,
-    ShardRange,
-    ShardState,
-    describe_instant,
-)
-from airflow_provider_kinesis_doris.core.stores.base import lease_conflict
-from airflow_provider_kinesis_doris.core.stores.chunks import ChunkStore
-from airflow_provider_kinesis_doris.core.stores.preflight import PreflightRecordStore
+from airflow_provider_kinesis_doris.core.model import Boundary, Position, ShardInfo, ShardRange
+from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
+from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
 from airflow_provider_kinesis_doris.core.stores.items import (
-    ABSENT,
-    BOUNDARY_PREFIX,
-    CHUNK_PREFIX,
-    CONTENT_PREFIX,
-    PRUNE_KEY,
-    RANGE_PREFIX,
-    SHARD_PREFIX,
-    boundary_attributes,
-    boundary_from_item,
-    boundary_sk,
-    range_chunks_prefix,
-    range_contents_prefix,
-    range_sk,
-    shard_from_item,
-    shard_sk,
+    ChunkRecord,
+    Floor,
+    LabelCanary,
     ShardCheckpoint,
+    TopologyRecord,
+    wall_clock_ms,
 )
+from airflow_provider_kinesis_doris.core.stores.preflight import PreflightRecord
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 
-log = logging.getLogger(__name__)
 
+class CheckpointStore(StoreItems):
+    """The pipeline state of one pipeline: its methods are those of the parts, each documented
+    there. A subclass provides the items (:class:`~.primitives.StoreItems`):
+    :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore` and
+    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`.
 
-class CheckpointStore(PreflightRecordStore, ChunkStore):
-    # shards ---------------------------------------------------------------------------------
+    :param pipeline_id: the partition this store reads and writes; nothing else is touched.
+    :param clock: epoch milliseconds for ``updated_ms`` attributes.
+    """
+
+    def __init__(self, pipeline_id: str, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        if not pipeline_id:
+            raise ValueError("pipeline_id must not be empty")
+        self.pipeline_id = pipeline_id
+        self._clock = clock
+        self.ledger = ShardLedger(self)
+        self.ranges = RangeBook(self, self.ledger)
+        self.chunks = ChunkLog(self)
+        self.marks = HighWaterMarks(self, self.ledger, self.ranges)
+        self.preflight = PreflightRecord(self)
+
+    # shards, their cuts and the shard set (ShardLedger) ------------------------------------
+
+    def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        return self.ledger.get_boundary(shard_id, instant_ms)
+
+    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> set[str]:
+        return self.ledger.prefetch_boundaries(shard_ids, instant_ms)
+
+    def read_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> dict[str, Boundary]:
+        return self.ledger.read_boundaries(shard_ids, instant_ms)
+
+    def remember_boundary(self, boundary: Boundary) -> None:
+        self.ledger.remember_boundary(boundary)
+
+    def put_boundary(self, boundary: Boundary) -> Boundary:
+        return self.ledger.put_boundary(boundary)
+
+    def resolve_pending(self, proposed: Boundary) -> Boundary:
+        return self.ledger.resolve_pending(proposed)
+
+    def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
+        return self.ledger.boundaries_for_shard(shard_id)
+
+    def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
+        return self.ledger.boundary_at_or_before(shard_id, instant_ms)
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
-        """The stored shard, or None if it was never registered."""
-        item = self._get(shard_sk(shard_id))
-        return shard_from_item(item) if item else None
+        return self.ledger.get_shard(shard_id)
 
     def list_shard_checkpoints(self) -> list[ShardCheckpoint]:
-        """Every shard registered for this pipeline, by shard id."""
-        return [shard_from_item(item) for item in self._query(SHARD_PREFIX)]
+        return self.ledger.list_shard_checkpoints()
 
     def register_shard(self, info: ShardInfo) -> ShardCheckpoint:
-        """Create the shard item (once) with its parents and hash range; OPEN or CLOSED as listed.
-
-        :param info: the shard as ListShards reports it.
-        :return: the stored shard (ours, or the one registered first).
-        """
-        item = {
-            "sk": shard_sk(info.shard_id),
-            "kind": "shard",
-            "shard_id": info.shard_id,
-            "parent_ids": list(info.parent_ids),
-            "starting_hash_key": str(info.starting_hash_key),
-            "ending_hash_key": str(info.ending_hash_key),
-            "state": (ShardState.OPEN if info.is_open else ShardState.CLOSED).value,
-            "lease_counter": 0,
-            "updated_ms": self._clock(),
-        }
-        item["registered_ms"] = item["updated_ms"]
-        # A new stream's first run registers every shard at once: grouped, one request carries several.
-        if self._put_new_grouped(item):
-            parents = list(info.parent_ids)
-            log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
-            return shard_from_item(item)
-        return self._require_shard(info.shard_id)
+        return self.ledger.register_shard(info)
 
     def mark_closed(self, shard_id: str) -> ShardCheckpoint:
-        """OPEN → CLOSED (ListShards reports an EndingSequenceNumber). No-op if not OPEN.
+        return self.ledger.mark_closed(shard_id)
 
-        :raises CheckpointConflict: the shard changed between our read and our write.
-        """
-        shard = self._require_shard(shard_id)
-        if shard.state is not ShardState.OPEN:
-            return shard
-        closed = self._fenced_update(shard, {"state": ShardState.CLOSED.value}, extra_expected={"state": "OPEN"})
-        log.info("shard %s is closed", shard_id)
-        return closed
+    def get_topology(self) -> TopologyRecord | None:
+        return self.ledger.get_topology()
+
+    def save_topology(
+        self, shard_ids: Iterable[str], assignment: Mapping[str, int], *, expected_version: int | None
+    ) -> TopologyRecord:
+        return self.ledger.save_topology(shard_ids, assignment, expected_version=expected_version)
+
+    # ranges, the floor, the interval grid, adoptions, the prune horizon (RangeBook) ---------
+
+    def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
+        return self.ranges.get_range(shard_id, interval_start_ms)
+
+    def ranges_at(self, shard_ids: Sequence[str], interval_start_ms: int) -> dict[str, ShardRange]:
+        return self.ranges.ranges_at(shard_ids, interval_start_ms)
+
+    def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
+        return self.ranges.ranges_for_shard(shard_id)
+
+    def earliest_range(self, shard_id: str) -> ShardRange | None:
+        return self.ranges.earliest_range(shard_id)
+
+    def interval_before(self, shard_id: str, interval_start_ms: int) -> tuple[int, int] | None:
+        return self.ranges.interval_before(shard_id, interval_start_ms)
+
+    def create_range(self, shard_range: ShardRange, *, with_end: bool = False) -> ShardRange:
+        return self.ranges.create_range(shard_range, with_end=with_end)
+
+    def mark_range_loaded(
+        self, shard_id: str, interval_start_ms: int, counts: Mapping[str, int] | None = None
+    ) -> ShardRange:
+        return self.ranges.mark_range_loaded(shard_id, interval_start_ms, counts)
+
+    def settle_chunk_limits(
+        self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int
+    ) -> tuple[int, int]:
+        return self.ranges.settle_chunk_limits(shard_id, interval_start_ms, max_rows, max_bytes)
+
+    def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
+        return self.ranges.recent_loaded_counts(shard_id, limit)
+
+    def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
+        return self.ranges.range_planned_ms(shard_id, interval_start_ms)
+
+    def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
+        return self.ranges.range_counts(shard_id, interval_start_ms)
+
+    def settle_floor(self, start_ms: int, end_ms: int) -> Floor:
+        return self.ranges.settle_floor(start_ms, end_ms)
+
+    def get_floor(self) -> Floor | None:
+        return self.ranges.get_floor()
+
+    def register_interval(self, start_ms: int, end_ms: int, *, register: bool = True) -> tuple[int, int] | None:
+        return self.ranges.register_interval(start_ms, end_ms, register=register)
+
+    def latest_interval_start(self) -> int | None:
+        return self.ranges.latest_interval_start()
+
+    def intervals_before(self, start_ms: int, *, with_floor: bool = False) -> list[tuple[int, int]]:
+        return self.ranges.intervals_before(start_ms, with_floor=with_floor)
+
+    def intervals_between(self, start_ms: int, end_ms: int) -> list[tuple[int, int]]:
+        return self.ranges.intervals_between(start_ms, end_ms)
+
+    def advance_gapless(self, start_ms: int) -> None:
+        self.ranges.advance_gapless(start_ms)
+
+    def settle_adopted(
+        self, start_ms: int, proposed: Sequence[tuple[int, int]]
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        return self.ranges.settle_adopted(start_ms, proposed)
+
+    def mark_adopted_loaded(self, start_ms: int, interval: tuple[int, int]) -> None:
+        self.ranges.mark_adopted_loaded(start_ms, interval)
+
+    def prune_grid(self, horizon_ms: int) -> int:
+        return self.ranges.prune_grid(horizon_ms)
+
+    def prune_horizon(self) -> int | None:
+        return self.ranges.prune_horizon()
+
+    def raise_prune_horizon(self, horizon_ms: int) -> bool:
+        return self.ranges.raise_prune_horizon(horizon_ms)
+
+    # chunks and label canaries (ChunkLog) ------------------------------------------------
+
+    def put_chunk_intent(
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+    ) -> bool:
+        return self.chunks.put_chunk_intent(label, shard_id, first, last, interval_start_ms)
+
+    def put_chunk_intent_with_content(
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str
+    ) -> bool:
+        return self.chunks.put_chunk_intent_with_content(label, shard_id, first, last, interval_start_ms, content)
+
+    def record_chunk_outcome(
+        self,
+        label: str,
+        state: str,
+        txn_id: str | None = None,
+        *,
+        shard_id: str,
+        interval_start_ms: int,
+        rows_loaded: int = 0,
+        rows_filtered: int = 0,
+        expected_state: str | None = None,
+    ) -> ChunkRecord:
+        return self.chunks.record_chunk_outcome(
+            label, state, txn_id, shard_id=shard_id, interval_start_ms=interval_start_ms, rows_loaded=rows_loaded,
+            rows_filtered=rows_filtered, expected_state=expected_state,
+        )
+
+    def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
+        return self.chunks.get_chunk(label, shard_id, interval_start_ms)
+
+    def chunks_for_range(
+        self, shard_id: str, interval_start_ms: int, *, keyed_by_range: bool = False
+    ) -> list[ChunkRecord]:
+        return self.chunks.chunks_for_range(shard_id, interval_start_ms, keyed_by_range=keyed_by_range)
+
+    def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
+        return self.chunks.settle_chunk_content(shard_id, interval_start_ms, first, content)
+
+    def amend_chunk_content(
+        self, shard_id: str, interval_start_ms: int, first: Position, settled: str, amended: str
+    ) -> str:
+        return self.chunks.amend_chunk_content(shard_id, interval_start_ms, first, settled, amended)
+
+    def chunk_content(self, shard_id: str, interval_start_ms: int, first: Position) -> str | None:
+        return self.chunks.chunk_content(shard_id, interval_start_ms, first)
+
+    def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
+        return self.chunks.chunk_contents_for_range(shard_id, interval_start_ms)
+
+    def label_canaries(self) -> list[LabelCanary]:
+        return self.chunks.label_canaries()
+
+    def replace_label_canaries(self, stored: Sequence[LabelCanary], canaries: Sequence[LabelCanary]) -> bool:
+        return self.chunks.replace_label_canaries(stored, canaries)
+
+    # high-water marks and pruning (HighWaterMarks) ----------------------------------------
 
     def advance_high_water_mark(
         self,
@@ -98,334 +234,29 @@ class CheckpointStore(PreflightRecordStore, ChunkStore):
         known: ShardCheckpoint | None = None,
         last_interval_start_ms: int | None = None,
     ) -> ShardCheckpoint:
-        """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
-
-        Only :meth:`rewind_high_water_mark` moves it back. The write is conditional on
-        ``expected_counter`` and on the stored mark, so of two concurrent runs only one advances
-        the shard.
-
-        :param shard_id: the shard.
-        :param expected_counter: the lease counter this run read (e.g. from its plan); default:
-            the counter read now (the mark is recomputed from the stored ranges either way).
-        :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
-        :param known: the shard as this run last read or wrote it, instead of a read. The write is
-            fenced on its counter, so a stale one (even one whose mark a rewind has dropped since)
-            costs a conflict, never a wrong mark; with nothing to write, the shard is read after all.
-        :param last_interval_start_ms: see :meth:`loaded_through`.
-        :return: the shard after the update.
-        :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
-        """
-        shard = known if known is not None else self._require_shard(shard_id)
-        if expected_counter is not None and shard.lease_counter != expected_counter:
-            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
-        current = shard.high_water_mark
-        mark = self.loaded_through(shard_id, current, last_interval_start_ms)
-        changes: dict[str, Any] = {}
-        if mark is not None and mark != current:
-            changes.update(boundary_attributes(mark, "hwm_"))
-        if last_lag_ms is not None:
-            changes["last_lag_ms"] = last_lag_ms
-        if not changes:
-            # Nothing to write means nothing fenced: a known shard must be read to be trusted.
-            if known is None:
-                return shard
-            return self.advance_high_water_mark(
-                shard_id, expected_counter=expected_counter, last_interval_start_ms=last_interval_start_ms
-            )
-        hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
-        # The commit moves many shards' marks at once: grouped, one request carries several.
-        advanced = self._fenced_update(shard, changes, extra_expected=hwm_expected, grouped=True)
-        if mark is not None and "hwm_kind" in changes:
-            log.info("shard %s high-water mark -> %s", shard_id, mark.describe(position=False))
-        return advanced
-
-    def _range_from(self, cut: Boundary, last_interval_start_ms: int | None = None) -> ShardRange | None:
-        """The range of the interval starting at ``cut``'s instant or, when there is none, the next
-        stored range if nothing lies between (:meth:`_nothing_between`). One Query either way (none
-        for a range this store has seen LOADED, or after the latest interval)."""
-        known = self.loaded_range(cut.shard_id, cut.instant_ms)
-        if known is not None:
-            return known
-        if last_interval_start_ms is not None and cut.instant_ms > last_interval_start_ms:
-            return None
-        items = self._query(f"{RANGE_PREFIX}{cut.shard_id}#", low=range_sk(cut.shard_id, cut.instant_ms), limit=1)
-        if not items:
-            return None
-        following = self._with_boundaries(items[0])
-        if following.interval_start_ms == cut.instant_ms or self._nothing_between(cut, following):
-            return following
-        return None
-
-    def _nothing_between(self, cut: Boundary, following: ShardRange) -> bool:
-        """Whether the intervals between ``cut`` and the next stored range hold no record of the
-        shard. They have no range when their runs listed the shards before this one existed (a
-        later run of an earlier interval gave it the range that ends at ``cut``), or when the shard
-        was quiet in them (``EMPTY``: only their cuts are stored, the next range's start cut).
-        Empty for sure: the range starts at the very same cut, ``cut`` is the shard's end, the
-        range starts at the shard's start, or the intervals before the range, or before the quiet
-        intervals that lead to it, hold nothing to load (:meth:`_nothing_to_load_before`)."""
-        nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
-        if cut.same_cut(following.start) or (cut.is_concrete and nothing_between):
-            return True
-        if self._nothing_to_load_before(cut.shard_id, following.interval_start_ms):
-            return True
-        quiet_from = self._earliest_same_cut(cut, following.start)
-        return quiet_from is not None and self._nothing_to_load_before(cut.shard_id, quiet_from)
-
-    def _nothing_to_load_before(self, shard_id: str, until_ms: int) -> bool:
-        """Whether the intervals without a range up to ``until_ms`` hold nothing any run can load:
-        the interval ending there was planned before the shard existed, or ``until_ms`` is not
-        after the prune horizon. Before the horizon no range is planned any more and records are
-        past the stream's retention; the proof that the shard did not exist may be pruned."""
-        if self._planned_before_it_existed(shard_id, until_ms):
-            return True
-        horizon_ms = self.prune_horizon()
-        return horizon_ms is not None and until_ms <= horizon_ms
-
-    def _earliest_same_cut(self, after: Boundary, cut: Boundary) -> int | None:
-        """The earliest instant after ``after`` whose stored cut of the shard is ``cut`` (no record
-        lies between the two), before ``cut``'s own instant; None if there is none."""
-        items = self._query(
-            f"{BOUNDARY_PREFIX}{cut.shard_id}#", low=boundary_sk(cut.shard_id, after.instant_ms + 1),
-            high=boundary_sk(cut.shard_id, cut.instant_ms - 1),
-        )  # fmt: skip
-        stored = (self._settle(boundary_from_item(item)) for item in items)
-        return next((boundary.instant_ms for boundary in stored if boundary.same_cut(cut)), None)
-
-    def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
-        """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
-        this shard was registered. Every run registers each shard it lists before it plans any
-        range, so that run did not list this one: it was created later, after the interval's end
-        (runs plan sealed intervals only), and holds no record before ``until_ms``.
-
-        An ancestor quiet in that interval (``EMPTY``) has no range of it; then it took a record
-        after the interval, so its cut at ``until_ms`` is a position, and the child's cut there is
-        its start (``SHARD_START``, created after), which the walk crosses without this."""
-        shard = self.get_shard(shard_id)
-        if shard is None or shard.registered_ms is None:
-            return False
-        ancestors, seen = list(shard.parent_ids), set()
-        while ancestors:
-            ancestor = ancestors.pop()
-            if ancestor in seen:
-                continue
-            seen.add(ancestor)
-            items = self._query(f"{RANGE_PREFIX}{ancestor}#", high=range_sk(ancestor, until_ms - 1), descending=True, limit=1)
-            if items and int(items[0]["interval_end_ms"]) == until_ms and "planned_ms" in items[0]:
-                if int(items[0]["planned_ms"]) < shard.registered_ms:
-                    return True
-            if (checkpoint := self.get_shard(ancestor)) is not None:
-                ancestors.extend(checkpoint.parent_ids)
-        return False
+        return self.marks.advance_high_water_mark(
+            shard_id, expected_counter=expected_counter, last_lag_ms=last_lag_ms, known=known,
+            last_interval_start_ms=last_interval_start_ms,
+        )
 
     def rewind_high_water_mark(self, shard_id: str, before_ms: int, *, fence: bool = False) -> ShardCheckpoint:
-        """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
-        not loaded starts (a backfill before the shard's earliest range): the mark claims that
-        everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
-        CLOSED again until the commit that loads the range drains it.
-
-        :param fence: the range is stored: with no mark to drop, bump the shard's lease counter
-            all the same (a fenced touch). A commit that read the shard before the range was
-            stored walked from the ranges it saw then, past this one, and holds the counter it
-            read: its mark write must fail, and its retry walks from the stored range.
-        :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
-        """
-        shard = self._require_shard(shard_id)
-        if shard.pruned_through_ms is not None and before_ms < shard.pruned_through_ms:
-            raise PrunedHistory(
-                f"Shard {shard_id} of pipeline {self.pipeline_id}: a range starting at {describe_instant(before_ms)} is "
-                f"not loaded, but the shard's history before {describe_instant(shard.pruned_through_ms)} was loaded and "
-                "pruned. "
-                "Its records are past Kinesis retention; the range is not loaded."
-            )
-        mark = shard.high_water_mark
-        if mark is None or mark.instant_ms <= before_ms:
-            return self._fenced_update(shard, {}, extra_expected={}, grouped=True) if fence else shard
-        changes: dict[str, Any] = boundary_attributes(None, "hwm_")
-        if shard.state is ShardState.DRAINED:
-            changes["state"] = ShardState.CLOSED.value
-        rewound = self._fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
-        log.warning(
-            "shard %s: a range starting at %s is not loaded yet and lies before the high-water mark "
-            "(%s); the mark restarts from it", shard_id, describe_instant(before_ms), mark.describe(position=False),
-        )  # fmt: skip
-        return rewound
+        return self.marks.rewind_high_water_mark(shard_id, before_ms, fence=fence)
 
     def loaded_through(
         self, shard_id: str, since: Boundary | None = None, last_interval_start_ms: int | None = None
     ) -> Boundary | None:
-        """End of the contiguous run of LOADED ranges from the shard's earliest range.
-
-        Walks forward from ``since`` (the stored high-water mark, which lies on that run) one range
-        at a time, so a run reads the ranges loaded since the mark moved, not the shard's history.
-
-        :param since: a boundary the run is known to reach; None: start at the earliest range.
-        :param last_interval_start_ms: the grid's latest interval start
-            (:meth:`latest_interval_start`), read after the caller's ranges were marked LOADED: the
-            walk does not look for ranges after it. A range there belongs to a run that registered
-            its interval after that read, so its commit walks after those ranges were marked, and
-            moves the mark across them and its own range itself.
-        :return: the run's end, or None if the earliest range is not loaded.
-        """
-        # The stored mark is a copy of a boundary taken when it moved; a PENDING cut may have been
-        # resolved since (to SHARD_END when the shard closed without a record after it).
-        mark = self.get_boundary(shard_id, since.instant_ms) or since if since is not None else None
-        if mark is None:
-            first = self.earliest_range(shard_id)
-            if first is None or first.state is not RangeState.LOADED:
-                return None
-            mark = first.end
-        while mark.kind is not BoundaryKind.SHARD_END:
-            following = self._range_from(mark, last_interval_start_ms)
-            if following is None:
-                break
-            # Across an empty gap, everything before the next range is loaded: its children may
-            # read the intervals the gap spans (the next range is read before them).
-            mark = following.start if following.interval_start_ms != mark.instant_ms else mark
-            if following.state is not RangeState.LOADED:
-                break
-            mark = following.end
-        if mark.kind is BoundaryKind.PENDING:
-            # A cut left PENDING (no reader met it) after a cut that is the shard's end is the end
-            # too; otherwise the run would stop there for good when no later range is needed.
-            earlier = self.boundary_at_or_before(shard_id, mark.instant_ms - 1)
-            if earlier is not None and earlier.kind is BoundaryKind.SHARD_END:
-                return Boundary(shard_id, mark.instant_ms, BoundaryKind.SHARD_END)
-        return mark
+        return self.marks.loaded_through(shard_id, since, last_interval_start_ms)
 
     def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
-        """CLOSED → DRAINED, only once the high-water mark is SHARD_END (its last range is loaded).
-
-        Drops the stored lag: a drained shard has none.
-
-        :param expected_counter: fence on this counter; default: the counter read now.
-        :raises ShardNotDrained: the shard is open, or its loaded run does not reach SHARD_END.
-        :raises CheckpointConflict: another writer updated the shard concurrently.
-        """
-        shard = self._require_shard(shard_id)
-        if shard.state is ShardState.DRAINED:
-            return shard
-        if expected_counter is not None and shard.lease_counter != expected_counter:
-            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
-        mark = shard.high_water_mark
-        if shard.state is not ShardState.CLOSED or mark is None or mark.kind is not BoundaryKind.SHARD_END:
-            described = mark.describe(position=False) if mark else "none"
-            raise ShardNotDrained(
-                f"Shard {shard_id} of pipeline {self.pipeline_id} cannot be marked drained: state "
-                f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"
-            )
-        changes = {"state": ShardState.DRAINED.value, "last_lag_ms": None}
-        drained = self._fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
-        log.info("shard %s is drained", shard_id)
-        return drained
-
-
-    # pruning (core.prune) -------------------------------------------------------------------
-
-    def prune_horizon(self) -> int | None:
-        """The latest prune horizon raised (None before the first pruning)."""
-        item = self._get(PRUNE_KEY)
-        return int(item["horizon_ms"]) if item is not None else None
-
-    def raise_prune_horizon(self, horizon_ms: int) -> bool:
-        """Store ``horizon_ms`` as the prune horizon if it is later than the stored one (a
-        conditional write); whether this call raised it: of concurrent runs, one prunes."""
-        item = self._get(PRUNE_KEY)
-        claimed = {"horizon_ms": horizon_ms, "updated_ms": self._clock()}
-        if item is None:
-            return self._put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
-        stored = int(item["horizon_ms"])
-        return stored < horizon_ms and self._update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
+        return self.marks.mark_drained(shard_id, expected_counter=expected_counter)
 
     def prune_shard(self, shard: ShardCheckpoint, horizon_ms: int) -> int:
-        """Delete the shard's loaded history before ``horizon_ms``: its ranges from the earliest on
-        that are LOADED and end by the horizon and by the high-water mark, their chunks and
-        contents, and the cuts before the last one's end (which the next range starts from).
+        return self.marks.prune_shard(shard, horizon_ms)
 
-        A quiet shard's history reaches past its mark: the intervals after it whose cuts are still
-        the mark's cut are ``EMPTY`` (no record, no range). The mark moves to the last of those cuts
-        with the span, so a shard that stays quiet keeps no more cuts than one that loads, and the
-        span stays below the mark: a range that a stale planner stores inside it (refused, see
-        :meth:`rewind_high_water_mark`) is never met by a commit, and the next pruning deletes it.
+    # the settings that passed the preflight (PreflightRecord) ------------------------------
 
-        The span goes on the shard item first (a fenced write), so a planner that meets it never
-        plans those intervals again (``PRUNED``), and a run killed among the deletes leaves a
-        prefix deleted that the next pruning finishes, whatever its horizon: ranges go before the
-        cuts they reference.
+    def passed_preflight_digest(self) -> str | None:
+        return self.preflight.passed_preflight_digest()
 
-        :param shard: the shard as read (its listing); the span is written fenced on its counter.
-        :return: items deleted.
-        :raises CheckpointConflict: another writer updated the shard since (pruned next time).
-        """
-        shard_id, mark = shard.shard_id, shard.high_water_mark
-        if mark is None:
-            return 0
-        pruned = shard.pruned_through_ms or 0
-        # A span already recorded is history whatever this horizon (a pruning killed among its
-        # deletes, then a lower horizon: a longer retention); its cuts go only with its ranges.
-        limit = max(min(horizon_ms, mark.instant_ms), pruned)
-        loaded: list[dict[str, Any]] = []
-        quiet, reached, kept_cut = None, pruned, None
-        for item in self._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
-            end, is_loaded = int(item["interval_end_ms"]), item["state"] == RangeState.LOADED.value
-            if end > limit:
-                # Loaded across the limit: the mark passed its start, so what lies before (quiet
-                # intervals the mark crossed) is history. Its start cut stays: a TRIM_HORIZON
-                # pipeline's floor range starts at the shard's start, before its interval.
-                reached = max(reached, int(item["interval_start_ms"]) if is_loaded else 0)
-                kept_cut = int(item["start_instant_ms"])
-                break
-            if not is_loaded and end > pruned:
-                break
-            loaded.append(item)
-            reached = max(reached, end)
-        else:
-            # Only when every range before the mark goes: one that is being planned there (stored,
-            # its mark not rewound yet) keeps the cuts after it.
-            quiet = self._quiet_cut(mark, horizon_ms) if mark.instant_ms <= horizon_ms else None
-        through = quiet.instant_ms if quiet is not None else reached
-        if through == pruned and not loaded:
-            return 0
-        first = int(loaded[0]["interval_start_ms"]) if loaded else mark.instant_ms if quiet is not None else through
-        changes: dict[str, Any] = {
-            "pruned_from_ms": shard.pruned_from_ms if shard.pruned_from_ms is not None else first,
-            "pruned_through_ms": through,
-        }
-        if quiet is not None:
-            changes.update(boundary_attributes(quiet, "hwm_"))
-        self._fenced_update(shard, changes, extra_expected={})
-        owned = [
-            item["sk"]
-            for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
-            if loaded
-            for item in self._query(
-                f"{prefix}{shard_id}#", high=last(shard_id, int(loaded[-1]["interval_start_ms"])) + "\uffff"
-            )
-        ]
-        cuts_before = through if kept_cut is None else min(through, kept_cut)
-        cuts = [
-            item["sk"] for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, cuts_before - 1))
-        ] if cuts_before > 0 else []  # fmt: skip
-        doomed = owned + [item["sk"] for item in loaded] + cuts
-        self._delete(doomed)
-        log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
-        return len(doomed)
-
-    def _quiet_cut(self, mark: Boundary, horizon_ms: int) -> Boundary | None:
-        """The latest stored cut after the mark, by the horizon and the shard's next range, that is
-        still the mark's cut: no record arrived between the two, so every interval between is
-        ``EMPTY``. None when there is none."""
-        if mark.position is None:  # only an AT or AFTER cut can be met again
-            return None
-        shard_id = mark.shard_id
-        following = self._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, mark.instant_ms), limit=1)
-        until = min(horizon_ms, int(following[0]["interval_start_ms"])) if following else horizon_ms
-        quiet = None
-        cuts = self._query(
-            f"{BOUNDARY_PREFIX}{shard_id}#", low=boundary_sk(shard_id, mark.instant_ms + 1), high=boundary_sk(shard_id, until)
-        )
-        for cut in map(boundary_from_item, cuts):
-            if not mark.same_cut(cut):
-                break
-            quiet = cut
-        return quiet
+    def record_passed_preflight(self, digest: str) -> None:
+        self.preflight.record_passed_preflight(digest)

@@ -1,6 +1,6 @@
 """An in-memory checkpoint store with the same API, conditions and errors as the DynamoDB one.
 
-All logic is inherited from :class:`core.stores.checkpoint_store.CheckpointStore`; only the storage
+The parts of :class:`core.stores.checkpoint_store.CheckpointStore` hold all logic; only the storage
 primitives live here, each atomic under one lock (a put of several items too; grouped writes are
 written one by one, in order). Several stores (pipelines, or concurrent
 "runs" of one pipeline) can share a :class:`MemoryTable`, like processes sharing a DynamoDB table.

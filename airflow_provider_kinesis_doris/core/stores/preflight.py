@@ -3,15 +3,23 @@
 
 from __future__ import annotations
 
-from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 PREFLIGHT_KEY = "preflight"
 
 
-class PreflightRecordStore(StorePrimitives):
+class PreflightRecord:
+    """The ``preflight`` item on the store's items.
+
+    :param items: the pipeline's items.
+    """
+
+    def __init__(self, items: StoreItems) -> None:
+        self._items = items
+
     def passed_preflight_digest(self) -> str | None:
         """The digest (``core.aws_preflight.preflight_digest``) of the settings that last passed."""
-        item = self._get(PREFLIGHT_KEY)
+        item = self._items._get(PREFLIGHT_KEY)
         return str(item["digest"]) if item else None
 
     def record_passed_preflight(self, digest: str) -> None:
@@ -19,6 +27,6 @@ class PreflightRecordStore(StorePrimitives):
         passed a preflight too, so losing the race is as good as winning it."""
         stored = self.passed_preflight_digest()
         if stored is None:
-            self._put_new({"sk": PREFLIGHT_KEY, "kind": "preflight", "digest": digest, "updated_ms": self._clock()})
+            self._items._put_new({"sk": PREFLIGHT_KEY, "kind": "preflight", "digest": digest, "updated_ms": self._items._clock()})
         elif stored != digest:
-            self._update(PREFLIGHT_KEY, {"digest": digest, "updated_ms": self._clock()}, {"digest": stored})
+            self._items._update(PREFLIGHT_KEY, {"digest": digest, "updated_ms": self._items._clock()}, {"digest": stored})

@@ -1,139 +1,52 @@
-"""Boundaries, ranges, the floor and the topology: what a plan fixes."""
+"""The range book: each shard's planned ranges (their cuts, chunk limits and loaded state), the
+floor, the interval grid, the intervals a run adopts and the prune horizon: what a plan fixes."""
 
 from __future__ import annotations
 
 import logging
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, describe_instant
-from airflow_provider_kinesis_doris.core.stores.base import StorePrimitives
+from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
+from airflow_provider_kinesis_doris.core.model import Boundary, RangeState, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     ADOPTED_PREFIX,
-    BOUNDARY_PREFIX,
     FLOOR_KEY,
     GAPLESS_KEY,
     INTERVAL_PREFIX,
     INTERVALS_KEY,
     PRUNE_KEY,
     RANGE_PREFIX,
-    TOPOLOGY_KEY,
-    boundary_from_item,
-    boundary_sk,
+    adopted_sk,
     Floor,
     interval_sk,
     range_sk,
-    TopologyRecord,
-    adopted_sk,
 )
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 
 log = logging.getLogger(__name__)
 
 
-class RangeStore(StorePrimitives):
-    # boundaries (core.store.BoundaryStore) ------------------------------------------------------
+class RangeBook:
+    """Ranges on the store's items: each planned once with its cuts, then marked loaded once.
 
-    def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
-        """The stored boundary of ``shard_id`` at ``instant_ms``, or None if never resolved.
+    :param items: the pipeline's items.
+    :param ledger: the shards' cuts, which every range references.
+    """
 
-        A concrete boundary never changes once stored (put once; only PENDING is resolved, once),
-        so this store remembers the ones it has seen: every range read needs its two cuts, and a
-        run reads the same ranges while it plans, checks, loads and commits."""
-        settled = self._settled_boundaries.get((shard_id, instant_ms))
-        if settled is not None:
-            return settled
-        item = self._get(boundary_sk(shard_id, instant_ms))
-        return self._settle(boundary_from_item(item)) if item else None
-
-    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> set[str]:
-        """Read the shards' boundaries at ``instant_ms`` in batches (BatchGetItem), so that
-        :meth:`get_boundary` answers the concrete ones from memory: a run plans every shard from
-        the cut at its interval's start, which the previous interval stored.
-
-        :return: the shards with no boundary stored there when read.
-        """
-        shard_ids = list(shard_ids)
-        return set(shard_ids) - set(self.read_boundaries(shard_ids, instant_ms))
-
-    def read_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> dict[str, Boundary]:
-        """The shards' boundaries stored at ``instant_ms``, PENDING ones too, read in batches
-        (BatchGetItem); the concrete ones are remembered as :meth:`get_boundary` remembers them."""
-        items = self._get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
-        return {boundary.shard_id: self._settle(boundary) for boundary in map(boundary_from_item, items)}
-
-    def remember_boundary(self, boundary: Boundary) -> None:
-        """Remember a concrete boundary that another process read from or stored in this table (a
-        loader's report carries the end it settled): :meth:`get_boundary` then answers it from
-        memory, as it would after reading it."""
-        self._settle(boundary)
-
-    def _settle(self, boundary: Boundary) -> Boundary:
-        if boundary.is_concrete:
-            self._settled_boundaries[(boundary.shard_id, boundary.instant_ms)] = boundary
-        return boundary
-
-    def put_boundary(self, boundary: Boundary) -> Boundary:
-        """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
-        # Planning puts the cuts of many shards at once: grouped, one request carries several.
-        if self._put_new_grouped(self._boundary_item(boundary)):
-            return self._settle(boundary)
-        stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
-        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
-        return stored
-
-    def _boundary_item(self, boundary: Boundary) -> dict[str, Any]:
-        item = {
-            "sk": boundary_sk(boundary.shard_id, boundary.instant_ms),
-            "kind": "boundary",
-            "shard_id": boundary.shard_id,
-            "instant_ms": boundary.instant_ms,
-            "boundary_kind": boundary.kind.value,
-            "resolved_ms": self._clock(),
-        }
-        if boundary.position is not None:
-            item["position"] = boundary.position.encode()
-        if boundary.arrival_ms is not None:
-            item["arrival_ms"] = boundary.arrival_ms
-        return item
-
-    def resolve_pending(self, proposed: Boundary) -> Boundary:
-        """Replace the stored PENDING boundary with the concrete ``proposed`` one, only if it is
-        still PENDING; return what is stored after the attempt (follow it, not the proposal).
-        If nothing is stored yet, ``proposed`` is put once.
-
-        :raises ValueError: ``proposed`` is itself PENDING.
-        """
-        if not proposed.is_concrete:
-            raise ValueError(
-                f"Cannot resolve boundary of shard {proposed.shard_id} at {describe_instant(proposed.instant_ms)} to PENDING"
-            )
-        changes = {
-            "boundary_kind": proposed.kind.value,
-            "position": proposed.position.encode() if proposed.position else None,
-            "arrival_ms": proposed.arrival_ms,
-            "resolved_ms": self._clock(),
-        }
-        sk = boundary_sk(proposed.shard_id, proposed.instant_ms)
-        if self._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
-            log.info("boundary of shard %s: %s", proposed.shard_id, proposed.describe())
-            return self._settle(proposed)
-        stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
-        return stored if stored is not None else self.put_boundary(proposed)
-
-    def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
-        """Every stored boundary of the shard, by instant."""
-        return [self._settle(boundary_from_item(item)) for item in self._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
-
-    def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
-        """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
-        item read)."""
-        items = self._query(
-            f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, instant_ms), descending=True, limit=1
-        )
-        return self._settle(boundary_from_item(items[0])) if items else None
+    def __init__(self, items: StoreItems, ledger: ShardLedger) -> None:
+        self._items = items
+        self._ledger = ledger
+        self._loaded_ranges: dict[str, Mapping[str, Any]] = {}
+        """Range items seen LOADED, by sort key (their span and state never change again)."""
+        self._planned_ranges: dict[str, Mapping[str, Any]] = {}
+        """Range items seen PLANNED, by sort key: marking one LOADED needs no answer but whether it
+        applied (a grouped write)."""
+        self._grid_complete = False
+        """The table's interval grid is known to hold every stored range's interval."""
 
     # ranges ---------------------------------------------------------------------------------
 
@@ -142,13 +55,13 @@ class RangeStore(StorePrimitives):
         known = self.loaded_range(shard_id, interval_start_ms)
         if known is not None:
             return known
-        item = self._get(range_sk(shard_id, interval_start_ms))
+        item = self._items._get(range_sk(shard_id, interval_start_ms))
         return self._with_boundaries(item) if item is not None else None
 
     def ranges_at(self, shard_ids: Sequence[str], interval_start_ms: int) -> dict[str, ShardRange]:
         """The shards' stored ranges of the interval starting at ``interval_start_ms``, by shard, in
         batches (BatchGetItem; their cuts are read as :meth:`get_range` reads them)."""
-        items = self._get_many([range_sk(shard_id, interval_start_ms) for shard_id in shard_ids])
+        items = self._items._get_many([range_sk(shard_id, interval_start_ms) for shard_id in shard_ids])
         return {item["shard_id"]: self._with_boundaries(item) for item in items.values()}
 
     def loaded_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
@@ -160,12 +73,12 @@ class RangeStore(StorePrimitives):
     def ranges_for_shard(self, shard_id: str) -> list[ShardRange]:
         """Every stored range of the shard, by interval start (two Queries over its history: for
         operations and tests, not for the per-run path)."""
-        boundaries = {b.instant_ms: b for b in self.boundaries_for_shard(shard_id)}
-        return [self._range_from_item(item, boundaries) for item in self._query(f"{RANGE_PREFIX}{shard_id}#")]
+        boundaries = {b.instant_ms: b for b in self._ledger.boundaries_for_shard(shard_id)}
+        return [self._range_from_item(item, boundaries) for item in self._items._query(f"{RANGE_PREFIX}{shard_id}#")]
 
     def earliest_range(self, shard_id: str) -> ShardRange | None:
         """The shard's range of the earliest interval, or None (one item read)."""
-        return self._neighbour_range(shard_id, None, descending=False)
+        return self.first_range_from(shard_id, 0)
 
     def interval_before(self, shard_id: str, interval_start_ms: int) -> tuple[int, int] | None:
         """``(start_ms, end_ms)`` of the shard's range of the latest interval starting before
@@ -173,12 +86,23 @@ class RangeStore(StorePrimitives):
         if interval_start_ms <= 0:
             return None
         high = range_sk(shard_id, interval_start_ms - 1)
-        items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
+        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
         return (int(items[0]["interval_start_ms"]), int(items[0]["interval_end_ms"])) if items else None
 
-    def _neighbour_range(self, shard_id: str, high: str | None, *, descending: bool) -> ShardRange | None:
-        items = self._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=descending, limit=1)
+    def first_range_from(self, shard_id: str, instant_ms: int) -> ShardRange | None:
+        """The shard's range of the earliest interval starting at or after ``instant_ms``, or None
+        (one item read)."""
+        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, instant_ms), limit=1)
         return self._with_boundaries(items[0]) if items else None
+
+    def planned_ms_of_interval_ending(self, shard_id: str, end_ms: int) -> int | None:
+        """When the shard's range of the interval ending at ``end_ms`` was planned; None if it has
+        none, or one stored before the planning time was kept (one item read)."""
+        high = range_sk(shard_id, end_ms - 1)
+        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
+        if items and int(items[0]["interval_end_ms"]) == end_ms and "planned_ms" in items[0]:
+            return int(items[0]["planned_ms"])
+        return None
 
     def _with_boundaries(self, item: Mapping[str, Any]) -> ShardRange:
         sk = range_sk(item["shard_id"], int(item["interval_start_ms"]))
@@ -187,8 +111,8 @@ class RangeStore(StorePrimitives):
         else:
             self._planned_ranges[sk] = item
         shard_id = item["shard_id"]
-        start = self.get_boundary(shard_id, int(item["start_instant_ms"]))
-        end = self.get_boundary(shard_id, int(item["end_instant_ms"]))
+        start = self._ledger.get_boundary(shard_id, int(item["start_instant_ms"]))
+        end = self._ledger.get_boundary(shard_id, int(item["end_instant_ms"]))
         return self._range_from_item(item, {b.instant_ms: b for b in (start, end) if b is not None})
 
     def create_range(self, shard_range: ShardRange, *, with_end: bool = False) -> ShardRange:
@@ -210,18 +134,18 @@ class RangeStore(StorePrimitives):
             "end_instant_ms": shard_range.end.instant_ms,
             "state": RangeState.PLANNED.value,
             "counts": {},
-            "planned_ms": self._clock(),
-            "updated_ms": self._clock(),
+            "planned_ms": self._items._clock(),
+            "updated_ms": self._items._clock(),
         }
         if shard_range.chunk_limits is not None:
             item["chunk_max_rows"], item["chunk_max_bytes"] = shard_range.chunk_limits
         # Planning stores the ranges of many shards at once: grouped, one request carries several.
         if with_end:
-            end_written, written = self._put_new_grouped_all([self._boundary_item(shard_range.end), item])
+            end_written, written = self._items._put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
         else:
-            end_written, written = True, self._put_new_grouped(item)
+            end_written, written = True, self._items._put_new_grouped(item)
         if end_written:
-            self._settle(shard_range.end)
+            self._ledger.remember_boundary(shard_range.end)
         if written and end_written:
             self._planned_ranges[item["sk"]] = item
             return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
@@ -240,17 +164,17 @@ class RangeStore(StorePrimitives):
         changes = {
             "state": RangeState.LOADED.value,
             "counts": dict(counts or {}),
-            "updated_ms": self._clock(),
+            "updated_ms": self._items._clock(),
         }
         planned = self._planned_ranges.pop(sk, None)
         expected = {"state": RangeState.PLANNED.value}
         if planned is not None:
             # The commit marks many shards' ranges at once: grouped, one request carries several.
             # The range was PLANNED as this store read it, and only its loaded state changes.
-            applied = self._update_grouped(sk, changes, expected)
+            applied = self._items._update_grouped(sk, changes, expected)
             updated = {**planned, **changes} if applied else None
         else:
-            updated = self._update(sk, changes, expected)
+            updated = self._items._update(sk, changes, expected)
         stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
         if stored is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
@@ -270,8 +194,8 @@ class RangeStore(StorePrimitives):
         :raises CheckpointNotFound: no such range.
         """
         sk = range_sk(shard_id, interval_start_ms)
-        item = self._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
-        item = item or self._get(sk)
+        item = self._items._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
+        item = item or self._items._get(sk)
         if item is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
         return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
@@ -279,7 +203,7 @@ class RangeStore(StorePrimitives):
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
         """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
         (one Query of at most ``limit`` items)."""
-        items = self._query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
+        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
         return {
             int(item["interval_start_ms"]): {name: int(value) for name, value in item.get("counts", {}).items()}
             for item in items
@@ -288,12 +212,12 @@ class RangeStore(StorePrimitives):
 
     def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
         """When the range was first planned (None for ranges stored before this was kept)."""
-        item = self._get(range_sk(shard_id, interval_start_ms))
+        item = self._items._get(range_sk(shard_id, interval_start_ms))
         return int(item["planned_ms"]) if item is not None and "planned_ms" in item else None
 
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""
-        item = self._get(range_sk(shard_id, interval_start_ms))
+        item = self._items._get(range_sk(shard_id, interval_start_ms))
         return {name: int(value) for name, value in (item or {}).get("counts", {}).items()}
 
     def _range_from_item(self, item: Mapping[str, Any], boundaries: Mapping[int, Boundary]) -> ShardRange:
@@ -303,11 +227,11 @@ class RangeStore(StorePrimitives):
             end = boundaries[int(item["end_instant_ms"])]
         except KeyError as missing:
             raise CheckpointNotFound(
-                f"Range {item['sk']} of pipeline {self.pipeline_id} references boundary {missing}, "
+                f"Range {item['sk']} of pipeline {self._items.pipeline_id} references boundary {missing}, "
                 "which is not stored"
             ) from None
         return ShardRange(
-            pipeline_id=self.pipeline_id,
+            pipeline_id=self._items.pipeline_id,
             stream_name=item["stream_name"],
             shard_id=shard_id,
             interval_start_ms=int(item["interval_start_ms"]),
@@ -326,15 +250,15 @@ class RangeStore(StorePrimitives):
     def settle_floor(self, start_ms: int, end_ms: int) -> Floor:
         """The pipeline's floor interval: ``[start_ms, end_ms)`` if none is stored yet (conditional
         put), else the stored one. Two first runs racing agree on the winner's."""
-        self._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
-                       "updated_ms": self._clock()})  # fmt: skip
+        self._items._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
+                       "updated_ms": self._items._clock()})  # fmt: skip
         floor = self.get_floor()
         assert floor is not None, "a put-once item existed a moment ago and items are never deleted"
         return floor
 
     def get_floor(self) -> Floor | None:
         """The pipeline's floor interval, if a TRIM_HORIZON run stored one."""
-        item = self._get(FLOOR_KEY)
+        item = self._items._get(FLOOR_KEY)
         return Floor(int(item["start_ms"]), int(item["end_ms"])) if item is not None else None
 
     # the interval grid ----------------------------------------------------------------------
@@ -352,7 +276,7 @@ class RangeStore(StorePrimitives):
         self._register_stored_intervals()
         # Registered intervals are disjoint: only the latest one starting before the end can
         # overlap, or be this one.
-        latest = self._query(INTERVAL_PREFIX, high=interval_sk(end_ms - 1), descending=True, limit=1)
+        latest = self._items._query(INTERVAL_PREFIX, high=interval_sk(end_ms - 1), descending=True, limit=1)
         if latest:
             stored = (int(latest[0]["start_ms"]), int(latest[0]["end_ms"]))
             if stored == (start_ms, end_ms):
@@ -362,10 +286,10 @@ class RangeStore(StorePrimitives):
         if not register:
             return None
         item = {"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms}
-        if self._put_new(item):
+        if self._items._put_new(item):
             return None
         # A concurrent planner registered an interval with the same start.
-        raced = self._get(interval_sk(start_ms))
+        raced = self._items._get(interval_sk(start_ms))
         assert raced is not None, "a put-once item existed a moment ago"
         return None if int(raced["end_ms"]) == end_ms else (start_ms, int(raced["end_ms"]))
 
@@ -375,12 +299,12 @@ class RangeStore(StorePrimitives):
         after this read."""
         if not self._grid_is_complete():
             return None
-        latest = self._query(INTERVAL_PREFIX, descending=True, limit=1)
+        latest = self._items._query(INTERVAL_PREFIX, descending=True, limit=1)
         return int(latest[0]["start_ms"]) if latest else None
 
     def _grid_is_complete(self) -> bool:
         """Whether the grid holds every stored range's interval (its marker item, read once)."""
-        self._grid_complete = self._grid_complete or self._get(INTERVALS_KEY) is not None
+        self._grid_complete = self._grid_complete or self._items._get(INTERVALS_KEY) is not None
         return self._grid_complete
 
     def _register_stored_intervals(self) -> None:
@@ -388,12 +312,12 @@ class RangeStore(StorePrimitives):
         grid existed), then mark the grid complete. A run killed halfway does it again."""
         if self._grid_is_complete():
             return
-        stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._query(RANGE_PREFIX)}
+        stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._items._query(RANGE_PREFIX)}
         for start_ms, end_ms in sorted(stored):
-            self._put_new({"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms})
+            self._items._put_new({"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms})
         if stored:
-            log.info("pipeline %s: registered the %d intervals of its stored ranges", self.pipeline_id, len(stored))
-        self._put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._clock()})
+            log.info("pipeline %s: registered the %d intervals of its stored ranges", self._items.pipeline_id, len(stored))
+        self._items._put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._items._clock()})
         self._grid_complete = True
 
     def intervals_before(self, start_ms: int, *, with_floor: bool = False) -> list[tuple[int, int]]:
@@ -404,16 +328,16 @@ class RangeStore(StorePrimitives):
         :param with_floor: also the floor interval of a TRIM_HORIZON pipeline, which is loaded by
             its sweep and not registered in the grid, first (one more read)."""
         self._register_stored_intervals()
-        gapless = self._get(GAPLESS_KEY)
+        gapless = self._items._get(GAPLESS_KEY)
         low = interval_sk(int(gapless["start_ms"])) if gapless else None
-        items = self._query(INTERVAL_PREFIX, low=low, high=interval_sk(start_ms - 1))
+        items = self._items._query(INTERVAL_PREFIX, low=low, high=interval_sk(start_ms - 1))
         grid = [(int(item["start_ms"]), int(item["end_ms"])) for item in items]
         # Past the gapless mark the floor is behind the grid read, and nothing before it is missing.
         floor = self.get_floor() if with_floor and gapless is None else None
         if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
             # Pruning deletes the grid's intervals up to its horizon but not the floor: past the
             # floor's end the intervals between it and the grid read are pruned, not missing.
-            pruned = self._get(PRUNE_KEY)
+            pruned = self._items._get(PRUNE_KEY)
             if pruned is None or int(pruned["horizon_ms"]) <= floor.end_ms:
                 grid.insert(0, (floor.start_ms, floor.end_ms))
         return grid
@@ -422,18 +346,18 @@ class RangeStore(StorePrimitives):
         """The grid's intervals inside ``[start_ms, end_ms)``, oldest first (one Query: for the
         audit, ``core.audit``; the floor is not in the grid)."""
         self._register_stored_intervals()
-        items = self._query(INTERVAL_PREFIX, low=interval_sk(start_ms), high=interval_sk(end_ms - 1))
+        items = self._items._query(INTERVAL_PREFIX, low=interval_sk(start_ms), high=interval_sk(end_ms - 1))
         return [(int(item["start_ms"]), int(item["end_ms"])) for item in items if int(item["end_ms"]) <= end_ms]
 
     def advance_gapless(self, start_ms: int) -> None:
         """Record that no interval below the grid's interval starting at ``start_ms`` is left
         unplanned. Only forward: a concurrent run's later claim stays (a lost race is no error,
         the next run advances it again)."""
-        stored = self._get(GAPLESS_KEY)
+        stored = self._items._get(GAPLESS_KEY)
         if stored is None:
-            self._put_new({"sk": GAPLESS_KEY, "kind": "gapless", "start_ms": start_ms})
+            self._items._put_new({"sk": GAPLESS_KEY, "kind": "gapless", "start_ms": start_ms})
         elif int(stored["start_ms"]) < start_ms:
-            self._update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
+            self._items._update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
 
     def settle_adopted(
         self, start_ms: int, proposed: Sequence[tuple[int, int]]
@@ -447,10 +371,10 @@ class RangeStore(StorePrimitives):
             (:meth:`mark_adopted_loaded`), which the run reports without loading them again.
         """
         sk = adopted_sk(start_ms)
-        if proposed and self._put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
-                                       "updated_ms": self._clock()}):  # fmt: skip
+        if proposed and self._items._put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
+                                       "updated_ms": self._items._clock()}):  # fmt: skip
             return list(proposed), []
-        stored = self._get(sk)
+        stored = self._items._get(sk)
         if stored is None:
             return [], []
         loaded = {(int(s), int(e)) for s, e in stored.get("loaded", [])}
@@ -463,61 +387,36 @@ class RangeStore(StorePrimitives):
         horizon they could not: a shard without a range there has nothing left to plan it from.
         Two attempts marking at once may lose one mark; its interval is then only replayed."""
         sk = adopted_sk(start_ms)
-        stored = self._get(sk)
+        stored = self._items._get(sk)
         if stored is None:
             return
         loaded = [[int(s), int(e)] for s, e in stored.get("loaded", [])]
         if list(interval) not in loaded:
-            self._update(sk, {"loaded": [*loaded, list(interval)]}, {})
+            self._items._update(sk, {"loaded": [*loaded, list(interval)]}, {})
 
     def prune_grid(self, horizon_ms: int) -> int:
         """Delete the grid's intervals that end by the horizon (with the shards' history before it),
         and the adoptions of runs of intervals that start before it.
 
         :return: items deleted."""
-        old = [item["sk"] for item in self._query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
-        old += [item["sk"] for item in self._query(ADOPTED_PREFIX, high=adopted_sk(horizon_ms - 1))]
-        self._delete(old)
+        old = [item["sk"] for item in self._items._query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
+        old += [item["sk"] for item in self._items._query(ADOPTED_PREFIX, high=adopted_sk(horizon_ms - 1))]
+        self._items._delete(old)
         return len(old)
 
-    # topology -------------------------------------------------------------------------------
+    # the prune horizon (core.prune) -------------------------------------------------------
 
-    def get_topology(self) -> TopologyRecord | None:
-        item = self._get(TOPOLOGY_KEY)
+    def prune_horizon(self) -> int | None:
+        """The latest prune horizon raised (None before the first pruning)."""
+        item = self._items._get(PRUNE_KEY)
+        return int(item["horizon_ms"]) if item is not None else None
+
+    def raise_prune_horizon(self, horizon_ms: int) -> bool:
+        """Store ``horizon_ms`` as the prune horizon if it is later than the stored one (a
+        conditional write); whether this call raised it: of concurrent runs, one prunes."""
+        item = self._items._get(PRUNE_KEY)
+        claimed = {"horizon_ms": horizon_ms, "updated_ms": self._items._clock()}
         if item is None:
-            return None
-        return TopologyRecord(
-            shard_ids=tuple(item.get("shard_ids", ())),
-            version=int(item["version"]),
-            assignment={shard: int(part) for shard, part in item.get("assignment", {}).items()},
-            updated_ms=int(item["updated_ms"]),
-        )
-
-    def save_topology(
-        self, shard_ids: Iterable[str], assignment: Mapping[str, int], *, expected_version: int | None
-    ) -> TopologyRecord:
-        """Store the shard set and assignment as version ``expected_version + 1`` (1 if new).
-
-        :param expected_version: the version read before (None: no topology stored yet).
-        :raises CheckpointConflict: another writer saved a topology since.
-        """
-        version = 1 if expected_version is None else expected_version + 1
-        values = {
-            "shard_ids": sorted(shard_ids),
-            "assignment": dict(assignment),
-            "version": version,
-            "updated_ms": self._clock(),
-        }
-        if expected_version is None:
-            stored = self._put_new({"sk": TOPOLOGY_KEY, "kind": "topology", **values})
-        else:
-            stored = self._update(TOPOLOGY_KEY, values, {"version": expected_version})
-        if not stored:
-            current = self.get_topology()
-            raise CheckpointConflict(
-                f"Topology of pipeline {self.pipeline_id}: expected version {expected_version}, "
-                f"stored version is {current.version if current else None}"
-            )
-        return self.get_topology()  # type: ignore[return-value]
-
-
+            return self._items._put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
+        stored = int(item["horizon_ms"])
+        return stored < horizon_ms and self._items._update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None

@@ -1,4 +1,5 @@
-"""Chunk intents, outcomes and contents under their range (invariant I7)."""
+"""The chunk log: each chunk's intent and outcome under its range, the chunks' settled contents
+(invariant I7), and the labels kept to check Doris's label window."""
 
 from __future__ import annotations
 
@@ -21,11 +22,17 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     range_contents_prefix,
     range_sk,
 )
-from airflow_provider_kinesis_doris.core.stores.ranges import RangeStore
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 
-class ChunkStore(RangeStore):
-    # chunks (I7) ----------------------------------------------------------------------------
+class ChunkLog:
+    """Chunks on the store's items: an intent put once before a chunk is loaded, its outcome after.
+
+    :param items: the pipeline's items.
+    """
+
+    def __init__(self, items: StoreItems) -> None:
+        self._items = items
 
     def put_chunk_intent(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
@@ -36,7 +43,7 @@ class ChunkStore(RangeStore):
         :return: whether this call created the intent (False: another attempt had recorded the
             chunk already, and may have sent it).
         """
-        return self._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms))
+        return self._items._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms))
 
     def put_chunk_intent_with_content(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str
@@ -48,7 +55,7 @@ class ChunkStore(RangeStore):
             caller settles the content, then puts the intent.
         """
         content_item = self._content_item(shard_id, interval_start_ms, first, content)
-        return self._put_new_all([content_item, self._intent_item(label, shard_id, first, last, interval_start_ms)])
+        return self._items._put_new_all([content_item, self._intent_item(label, shard_id, first, last, interval_start_ms)])
 
     def _intent_item(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
@@ -62,12 +69,12 @@ class ChunkStore(RangeStore):
             "first": first.encode(),
             "last": last.encode(),
             "state": CHUNK_INTENT,
-            "updated_ms": self._clock(),
+            "updated_ms": self._items._clock(),
         }
 
     def _content_item(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> dict[str, Any]:
         sk = _content_sk(shard_id, interval_start_ms, first)
-        return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._clock()}
+        return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._items._clock()}
 
     def record_chunk_outcome(
         self,
@@ -93,21 +100,21 @@ class ChunkStore(RangeStore):
             "txn_id": txn_id,
             "rows_loaded": rows_loaded,
             "rows_filtered": rows_filtered,
-            "updated_ms": self._clock(),
+            "updated_ms": self._items._clock(),
         }
         keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
         expected = {"state": expected_state} if expected_state is not None else {}
-        updated = next((item for sk in keys if (item := self._update(sk, changes, expected)) is not None), None)
+        updated = next((item for sk in keys if (item := self._items._update(sk, changes, expected)) is not None), None)
         if updated is not None:
             return chunk_from_item(updated)
         stored = self.get_chunk(label, shard_id, interval_start_ms)
         if stored is None:
-            raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self.pipeline_id}")
+            raise CheckpointNotFound(f"No intent recorded for chunk {label} in pipeline {self._items.pipeline_id}")
         return stored
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
         """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
-        item = self._get(chunk_sk(shard_id, interval_start_ms, label)) or self._get(legacy_chunk_sk(label))
+        item = self._items._get(chunk_sk(shard_id, interval_start_ms, label)) or self._items._get(legacy_chunk_sk(label))
         return chunk_from_item(item) if item else None
 
     def chunks_for_range(self, shard_id: str, interval_start_ms: int, *, keyed_by_range: bool = False) -> list[ChunkRecord]:
@@ -118,10 +125,10 @@ class ChunkStore(RangeStore):
         :param keyed_by_range: the caller knows the range is of the current layout (it came with
             its chunk limits, see ``ShardRange.chunk_limits``); else its item is read to find out.
         """
-        items = self._query(range_chunks_prefix(shard_id, interval_start_ms))
-        range_item = None if keyed_by_range else self._get(range_sk(shard_id, interval_start_ms))
+        items = self._items._query(range_chunks_prefix(shard_id, interval_start_ms))
+        range_item = None if keyed_by_range else self._items._get(range_sk(shard_id, interval_start_ms))
         if range_item is not None and "planned_ms" not in range_item:
-            items += [item for item in self._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
+            items += [item for item in self._items._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
         chunks = (chunk_from_item(item) for item in items)
         selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
         return sorted(selected, key=lambda c: c.first)
@@ -134,9 +141,9 @@ class ChunkStore(RangeStore):
         :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
         """
         item = self._content_item(shard_id, interval_start_ms, first, content)
-        if self._put_new(item):
+        if self._items._put_new(item):
             return content
-        item = self._get(item["sk"])
+        item = self._items._get(item["sk"])
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["content"])
 
@@ -146,7 +153,7 @@ class ChunkStore(RangeStore):
 
         :return: the content stored now (ours, or another run's amendment that came first).
         """
-        self._update(_content_sk(shard_id, interval_start_ms, first), {"content": amended, "updated_ms": self._clock()},
+        self._items._update(_content_sk(shard_id, interval_start_ms, first), {"content": amended, "updated_ms": self._items._clock()},
                      {"content": settled})  # fmt: skip
         stored = self.chunk_content(shard_id, interval_start_ms, first)
         assert stored is not None, "settled contents are never deleted"
@@ -155,16 +162,16 @@ class ChunkStore(RangeStore):
     def chunk_content(self, shard_id: str, interval_start_ms: int, first: Position) -> str | None:
         """The settled content of the range's chunk starting at ``first`` (a strongly consistent
         read), or None if none is settled."""
-        item = self._get(_content_sk(shard_id, interval_start_ms, first))
+        item = self._items._get(_content_sk(shard_id, interval_start_ms, first))
         return str(item["content"]) if item else None
 
     def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
         """The settled contents of the range's chunks (one Query of the range's own items)."""
-        return [str(item["content"]) for item in self._query(range_contents_prefix(shard_id, interval_start_ms))]
+        return [str(item["content"]) for item in self._items._query(range_contents_prefix(shard_id, interval_start_ms))]
 
     def label_canaries(self) -> list[LabelCanary]:
         """The labels kept to check Doris's label window, oldest first."""
-        item = self._get(LABEL_CANARIES_KEY)
+        item = self._items._get(LABEL_CANARIES_KEY)
         return [LabelCanary(label, loaded_ms) for label, loaded_ms in json.loads(item["canaries"])] if item else []
 
     def replace_label_canaries(self, stored: Sequence[LabelCanary], canaries: Sequence[LabelCanary]) -> bool:
@@ -172,14 +179,8 @@ class ChunkStore(RangeStore):
         replaced them first (its canary serves as well)."""
         text = _canaries_text(canaries)
         if not stored:
-            return self._put_new({"sk": LABEL_CANARIES_KEY, "kind": "label_canaries", "canaries": text})
-        return self._update(LABEL_CANARIES_KEY, {"canaries": text}, {"canaries": _canaries_text(stored)}) is not None
-
-    def _require_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord:
-        chunk = self.get_chunk(label, shard_id, interval_start_ms)
-        if chunk is None:
-            raise CheckpointNotFound(f"No chunk {label} in pipeline {self.pipeline_id}")
-        return chunk
+            return self._items._put_new({"sk": LABEL_CANARIES_KEY, "kind": "label_canaries", "canaries": text})
+        return self._items._update(LABEL_CANARIES_KEY, {"canaries": text}, {"canaries": _canaries_text(stored)}) is not None
 
 
 def _content_sk(shard_id: str, interval_start_ms: int, first: Position) -> str:

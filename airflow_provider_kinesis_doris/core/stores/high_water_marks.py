@@ -1,0 +1,364 @@
+"""The high-water marks: how far each shard's history is loaded without a gap (the walk over its
+ranges), when it is drained, and the pruning of its loaded history."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
+from airflow_provider_kinesis_doris.core.model import (
+    Boundary,
+    BoundaryKind,
+    RangeState,
+    ShardRange,
+    ShardState,
+    describe_instant,
+)
+from airflow_provider_kinesis_doris.core.stores.items import (
+    ABSENT,
+    BOUNDARY_PREFIX,
+    CHUNK_PREFIX,
+    CONTENT_PREFIX,
+    RANGE_PREFIX,
+    boundary_attributes,
+    boundary_from_item,
+    boundary_sk,
+    range_chunks_prefix,
+    range_contents_prefix,
+    range_sk,
+    ShardCheckpoint,
+)
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import lease_conflict, ShardLedger
+
+log = logging.getLogger(__name__)
+
+
+class HighWaterMarks:
+    """The shards' marks, moved over the range book's ranges and written fenced on the ledger.
+
+    :param items: the pipeline's items (pruning deletes a shard's loaded history from them).
+    :param ledger: the shards and their cuts.
+    :param ranges: the ranges the marks walk.
+    """
+
+    def __init__(self, items: StoreItems, ledger: ShardLedger, ranges: RangeBook) -> None:
+        self._items = items
+        self._ledger = ledger
+        self._ranges = ranges
+
+    def advance_high_water_mark(
+        self,
+        shard_id: str,
+        *,
+        expected_counter: int | None = None,
+        last_lag_ms: int | None = None,
+        known: ShardCheckpoint | None = None,
+        last_interval_start_ms: int | None = None,
+    ) -> ShardCheckpoint:
+        """Move the shard's high-water mark forward to the end of its contiguous LOADED run.
+
+        Only :meth:`rewind_high_water_mark` moves it back. The write is conditional on
+        ``expected_counter`` and on the stored mark, so of two concurrent runs only one advances
+        the shard.
+
+        :param shard_id: the shard.
+        :param expected_counter: the lease counter this run read (e.g. from its plan); default:
+            the counter read now (the mark is recomputed from the stored ranges either way).
+        :param last_lag_ms: the last MillisBehindLatest seen; replaces the stored one.
+        :param known: the shard as this run last read or wrote it, instead of a read. The write is
+            fenced on its counter, so a stale one (even one whose mark a rewind has dropped since)
+            costs a conflict, never a wrong mark; with nothing to write, the shard is read after all.
+        :param last_interval_start_ms: see :meth:`loaded_through`.
+        :return: the shard after the update.
+        :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
+        """
+        shard = known if known is not None else self._ledger.require_shard(shard_id)
+        if expected_counter is not None and shard.lease_counter != expected_counter:
+            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
+        current = shard.high_water_mark
+        mark = self.loaded_through(shard_id, current, last_interval_start_ms)
+        changes: dict[str, Any] = {}
+        if mark is not None and mark != current:
+            changes.update(boundary_attributes(mark, "hwm_"))
+        if last_lag_ms is not None:
+            changes["last_lag_ms"] = last_lag_ms
+        if not changes:
+            # Nothing to write means nothing fenced: a known shard must be read to be trusted.
+            if known is None:
+                return shard
+            return self.advance_high_water_mark(
+                shard_id, expected_counter=expected_counter, last_interval_start_ms=last_interval_start_ms
+            )
+        hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
+        # The commit moves many shards' marks at once: grouped, one request carries several.
+        advanced = self._ledger.fenced_update(shard, changes, extra_expected=hwm_expected, grouped=True)
+        if mark is not None and "hwm_kind" in changes:
+            log.info("shard %s high-water mark -> %s", shard_id, mark.describe(position=False))
+        return advanced
+
+    def _range_from(self, cut: Boundary, last_interval_start_ms: int | None = None) -> ShardRange | None:
+        """The range of the interval starting at ``cut``'s instant or, when there is none, the next
+        stored range if nothing lies between (:meth:`_nothing_between`). One Query either way (none
+        for a range this store has seen LOADED, or after the latest interval)."""
+        known = self._ranges.loaded_range(cut.shard_id, cut.instant_ms)
+        if known is not None:
+            return known
+        if last_interval_start_ms is not None and cut.instant_ms > last_interval_start_ms:
+            return None
+        following = self._ranges.first_range_from(cut.shard_id, cut.instant_ms)
+        if following is None:
+            return None
+        if following.interval_start_ms == cut.instant_ms or self._nothing_between(cut, following):
+            return following
+        return None
+
+    def _nothing_between(self, cut: Boundary, following: ShardRange) -> bool:
+        """Whether the intervals between ``cut`` and the next stored range hold no record of the
+        shard. They have no range when their runs listed the shards before this one existed (a
+        later run of an earlier interval gave it the range that ends at ``cut``), or when the shard
+        was quiet in them (``EMPTY``: only their cuts are stored, the next range's start cut).
+        Empty for sure: the range starts at the very same cut, ``cut`` is the shard's end, the
+        range starts at the shard's start, or the intervals before the range, or before the quiet
+        intervals that lead to it, hold nothing to load (:meth:`_nothing_to_load_before`)."""
+        nothing_between = cut.kind is BoundaryKind.SHARD_END or following.start.kind is BoundaryKind.SHARD_START
+        if cut.same_cut(following.start) or (cut.is_concrete and nothing_between):
+            return True
+        if self._nothing_to_load_before(cut.shard_id, following.interval_start_ms):
+            return True
+        quiet_from = self._ledger.earliest_same_cut(cut, following.start)
+        return quiet_from is not None and self._nothing_to_load_before(cut.shard_id, quiet_from)
+
+    def _nothing_to_load_before(self, shard_id: str, until_ms: int) -> bool:
+        """Whether the intervals without a range up to ``until_ms`` hold nothing any run can load:
+        the interval ending there was planned before the shard existed, or ``until_ms`` is not
+        after the prune horizon. Before the horizon no range is planned any more and records are
+        past the stream's retention; the proof that the shard did not exist may be pruned."""
+        if self._planned_before_it_existed(shard_id, until_ms):
+            return True
+        horizon_ms = self._ranges.prune_horizon()
+        return horizon_ms is not None and until_ms <= horizon_ms
+
+    def _planned_before_it_existed(self, shard_id: str, until_ms: int) -> bool:
+        """Whether an ancestor's range of an interval ending at ``until_ms`` was planned before
+        this shard was registered. Every run registers each shard it lists before it plans any
+        range, so that run did not list this one: it was created later, after the interval's end
+        (runs plan sealed intervals only), and holds no record before ``until_ms``.
+
+        An ancestor quiet in that interval (``EMPTY``) has no range of it; then it took a record
+        after the interval, so its cut at ``until_ms`` is a position, and the child's cut there is
+        its start (``SHARD_START``, created after), which the walk crosses without this."""
+        shard = self._ledger.get_shard(shard_id)
+        if shard is None or shard.registered_ms is None:
+            return False
+        ancestors, seen = list(shard.parent_ids), set()
+        while ancestors:
+            ancestor = ancestors.pop()
+            if ancestor in seen:
+                continue
+            seen.add(ancestor)
+            planned_ms = self._ranges.planned_ms_of_interval_ending(ancestor, until_ms)
+            if planned_ms is not None and planned_ms < shard.registered_ms:
+                return True
+            if (checkpoint := self._ledger.get_shard(ancestor)) is not None:
+                ancestors.extend(checkpoint.parent_ids)
+        return False
+
+    def rewind_high_water_mark(self, shard_id: str, before_ms: int, *, fence: bool = False) -> ShardCheckpoint:
+        """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
+        not loaded starts (a backfill before the shard's earliest range): the mark claims that
+        everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
+        CLOSED again until the commit that loads the range drains it.
+
+        :param fence: the range is stored: with no mark to drop, bump the shard's lease counter
+            all the same (a fenced touch). A commit that read the shard before the range was
+            stored walked from the ranges it saw then, past this one, and holds the counter it
+            read: its mark write must fail, and its retry walks from the stored range.
+        :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
+        """
+        shard = self._ledger.require_shard(shard_id)
+        if shard.pruned_through_ms is not None and before_ms < shard.pruned_through_ms:
+            raise PrunedHistory(
+                f"Shard {shard_id} of pipeline {self._items.pipeline_id}: a range starting at {describe_instant(before_ms)} is "
+                f"not loaded, but the shard's history before {describe_instant(shard.pruned_through_ms)} was loaded and "
+                "pruned. "
+                "Its records are past Kinesis retention; the range is not loaded."
+            )
+        mark = shard.high_water_mark
+        if mark is None or mark.instant_ms <= before_ms:
+            return self._ledger.fenced_update(shard, {}, extra_expected={}, grouped=True) if fence else shard
+        changes: dict[str, Any] = boundary_attributes(None, "hwm_")
+        if shard.state is ShardState.DRAINED:
+            changes["state"] = ShardState.CLOSED.value
+        rewound = self._ledger.fenced_update(shard, changes, extra_expected={"hwm_instant_ms": mark.instant_ms})
+        log.warning(
+            "shard %s: a range starting at %s is not loaded yet and lies before the high-water mark "
+            "(%s); the mark restarts from it", shard_id, describe_instant(before_ms), mark.describe(position=False),
+        )  # fmt: skip
+        return rewound
+
+    def loaded_through(
+        self, shard_id: str, since: Boundary | None = None, last_interval_start_ms: int | None = None
+    ) -> Boundary | None:
+        """End of the contiguous run of LOADED ranges from the shard's earliest range.
+
+        Walks forward from ``since`` (the stored high-water mark, which lies on that run) one range
+        at a time, so a run reads the ranges loaded since the mark moved, not the shard's history.
+
+        :param since: a boundary the run is known to reach; None: start at the earliest range.
+        :param last_interval_start_ms: the grid's latest interval start
+            (:meth:`latest_interval_start`), read after the caller's ranges were marked LOADED: the
+            walk does not look for ranges after it. A range there belongs to a run that registered
+            its interval after that read, so its commit walks after those ranges were marked, and
+            moves the mark across them and its own range itself.
+        :return: the run's end, or None if the earliest range is not loaded.
+        """
+        # The stored mark is a copy of a boundary taken when it moved; a PENDING cut may have been
+        # resolved since (to SHARD_END when the shard closed without a record after it).
+        mark = self._ledger.get_boundary(shard_id, since.instant_ms) or since if since is not None else None
+        if mark is None:
+            first = self._ranges.earliest_range(shard_id)
+            if first is None or first.state is not RangeState.LOADED:
+                return None
+            mark = first.end
+        while mark.kind is not BoundaryKind.SHARD_END:
+            following = self._range_from(mark, last_interval_start_ms)
+            if following is None:
+                break
+            # Across an empty gap, everything before the next range is loaded: its children may
+            # read the intervals the gap spans (the next range is read before them).
+            mark = following.start if following.interval_start_ms != mark.instant_ms else mark
+            if following.state is not RangeState.LOADED:
+                break
+            mark = following.end
+        if mark.kind is BoundaryKind.PENDING:
+            # A cut left PENDING (no reader met it) after a cut that is the shard's end is the end
+            # too; otherwise the run would stop there for good when no later range is needed.
+            earlier = self._ledger.boundary_at_or_before(shard_id, mark.instant_ms - 1)
+            if earlier is not None and earlier.kind is BoundaryKind.SHARD_END:
+                return Boundary(shard_id, mark.instant_ms, BoundaryKind.SHARD_END)
+        return mark
+
+    def mark_drained(self, shard_id: str, *, expected_counter: int | None = None) -> ShardCheckpoint:
+        """CLOSED → DRAINED, only once the high-water mark is SHARD_END (its last range is loaded).
+
+        Drops the stored lag: a drained shard has none.
+
+        :param expected_counter: fence on this counter; default: the counter read now.
+        :raises ShardNotDrained: the shard is open, or its loaded run does not reach SHARD_END.
+        :raises CheckpointConflict: another writer updated the shard concurrently.
+        """
+        shard = self._ledger.require_shard(shard_id)
+        if shard.state is ShardState.DRAINED:
+            return shard
+        if expected_counter is not None and shard.lease_counter != expected_counter:
+            raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
+        mark = shard.high_water_mark
+        if shard.state is not ShardState.CLOSED or mark is None or mark.kind is not BoundaryKind.SHARD_END:
+            described = mark.describe(position=False) if mark else "none"
+            raise ShardNotDrained(
+                f"Shard {shard_id} of pipeline {self._items.pipeline_id} cannot be marked drained: state "
+                f"{shard.state.value}, high-water mark {described} (needs CLOSED and SHARD_END)"
+            )
+        changes = {"state": ShardState.DRAINED.value, "last_lag_ms": None}
+        drained = self._ledger.fenced_update(shard, changes, extra_expected={"state": ShardState.CLOSED.value})
+        log.info("shard %s is drained", shard_id)
+        return drained
+
+
+    # pruning (core.prune) -------------------------------------------------------------------
+
+    def prune_shard(self, shard: ShardCheckpoint, horizon_ms: int) -> int:
+        """Delete the shard's loaded history before ``horizon_ms``: its ranges from the earliest on
+        that are LOADED and end by the horizon and by the high-water mark, their chunks and
+        contents, and the cuts before the last one's end (which the next range starts from).
+
+        A quiet shard's history reaches past its mark: the intervals after it whose cuts are still
+        the mark's cut are ``EMPTY`` (no record, no range). The mark moves to the last of those cuts
+        with the span, so a shard that stays quiet keeps no more cuts than one that loads, and the
+        span stays below the mark: a range that a stale planner stores inside it (refused, see
+        :meth:`rewind_high_water_mark`) is never met by a commit, and the next pruning deletes it.
+
+        The span goes on the shard item first (a fenced write), so a planner that meets it never
+        plans those intervals again (``PRUNED``), and a run killed among the deletes leaves a
+        prefix deleted that the next pruning finishes, whatever its horizon: ranges go before the
+        cuts they reference.
+
+        :param shard: the shard as read (its listing); the span is written fenced on its counter.
+        :return: items deleted.
+        :raises CheckpointConflict: another writer updated the shard since (pruned next time).
+        """
+        shard_id, mark = shard.shard_id, shard.high_water_mark
+        if mark is None:
+            return 0
+        pruned = shard.pruned_through_ms or 0
+        # A span already recorded is history whatever this horizon (a pruning killed among its
+        # deletes, then a lower horizon: a longer retention); its cuts go only with its ranges.
+        limit = max(min(horizon_ms, mark.instant_ms), pruned)
+        loaded: list[dict[str, Any]] = []
+        quiet, reached, kept_cut = None, pruned, None
+        for item in self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
+            end, is_loaded = int(item["interval_end_ms"]), item["state"] == RangeState.LOADED.value
+            if end > limit:
+                # Loaded across the limit: the mark passed its start, so what lies before (quiet
+                # intervals the mark crossed) is history. Its start cut stays: a TRIM_HORIZON
+                # pipeline's floor range starts at the shard's start, before its interval.
+                reached = max(reached, int(item["interval_start_ms"]) if is_loaded else 0)
+                kept_cut = int(item["start_instant_ms"])
+                break
+            if not is_loaded and end > pruned:
+                break
+            loaded.append(item)
+            reached = max(reached, end)
+        else:
+            # Only when every range before the mark goes: one that is being planned there (stored,
+            # its mark not rewound yet) keeps the cuts after it.
+            quiet = self._quiet_cut(mark, horizon_ms) if mark.instant_ms <= horizon_ms else None
+        through = quiet.instant_ms if quiet is not None else reached
+        if through == pruned and not loaded:
+            return 0
+        first = int(loaded[0]["interval_start_ms"]) if loaded else mark.instant_ms if quiet is not None else through
+        changes: dict[str, Any] = {
+            "pruned_from_ms": shard.pruned_from_ms if shard.pruned_from_ms is not None else first,
+            "pruned_through_ms": through,
+        }
+        if quiet is not None:
+            changes.update(boundary_attributes(quiet, "hwm_"))
+        self._ledger.fenced_update(shard, changes, extra_expected={})
+        owned = [
+            item["sk"]
+            for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
+            if loaded
+            for item in self._items._query(
+                f"{prefix}{shard_id}#", high=last(shard_id, int(loaded[-1]["interval_start_ms"])) + "\uffff"
+            )
+        ]
+        cuts_before = through if kept_cut is None else min(through, kept_cut)
+        cuts = [
+            item["sk"] for item in self._items._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, cuts_before - 1))
+        ] if cuts_before > 0 else []  # fmt: skip
+        doomed = owned + [item["sk"] for item in loaded] + cuts
+        self._items._delete(doomed)
+        log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
+        return len(doomed)
+
+    def _quiet_cut(self, mark: Boundary, horizon_ms: int) -> Boundary | None:
+        """The latest stored cut after the mark, by the horizon and the shard's next range, that is
+        still the mark's cut: no record arrived between the two, so every interval between is
+        ``EMPTY``. None when there is none."""
+        if mark.position is None:  # only an AT or AFTER cut can be met again
+            return None
+        shard_id = mark.shard_id
+        following = self._items._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, mark.instant_ms), limit=1)
+        until = min(horizon_ms, int(following[0]["interval_start_ms"])) if following else horizon_ms
+        quiet = None
+        cuts = self._items._query(
+            f"{BOUNDARY_PREFIX}{shard_id}#", low=boundary_sk(shard_id, mark.instant_ms + 1), high=boundary_sk(shard_id, until)
+        )
+        for cut in map(boundary_from_item, cuts):
+            if not mark.same_cut(cut):
+                break
+            quiet = cut
+        return quiet
