@@ -19,8 +19,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge, ConfigurationError
-from airflow_provider_kinesis_doris.core.model import Position
+from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
+from airflow_provider_kinesis_doris.core.model import ChunkLimits, Position
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, Row
 
 _MAX_POSITION = Position(2**200, 2**31)
@@ -28,27 +28,6 @@ MAX_CONTENT_CHARS = 300_000
 """The longest encoded :class:`ChunkContent`: it is stored in one DynamoDB item (400 KB at most)."""
 RECORDED_DEAD_LETTER = "dead-lettered when its chunk was first loaded; it maps to a row now"
 _MAX_REASON_CHARS = 500
-
-
-
-
-
-
-@dataclass(frozen=True)
-class ChunkLimits:
-    """Upper bounds of one Stream Load request.
-
-    :param max_rows: records per chunk.
-    :param max_bytes: bytes of JSON lines per chunk; a single larger record still forms a chunk
-        of its own (Doris enforces its own body limits).
-    """
-
-    max_rows: int = 100_000
-    max_bytes: int = 64 * 1024 * 1024
-
-    def __post_init__(self) -> None:
-        if self.max_rows < 1 or self.max_bytes < 1:
-            raise ConfigurationError(f"Chunk limits must be positive, got rows={self.max_rows} bytes={self.max_bytes}")
 
 
 @dataclass(frozen=True)

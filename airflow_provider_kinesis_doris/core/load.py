@@ -29,7 +29,7 @@ from airflow_provider_kinesis_doris.core.aws_clients import aws_client
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
-from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, ChunkLimits, cut_chunks, follow_contents
+from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, cut_chunks, follow_contents
 from airflow_provider_kinesis_doris.core.errors import (
     ChunkContentSettledElsewhere,
     DataTrimmed,
@@ -47,7 +47,7 @@ from airflow_provider_kinesis_doris.core.label_window import (
     LabelWindowWatch,
     trusted_window_seconds,
 )
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, KinesisRecord, Position, ShardRange, describe_instant
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ChunkLimits, KinesisRecord, Position, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
 from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
@@ -333,16 +333,16 @@ def _check_unloaded_records_kept(
 def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:
     """The limits stored with the range (by its planner, or else by its first loader): a
     concurrent run with other limits then still cuts the same chunks, under the same labels."""
-    rows, size = shard_range.chunk_limits or store.settle_chunk_limits(
-        shard_range.shard_id, shard_range.interval_start_ms, proposed.max_rows, proposed.max_bytes
+    settled = shard_range.chunk_limits or store.settle_chunk_limits(
+        shard_range.shard_id, shard_range.interval_start_ms, proposed
     )
-    if (rows, size) != (proposed.max_rows, proposed.max_bytes):
+    if settled != proposed:
         log.info(
             "shard %s interval %s keeps the chunk limits of its first run (%d rows, %d bytes), not %d rows, %d bytes",
-            shard_range.shard_id, describe_instant(shard_range.interval_start_ms), rows, size, proposed.max_rows,
-            proposed.max_bytes,
+            shard_range.shard_id, describe_instant(shard_range.interval_start_ms), settled.max_rows,
+            settled.max_bytes, proposed.max_rows, proposed.max_bytes,
         )  # fmt: skip
-    return ChunkLimits(max_rows=rows, max_bytes=size)
+    return settled
 
 
 def _load_chunk(

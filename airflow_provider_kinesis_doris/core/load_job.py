@@ -16,11 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.decoders import JSON, build_decoder, check_load_options, import_function
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ChunkLimits, Position, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.partitions import group_ranges
@@ -395,7 +394,7 @@ def range_to_dict(shard_range: ShardRange) -> dict[str, Any]:
         "start": boundary_to_dict(shard_range.start),
         "end": boundary_to_dict(shard_range.end),
         "state": shard_range.state.value,
-        "chunk_limits": list(shard_range.chunk_limits) if shard_range.chunk_limits else None,
+        "chunk_limits": asdict(shard_range.chunk_limits) if shard_range.chunk_limits else None,
     }
 
 
@@ -409,7 +408,7 @@ def range_from_dict(data: Mapping[str, Any]) -> ShardRange:
         start=boundary_from_dict(data["start"]),
         end=boundary_from_dict(data["end"]),
         state=RangeState(data["state"]),
-        chunk_limits=tuple(data["chunk_limits"]) if data.get("chunk_limits") else None,  # type: ignore[arg-type]
+        chunk_limits=ChunkLimits(**data["chunk_limits"]) if data.get("chunk_limits") else None,
     )
 
 

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
@@ -118,6 +120,23 @@ class Boundary:
         return f"{self.kind.value}({self.position.encode()}) at {describe_instant(self.instant_ms)}"
 
 
+@dataclass(frozen=True)
+class ChunkLimits:
+    """Upper bounds of one Stream Load request.
+
+    :param max_rows: records per chunk.
+    :param max_bytes: bytes of JSON lines per chunk; a single larger record still forms a chunk
+        of its own (Doris enforces its own body limits).
+    """
+
+    max_rows: int = 100_000
+    max_bytes: int = 64 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_rows < 1 or self.max_bytes < 1:
+            raise ConfigurationError(f"Chunk limits must be positive, got rows={self.max_rows} bytes={self.max_bytes}")
+
+
 class RangeState(str, enum.Enum):
     PLANNED = "PLANNED"
     LOADED = "LOADED"
@@ -136,8 +155,8 @@ class ShardRange:
     start: Boundary
     end: Boundary
     state: RangeState = RangeState.PLANNED
-    chunk_limits: tuple[int, int] | None = None
-    """``(max rows, max bytes)`` every run cuts the range's chunks with (their labels follow the
+    chunk_limits: ChunkLimits | None = None
+    """The limits every run cuts the range's chunks with (their labels follow the
     spans), stored with the range when it was planned. None: not known yet (a range stored before
     planners stored them; its first loader settles them)."""
 

@@ -282,7 +282,7 @@ def _run_one(
     plan = plan_interval(
         kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
         initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
-        concurrency=driver_concurrency, chunk_limits=(config.chunk_limits.max_rows, config.chunk_limits.max_bytes),
+        concurrency=driver_concurrency, chunk_limits=config.chunk_limits,
     )  # fmt: skip
     for shard in plan.shards:
         log.info(

@@ -52,6 +52,7 @@ from airflow_provider_kinesis_doris.core.model import (
     describe_interval,
     Boundary,
     BoundaryKind,
+    ChunkLimits,
     RangeState,
     SHARD_START_INSTANT_MS,
     ShardInfo,
@@ -156,7 +157,7 @@ def plan_interval(
     max_probe_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
-    chunk_limits: tuple[int, int] | None = None,
+    chunk_limits: ChunkLimits | None = None,
 ) -> Plan:
     """Plan the sealed interval ``[interval_start_ms, interval_end_ms)`` and persist its ranges.
 
@@ -173,7 +174,7 @@ def plan_interval(
     :param clock: now, in epoch ms.
     :param concurrency: shards planned at the same time (a generation of the lineage at a time:
         parents are decided before their children).
-    :param chunk_limits: ``(max rows, max bytes)`` stored with each new range, so its loaders need
+    :param chunk_limits: stored with each new range, so its loaders need
         not settle them (``ShardRange.chunk_limits``); a replayed range keeps its own.
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
@@ -298,7 +299,7 @@ class _IntervalPlanner:
         checkpoints: dict[str, ShardCheckpoint],
         max_probe_pages: int,
         clock: Callable[[], int],
-        chunk_limits: tuple[int, int] | None,
+        chunk_limits: ChunkLimits | None,
         uncut: set[str],
     ) -> None:
         self.kinesis = kinesis

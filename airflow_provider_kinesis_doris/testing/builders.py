@@ -12,13 +12,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.model import ChunkLimits, KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 

@@ -15,7 +15,7 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
 from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS

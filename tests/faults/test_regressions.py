@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from tests.faults.trial import (
@@ -37,10 +37,10 @@ def test_the_first_run_of_a_range_fixes_its_chunk_limits() -> None:
     store = MemoryCheckpointStore("pipeline")
     _stored_range(store)
 
-    assert store.settle_chunk_limits("shard-1", 100, 5, 1000) == (5, 1000)
-    assert store.settle_chunk_limits("shard-1", 100, 2, 50) == (5, 1000)
+    assert store.settle_chunk_limits("shard-1", 100, ChunkLimits(5, 1000)) == ChunkLimits(5, 1000)
+    assert store.settle_chunk_limits("shard-1", 100, ChunkLimits(2, 50)) == ChunkLimits(5, 1000)
     with pytest.raises(CheckpointNotFound, match=r"shard-1 for interval start 1970-01-01T00:00:00\.999Z \(999\)"):
-        store.settle_chunk_limits("shard-1", 999, 5, 1000)
+        store.settle_chunk_limits("shard-1", 999, ChunkLimits(5, 1000))
 
 
 @pytest.mark.integration

@@ -15,7 +15,7 @@ import pytest
 from moto import mock_aws
 
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
@@ -43,7 +43,7 @@ def _shard(n: int) -> str:
 def _new_range(n: int) -> ShardRange:
     return ShardRange(
         PIPELINE, STREAM, _shard(n), T0, T0 + IV, Boundary(_shard(n), T0, BoundaryKind.PENDING),
-        Boundary(_shard(n), T0 + IV, BoundaryKind.PENDING), chunk_limits=(2, 64 * 1024 * 1024),
+        Boundary(_shard(n), T0 + IV, BoundaryKind.PENDING), chunk_limits=ChunkLimits(2, 64 * 1024 * 1024),
     )  # fmt: skip
 
 

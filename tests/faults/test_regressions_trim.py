@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.report import RangeReport

@@ -45,7 +45,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, SkippedIntervals
 from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, LabelCanary, adopted_sk
 from airflow_provider_kinesis_doris.core.errors import (

@@ -28,7 +28,7 @@ from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.config import Config
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.testing.builders import kinesis_record, pipeline_config
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
+from airflow_provider_kinesis_doris.core.chunks import cut_chunks
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.decoders import (
     CLOUDWATCH_COLUMNS,
     build_decoder,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange, ShardState

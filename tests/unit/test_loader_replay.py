@@ -20,8 +20,8 @@ from airflow_provider_kinesis_doris.core.chunks import (
     MAX_CONTENT_CHARS,
     RECORDED_DEAD_LETTER,
     ChunkContent,
-    ChunkLimits,
 )
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
@@ -260,7 +260,7 @@ def test_a_retry_with_other_chunk_limits_cuts_the_chunks_the_range_was_planned_w
     with pytest.raises(InjectedCrash):
         _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, store, FailOnNthCall(doris, "load_idempotently", 2))
     (planned,) = store.ranges_for_shard(SHARD)
-    assert planned.chunk_limits == (2, ChunkLimits().max_bytes)
+    assert planned.chunk_limits == ChunkLimits(2, ChunkLimits().max_bytes)
 
     settled = FailOnNthCall(store, "settle_chunk_limits", 1, error=lambda *_: AssertionError("limits settled"))
     _run(_config(chunk_limits=ChunkLimits(max_rows=10)), kinesis, settled, doris)

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.testing.builders import kinesis_record
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
+from airflow_provider_kinesis_doris.core.chunks import cut_chunks
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import KinesisRecord
 from airflow_provider_kinesis_doris.core.mapping import MAX_NESTING, DeadLetter, RecordMapping, Row, map_record

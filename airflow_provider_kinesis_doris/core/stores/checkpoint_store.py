@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from airflow_provider_kinesis_doris.core.model import Boundary, Position, ShardInfo, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, ChunkLimits, Position, ShardInfo, ShardRange
 from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
 from airflow_provider_kinesis_doris.core.stores.items import (
@@ -114,10 +114,8 @@ class CheckpointStore(StoreItems):
     ) -> ShardRange:
         return self.ranges.mark_range_loaded(shard_id, interval_start_ms, counts)
 
-    def settle_chunk_limits(
-        self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int
-    ) -> tuple[int, int]:
-        return self.ranges.settle_chunk_limits(shard_id, interval_start_ms, max_rows, max_bytes)
+    def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, proposed: ChunkLimits) -> ChunkLimits:
+        return self.ranges.settle_chunk_limits(shard_id, interval_start_ms, proposed)
 
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
         return self.ranges.recent_loaded_counts(shard_id, limit)

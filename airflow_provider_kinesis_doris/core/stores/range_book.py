@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
-from airflow_provider_kinesis_doris.core.model import Boundary, RangeState, ShardRange, describe_instant
+from airflow_provider_kinesis_doris.core.model import Boundary, ChunkLimits, RangeState, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     ADOPTED_PREFIX,
@@ -138,7 +138,8 @@ class RangeBook:
             "updated_ms": self._items._clock(),
         }
         if shard_range.chunk_limits is not None:
-            item["chunk_max_rows"], item["chunk_max_bytes"] = shard_range.chunk_limits
+            item["chunk_max_rows"] = shard_range.chunk_limits.max_rows
+            item["chunk_max_bytes"] = shard_range.chunk_limits.max_bytes
         # Planning stores the ranges of many shards at once: grouped, one request carries several.
         if with_end:
             end_written, written = self._items._put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
@@ -180,7 +181,7 @@ class RangeBook:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
         return stored
 
-    def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, max_rows: int, max_bytes: int) -> tuple[int, int]:
+    def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, proposed: ChunkLimits) -> ChunkLimits:
         """The chunk limits of a range, fixed by the first run that loads it.
 
         Labels follow chunk spans, so every run of a range must cut it alike: a later or
@@ -188,17 +189,17 @@ class RangeBook:
         labels (duplicates). The first caller stores its limits (conditional write); everyone
         gets the stored ones.
 
-        :param max_rows: this run's rows per chunk.
-        :param max_bytes: this run's bytes per chunk.
-        :return: ``(max_rows, max_bytes)`` stored for the range.
+        :param proposed: this run's limits.
+        :return: the limits stored for the range.
         :raises CheckpointNotFound: no such range.
         """
         sk = range_sk(shard_id, interval_start_ms)
-        item = self._items._update(sk, {"chunk_max_rows": max_rows, "chunk_max_bytes": max_bytes}, {"chunk_max_rows": ABSENT})
+        limits = {"chunk_max_rows": proposed.max_rows, "chunk_max_bytes": proposed.max_bytes}
+        item = self._items._update(sk, limits, {"chunk_max_rows": ABSENT})
         item = item or self._items._get(sk)
         if item is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
-        return int(item["chunk_max_rows"]), int(item["chunk_max_bytes"])
+        return ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
 
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
         """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
@@ -241,7 +242,7 @@ class RangeBook:
             state=RangeState(item["state"]),
             # Ranges of the layout without a planning time may have chunks keyed the older way: their
             # loader settles the limits and looks for those (chunks_for_range).
-            chunk_limits=(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
+            chunk_limits=ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
             if "chunk_max_rows" in item and "planned_ms" in item else None,
         )
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash

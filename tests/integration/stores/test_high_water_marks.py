@@ -11,6 +11,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, PrunedHistory, ShardNotDrained
 from airflow_provider_kinesis_doris.core.model import (
+    ChunkLimits,
     Boundary,
     BoundaryKind,
     Position,
@@ -47,7 +48,7 @@ class _Run:
 
     def plan(self, k: int, start: Boundary, end: Boundary) -> ShardRange:
         proposed = ShardRange(
-            "orders-to-doris", "orders", SHARD, k * IV, (k + 1) * IV, start, end, chunk_limits=(10, 100)
+            "orders-to-doris", "orders", SHARD, k * IV, (k + 1) * IV, start, end, chunk_limits=ChunkLimits(10, 100)
         )
         return self.ranges.create_range(proposed, with_end=True)
 

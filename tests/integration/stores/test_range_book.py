@@ -10,7 +10,7 @@ from collections.abc import Callable
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardRange
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ChunkLimits, Position, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
 from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
@@ -34,7 +34,7 @@ def _at(instant_ms: int, sequence: int) -> Boundary:
     return Boundary(SHARD, instant_ms, BoundaryKind.AT, Position(sequence))
 
 
-def _range(start_ms: int, end: Boundary, *, limits: tuple[int, int] | None = (10, 1000)) -> ShardRange:
+def _range(start_ms: int, end: Boundary, *, limits: ChunkLimits | None = ChunkLimits(10, 1000)) -> ShardRange:
     start = Boundary(SHARD, start_ms, BoundaryKind.SHARD_START)
     return ShardRange("orders-to-doris", "orders", SHARD, start_ms, start_ms + IV, start, end, chunk_limits=limits)
 
@@ -47,9 +47,9 @@ def test_a_range_is_planned_once_with_its_end_and_a_later_planner_gets_the_first
     run_a, run_b = _book(open_items), _book(open_items)
 
     planned = _planned(run_a, _at(IV, 5))
-    again = run_b.create_range(_range(0, _at(IV, 6), limits=(20, 2000)), with_end=True)
+    again = run_b.create_range(_range(0, _at(IV, 6), limits=ChunkLimits(20, 2000)), with_end=True)
 
-    assert again == planned and planned.end == _at(IV, 5) and planned.chunk_limits == (10, 1000)
+    assert again == planned and planned.end == _at(IV, 5) and planned.chunk_limits == ChunkLimits(10, 1000)
     assert run_b.get_range(SHARD, 0) == planned and run_b.ranges_at([SHARD, "shardId-other"], 0) == {SHARD: planned}
 
 
@@ -71,8 +71,8 @@ def test_the_first_loader_fixes_the_chunk_limits_of_a_range(open_items: OpenItem
     run_a, run_b = _book(open_items), _book(open_items)
     run_a.create_range(_range(0, _at(IV, 5), limits=None), with_end=True)
 
-    assert run_a.settle_chunk_limits(SHARD, 0, 10, 1000) == (10, 1000)
-    assert run_b.settle_chunk_limits(SHARD, 0, 20, 2000) == (10, 1000)
+    assert run_a.settle_chunk_limits(SHARD, 0, ChunkLimits(10, 1000)) == ChunkLimits(10, 1000)
+    assert run_b.settle_chunk_limits(SHARD, 0, ChunkLimits(20, 2000)) == ChunkLimits(10, 1000)
 
 
 def test_the_grid_refuses_an_interval_that_overlaps_a_registered_one_without_matching_it(open_items: OpenItems) -> None:
