@@ -110,6 +110,19 @@ class LoadClients:
         )
 
 
+def check_label_window(job: LoadJob, credentials: Credentials) -> None:
+    """The run's label-window canary (``core.label_window``), asked in the driver once before the
+    runner starts: lanes and Spark partitions then only offer their labels.
+
+    :raises LabelWindowBroken: Doris forgot a label younger than ``label_keep_seconds``.
+    """
+    clients = LoadClients.from_job(job, credentials)
+    try:
+        clients.label_window.check()
+    finally:
+        clients.doris.close()
+
+
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:
     """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
     clients = LoadClients.from_job(job, credentials or Credentials.load(job.credentials_file))
@@ -123,7 +136,6 @@ def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> I
     """Load the ranges ``indices`` (default: every range, partition by partition) of the clients'
     job one after the other, with these clients."""
     job = clients.job
-    clients.label_window.check()
     order = list(indices) if indices is not None else [i for group in job.groups for i in group]
     ends = _stored_pending_ends(clients.store, {index: job.ranges[index] for index in order})
     for index in order:

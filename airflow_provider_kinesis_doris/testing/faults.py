@@ -116,15 +116,24 @@ def runner_with(wrap: ClientsWrap) -> Callable[[LoadJob, Credentials], list[Rang
 
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         reports: list[RangeReport] = []
-        for group in job.partition_groups():
+        for number, group in enumerate(job.partition_groups()):
             clients = wrap(LoadClients.from_job(job, credentials))
             try:
+                if number == 0:  # the driver's label-window canary, once per run
+                    clients.label_window.check()
                 reports.extend(load_ranges(clients, group))
             finally:
                 clients.doris.close()
         return reports
 
     return run
+
+
+def load_run(clients: LoadClients) -> list[RangeReport]:
+    """A whole job in this thread with ``clients``, as a runner's driver and its one lane do it:
+    the label-window canary once, then every range."""
+    clients.label_window.check()
+    return list(load_ranges(clients))
 
 
 def with_clients(kinesis: Any = None, store: Any = None) -> ClientsWrap:

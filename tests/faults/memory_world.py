@@ -10,7 +10,8 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients
+from airflow_provider_kinesis_doris.testing.faults import load_run
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -40,6 +41,6 @@ def in_process(kinesis: FakeKinesis, store: Any, doris: Any, clock_ms: Callable[
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris,
                               clock_ms=clock_ms or (lambda: kinesis.now_ms))  # fmt: skip
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     return run

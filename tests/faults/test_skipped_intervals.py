@@ -17,14 +17,14 @@ from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
-from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
+from airflow_provider_kinesis_doris.testing.faults import InjectedCrash, load_run
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 
 STREAM = "events"
@@ -59,7 +59,7 @@ class World:
     def runner(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=self.kinesis, store=self.store, doris=self.doris,
                               clock_ms=lambda: self.kinesis.now_ms)  # fmt: skip
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     def catch_up(self, **changes: Any) -> CatchUp:
         return CatchUp(next_interval=lambda start, end: (end, end + IV), with_own_runs=self.with_runs, **changes)

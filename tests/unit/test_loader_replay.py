@@ -26,7 +26,7 @@ from airflow_provider_kinesis_doris.core.chunks import (
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
@@ -35,7 +35,7 @@ from airflow_provider_kinesis_doris.core.doris.connection import DorisConnection
 from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
-from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, load_run
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
@@ -72,7 +72,7 @@ def _config(**changes: Any) -> PipelineConfig:
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     return run_interval(
         config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(), runner=runner,

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients
+from airflow_provider_kinesis_doris.testing.faults import load_run
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -88,7 +89,7 @@ def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         seen.append(job.partition_groups())
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     def run(k: int) -> None:
         for n in range(12):

@@ -20,7 +20,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     ShardsWaiting,
 )
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
+from airflow_provider_kinesis_doris.core.load import LoadClients
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
@@ -28,7 +28,7 @@ from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
-from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall
+from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, load_run
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 
@@ -50,7 +50,7 @@ def _config() -> PipelineConfig:
 def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     return run_interval(
         _config(), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
@@ -230,7 +230,7 @@ def _sweep_config() -> PipelineConfig:
 def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris, clock_ms=lambda: kinesis.now_ms)
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     return run_interval(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
                         credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms)  # fmt: skip
