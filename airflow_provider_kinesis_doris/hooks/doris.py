@@ -332,9 +332,7 @@ class DorisHook(DbApiHook):
             report = self.preflight(preflight)
         except KinesisDorisError as exc:
             return False, f"{message}; the preflight failed: {exc}"
-        problems = "".join(f"\n{item.line()}" for item in (*report.fatal, *report.warnings))
-        verdict = "failed" if report.fatal else "passed"
-        return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
+        return report.connection_test(message)
 
     def _test_both_ways(self) -> tuple[bool, str]:
         try:

@@ -84,6 +84,13 @@ class PreflightReport:
     def item(self, check: str) -> PreflightItem:
         return next(item for item in self.items if item.check == check)
 
+    def connection_test(self, connected: str) -> tuple[bool, str]:
+        """A deep-mode ``test_connection`` answer: fails on a fatal item; the message follows
+        ``connected`` (what the shallow test proved) and lists every item that is not ok."""
+        problems = "".join(f"\n{item.line()}" for item in (*self.fatal, *self.warnings))
+        verdict = "failed" if self.fatal else "passed"
+        return not self.fatal, f"{connected}; preflight {verdict} ({self.text().splitlines()[0]}){problems}"
+
     def text(self) -> str:
         head = (
             f"{self.name} preflight at {self.checked_at.isoformat(timespec='seconds')}: {len(self.fatal)} fatal, "
