@@ -385,7 +385,7 @@ def _load_chunk(
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
                 raise
-            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error)
+            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error, report)
         known = recorded.get(label)
         if loaded is None and chunk.dead_letters and (known is None or known.state not in _LOADED_STATES):
             _follow_an_amendment(clients.store, shard_range, chunk)
@@ -418,11 +418,15 @@ def _load_chunk(
 
 def _settle_refused_rows(
     clients: LoadClients, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
-    error: PermanentStreamLoadError,
+    error: PermanentStreamLoadError, report: RangeReport,
 ) -> NoReturn:  # fmt: skip
     """Settle the rows Doris refused in ``chunk`` as dead letters (its load failed whole, so
     nothing of it is visible yet), unless so many are refused that the table and the records
-    cannot match; then raise :class:`RowsRefused` to load the chunk again without them."""
+    cannot match; then raise :class:`RowsRefused` to load the chunk again without them.
+
+    :param report: counts the failed load and the probes (their labels enter Doris's label window).
+    """
+    report.loads_aborted += 1
     pipeline = clients.job.pipeline
     where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)})"
     share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
@@ -435,7 +439,10 @@ def _settle_refused_rows(
             error_url=failed.error_url, result=failed,
         ) from error
     lines = chunk.body.split(b"\n")[:-1]
-    refused = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    found = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    report.probe_loads += found.probe_loads
+    report.loads_aborted += found.probes_aborted
+    refused = found.reasons
     if not refused:
         raise error
     # A refused line makes its whole record a dead letter (a record's rows load together or not).

@@ -104,6 +104,9 @@ class IntervalResult:
                 "rows": sum(r.rows_already_loaded for r in self.reports),
                 "dead_letters": sum(r.dead_letters_already_loaded for r in self.reports),
             },
+            # Transactions besides the loads that enter Doris's label window (label_num_threshold).
+            "probe_loads": sum(r.probe_loads for r in self.reports),
+            "loads_aborted": sum(r.loads_aborted for r in self.reports),
             "shards": shards,
         }
 
@@ -143,7 +146,8 @@ def _interval_totals(result: IntervalResult) -> dict[str, Any]:
     full = result.summary()
     return {
         "interval": describe_interval((result.plan.interval_start_ms, result.plan.interval_end_ms)),
-        **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped")},
+        **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped", "probe_loads",
+                                          "loads_aborted")},
     }
 
 
