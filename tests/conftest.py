@@ -148,6 +148,18 @@ def doris_server():  # type: ignore[no-untyped-def]
         yield server
 
 
+@pytest.fixture
+def own_doris_server() -> Iterator[Any]:
+    """A Doris stand-in of the test's own, to break without touching the session's: user
+    ``loader``, ``label_num_threshold`` -1 (labels kept by time only), so every Doris preflight
+    item passes until the test breaks one (``tests/preflight_items.py``)."""
+    from kinesis_doris_devstack.doris_server import DorisServer
+
+    with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
+        server.set_fe_config("label_num_threshold", -1)
+        yield server
+
+
 LABEL_WINDOW_S = 43_200
 """Doris's default streaming_label_keep_max_second, below kinesis-mock's 24 h retention."""
 _aws_deployments = itertools.count()

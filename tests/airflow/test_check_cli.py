@@ -19,6 +19,7 @@ import pytest
 
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import REPO_ROOT, use_local_stack_connections
+from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -151,3 +152,66 @@ def test_a_stream_that_does_not_exist_exits_1(deployment: Path, monkeypatch: pyt
 
     assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
     assert "[FATAL] stream retention: stream check-cli-no-such-stream does not exist." in ran.stdout
+
+
+@pytest.fixture
+def own_deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_deployment: Any,
+                   kinesis_mock_endpoint: str, dynamodb_endpoint: str, own_doris_server: Any) -> Path:  # fmt: skip
+    """The DAG file of ``deployment`` on a deployment every item passes and the test may break:
+    a stand-in of its own, and a checkpoint table with point-in-time recovery."""
+    own_doris_server.execute_sql("", f"CREATE DATABASE {DB}")
+    own_doris_server.execute_sql(DB, events_table_ddl("events"))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, own_doris_server, DB)
+    monkeypatch.setenv("KD_CHECK_STREAM", aws_deployment.stream_name)
+    monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.events")
+    monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence")
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", aws_deployment.checkpoint_table)
+    path = tmp_path / "kd_check.py"
+    path.write_text(DAG_FILE)
+    return path
+
+
+def check_here(dag_file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The CLI in this process (the matrix runs it twice an item; a subprocess costs an Airflow start)."""
+    from airflow_provider_kinesis_doris.__main__ import main
+
+    code = main(["check", "kd_check", "load", "--subdir", str(dag_file)])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def assert_passes(code: int, output: str) -> None:
+    assert code == 0 and not flagged_checks(output), output
+    assert output.rstrip().endswith("kd_check.load passes"), output
+
+
+@pytest.mark.parametrize("check_name", sorted(DORIS_BROKEN_ITEMS))
+def test_each_doris_item_passes_then_fails_as_its_deployment_breaks(
+    own_deployment: Path, own_doris_server: Any, capsys: pytest.CaptureFixture[str], check_name: str
+) -> None:
+    fatal, breaks = DORIS_BROKEN_ITEMS[check_name]
+    assert_passes(*check_here(own_deployment, capsys))
+
+    breaks(own_doris_server, DB, "events")
+    code, output = check_here(own_deployment, capsys)
+
+    assert code == (1 if fatal else 0), output
+    assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
+
+
+@pytest.mark.parametrize("check_name", sorted(AWS_BROKEN_ITEMS))
+def test_each_aws_item_passes_then_fails_as_its_deployment_breaks(
+    own_deployment: Path, aws_deployment: Any, kinesis_client: Any, dynamodb_client: Any,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], check_name: str,
+) -> None:  # fmt: skip
+    fatal, breaks = AWS_BROKEN_ITEMS[check_name]
+    assert_passes(*check_here(own_deployment, capsys))
+
+    broken = breaks(aws_deployment, kinesis_client, dynamodb_client)
+    monkeypatch.setenv("KD_CHECK_STREAM", broken.stream_name)
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", broken.checkpoint_table)
+    code, output = check_here(own_deployment, capsys)
+
+    assert code == (1 if fatal else 0), output
+    assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
+
