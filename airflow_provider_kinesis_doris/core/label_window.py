@@ -89,8 +89,8 @@ class LabelWindowWatch:
             if not self._due:
                 return
             self._due = False
-            kept = self._inside(self._stored or [], now)
-            self._store.replace_label_canaries(self._stored, [*kept, LabelCanary(label, now)])
+            stored = self._stored or []
+            self._store.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
 
     def _inside(self, canaries: list[LabelCanary], now: int) -> list[LabelCanary]:
         """The canaries still inside the trusted window, oldest first."""
