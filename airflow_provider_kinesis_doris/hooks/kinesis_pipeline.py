@@ -9,7 +9,7 @@ Operators, the sensor and the trigger use this hook; it imports none of them.
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
@@ -17,6 +17,7 @@ from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from botocore.exceptions import BotoCoreError, ClientError
 
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight
+from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
 from airflow_provider_kinesis_doris.core.load_job import (
     DRIVER_CREDENTIALS,
@@ -30,7 +31,6 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 if TYPE_CHECKING:
     from botocore.config import Config
 
-    from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport
     from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange
 
 
@@ -161,14 +161,8 @@ class KinesisPipelineHook(KinesisHook):
         :param preflight: deep mode: then also :meth:`preflight` with these settings, failing on a
             fatal item; the message lists every item that is not ok.
         """
-        connected, message = self._test_both_endpoints()
-        if not connected or preflight is None:
-            return connected, message
-        try:
-            report = self.preflight(preflight)
-        except (BotoCoreError, ClientError) as exc:
-            return False, f"{message}; the preflight failed: {type(exc).__name__}: {exc}"
-        return report.connection_test(message)
+        deep = None if preflight is None else partial(self.preflight, preflight)
+        return deep_connection_test(self._test_both_endpoints(), deep, (BotoCoreError, ClientError))
 
     def _test_both_endpoints(self) -> tuple[bool, str]:
         for service, client, call in (("Kinesis", self.kinesis, "list_streams"), ("DynamoDB", self.dynamodb, "list_tables")):

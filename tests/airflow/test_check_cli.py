@@ -98,24 +98,6 @@ def test_a_metadata_column_the_table_lacks_exits_1_naming_it_and_the_fix(
     assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
 
 
-def test_a_checkpoint_table_with_another_key_schema_exits_1(
-    deployment: Path, monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any
-) -> None:
-    table = f"check_cli_other_key_{datetime.now():%H%M%S%f}"
-    dynamodb_client.create_table(
-        TableName=table, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )  # fmt: skip
-    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", table)
-
-    ran = check(deployment, "kd_check", "load")
-
-    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
-    assert f"[FATAL] checkpoint table: {table} has the key id (HASH, S), the store needs" in ran.stdout
-    assert "[ok] table columns:" in ran.stdout  # the Doris half passes
-
-
 def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) -> None:
     ran = check(deployment, "kd_check", "nope")
 

@@ -84,13 +84,6 @@ class PreflightReport:
     def item(self, check: str) -> PreflightItem:
         return next(item for item in self.items if item.check == check)
 
-    def connection_test(self, connected: str) -> tuple[bool, str]:
-        """A deep-mode ``test_connection`` answer: fails on a fatal item; the message follows
-        ``connected`` (what the shallow test proved) and lists every item that is not ok."""
-        problems = "".join(f"\n{item.line()}" for item in (*self.fatal, *self.warnings))
-        verdict = "failed" if self.fatal else "passed"
-        return not self.fatal, f"{connected}; preflight {verdict} ({self.text().splitlines()[0]}){problems}"
-
     def text(self) -> str:
         head = (
             f"{self.name} preflight at {self.checked_at.isoformat(timespec='seconds')}: {len(self.fatal)} fatal, "
@@ -134,6 +127,27 @@ class DorisPreflightSettings:
     def digest(self) -> str:
         """A hash of every checked setting: a pipeline is checked again when it changes."""
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+def deep_connection_test(
+    shallow: tuple[bool, str], preflight: Callable[[], PreflightReport] | None,
+    unreachable: tuple[type[Exception], ...],
+) -> tuple[bool, str]:  # fmt: skip
+    """A hook's ``test_connection`` answer: the ``shallow`` test's, or with ``preflight`` (deep
+    mode) also the report's, failing on a fatal item and listing every item that is not ok.
+
+    :param unreachable: what ``preflight`` raises when it cannot reach the service: said, not raised.
+    """
+    connected, message = shallow
+    if not connected or preflight is None:
+        return shallow
+    try:
+        report = preflight()
+    except unreachable as exc:
+        return False, f"{message}; the preflight failed: {type(exc).__name__}: {exc}"
+    problems = "".join(f"\n{item.line()}" for item in (*report.fatal, *report.warnings))
+    verdict = "failed" if report.fatal else "passed"
+    return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
 
 
 def doris_preflight(run_sql: SqlRunner, settings: DorisPreflightSettings) -> PreflightReport:
