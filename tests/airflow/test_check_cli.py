@@ -11,7 +11,7 @@ import itertools
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -164,7 +164,7 @@ def check_here(dag_file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int,
 
 def assert_passes(code: int, output: str) -> None:
     assert code == 0 and not flagged_checks(output), output
-    assert output.rstrip().endswith("kd_check.load passes"), output
+    assert "\nkd_check.load passes\n" in output, output  # the verdict, stderr (warnings) after it
 
 
 @pytest.mark.parametrize("check_name", sorted(DORIS_BROKEN_ITEMS))
@@ -197,3 +197,28 @@ def test_each_aws_item_passes_then_fails_as_its_deployment_breaks(
     assert code == (1 if fatal else 0), output
     assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
 
+
+TEMPLATED_DAG_FILE = DAG_FILE.replace(
+    'stream_name=os.environ["KD_CHECK_STREAM"]', 'stream_name="{{ var.value.kd_check_stream }}"'
+).replace('doris_table=os.environ["KD_CHECK_TABLE"]', 'doris_table="' + DB + '.events_{{ ds_nodash }}"')
+
+
+@pytest.mark.parametrize("logical_date", ["2026-03-04T06:00:00+00:00", None])
+def test_templated_arguments_are_checked_as_the_run_at_the_logical_date_renders_them(
+    own_deployment: Path, own_doris_server: Any, aws_deployment: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], logical_date: str | None,
+) -> None:  # fmt: skip
+    from airflow_provider_kinesis_doris.__main__ import main
+
+    day = (datetime.fromisoformat(logical_date) if logical_date else datetime.now(timezone.utc)).strftime("%Y%m%d")
+    own_doris_server.execute_sql(DB, events_table_ddl(f"events_{day}"))
+    monkeypatch.setenv("AIRFLOW_VAR_KD_CHECK_STREAM", aws_deployment.stream_name)
+    own_deployment.write_text(TEMPLATED_DAG_FILE)
+    dated = ["--logical-date", logical_date] if logical_date else []
+
+    code = main(["check", "kd_check", "load", "--subdir", str(own_deployment), *dated])
+    output = "".join(capsys.readouterr())
+
+    assert_passes(code, output)
+    assert f"[ok] table columns: {DB}.events_{day} has every metadata column" in output
+    assert "[ok] stream retention: retention 24 h" in output
