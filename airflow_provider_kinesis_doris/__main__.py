@@ -1,9 +1,10 @@
 """``python -m airflow_provider_kinesis_doris check <dag_id> <task_id>``: the preflight of one
 ``KinesisToDorisOperator`` task against its deployment (issue 34), outside any DAG run.
 
-The DAG is loaded from Airflow's DAG folder (or ``--subdir``) as the scheduler parses it, and the
-task checks its Doris and AWS deployment with its own connections and settings
-(``KinesisToDorisOperator.check_deployment``). Exit code 1 when an item is fatal (the task would
+The DAG is loaded from Airflow's DAG folder (or ``--subdir``) as the scheduler parses it, its
+templated arguments are rendered as a manual run at ``--logical-date`` (default: now) would render
+them (``{{ ds }}``, ``{{ var.value.x }}``...), and the task checks its Doris and AWS deployment with
+its own connections and settings (``KinesisToDorisOperator.check_deployment``). Exit code 1 when an item is fatal (the task would
 fail before planning anything), 2 when the DAG or the task cannot be found or checked, else 0.
 """
 
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import uuid
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 EXIT_FATAL = 1
@@ -44,14 +47,69 @@ def _task(dag_id: str, task_id: str, subdir: str | None) -> Any:
     return task
 
 
-def check(dag_id: str, task_id: str, subdir: str | None = None) -> int:
-    """Print the task's preflight report; the process's exit code."""
+def _render(task: Any, logical_date: datetime) -> None:
+    """Render ``task``'s templated arguments in place with the context of a manual run at
+    ``logical_date`` (its data interval as the DAG's timetable infers it), as the run would."""
+    from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
+
+    context = _context_3(task, logical_date) if AIRFLOW_V_3_0_PLUS else _context_2(task, logical_date)
+    task.render_template_fields(context)
+
+
+_RUN_ID = "kinesis_doris_check"
+"""The run id the rendering context names: no run of this id is created."""
+
+
+def _context_3(task: Any, logical_date: datetime) -> Any:
+    """The Task SDK's context of an in-memory task instance (what a worker builds from the API
+    server's answer); variables and connections come from the secrets backends and the API."""
+    from airflow.sdk.api.datamodels._generated import DagRun, DagRunState, DagRunType, TIRunContext
+    from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+    from airflow.serialization.encoders import coerce_to_core_timetable
+
+    dag = task.dag
+    interval = coerce_to_core_timetable(dag.timetable).infer_manual_data_interval(run_after=logical_date)
+    dag_run = DagRun.model_construct(
+        dag_id=dag.dag_id, run_id=_RUN_ID, logical_date=logical_date, data_interval_start=interval.start,
+        data_interval_end=interval.end, run_after=logical_date, start_date=logical_date, end_date=None,
+        run_type=DagRunType.MANUAL, state=DagRunState.RUNNING, conf={}, consumed_asset_events=[], clear_number=0,
+        partition_key=None,
+    )  # fmt: skip
+    server = TIRunContext.model_construct(dag_run=dag_run, max_tries=0, variables=[], connections=[],
+                                          xcom_keys_to_clear=[])  # fmt: skip
+    instance = RuntimeTaskInstance.model_construct(
+        id=uuid.uuid4(), task_id=task.task_id, dag_id=dag.dag_id, run_id=_RUN_ID, try_number=1, map_index=-1,
+        max_tries=0, dag_version_id=uuid.uuid4(), task=task, _ti_context_from_server=server,
+    )  # fmt: skip
+    return instance.get_template_context()
+
+
+def _context_2(task: Any, logical_date: datetime) -> Any:
+    """Airflow 2.11's context of an in-memory task instance and DAG run (neither is stored)."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.types import DagRunType
+
+    interval = task.dag.timetable.infer_manual_data_interval(run_after=logical_date)
+    dag_run = DagRun(dag_id=task.dag.dag_id, run_id=_RUN_ID, execution_date=logical_date,
+                     data_interval=(interval.start, interval.end), run_type=DagRunType.MANUAL)  # fmt: skip
+    instance = TaskInstance(task, run_id=_RUN_ID)
+    instance.dag_run = dag_run
+    return instance.get_template_context()
+
+
+def check(dag_id: str, task_id: str, subdir: str | None = None, logical_date: datetime | None = None) -> int:
+    """Print the task's preflight report; the process's exit code.
+
+    :param logical_date: the run whose rendering of the templated arguments is checked; now by default.
+    """
     try:
         task = _task(dag_id, task_id, subdir)
     except LookupError as exc:
         print(f"Cannot check: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     try:
+        _render(task, logical_date or datetime.now(timezone.utc))
         report = task.check_deployment()
     except Exception as exc:  # an unreachable FE or AWS endpoint, invalid settings: said, not a traceback
         print(f"Cannot check {dag_id}.{task_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -71,8 +129,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     checking.add_argument("dag_id")
     checking.add_argument("task_id")
     checking.add_argument("-S", "--subdir", help="the DAG file or folder (default: Airflow's dags_folder)")
+    checking.add_argument(
+        "-l", "--logical-date", type=_utc,
+        help="render templated arguments as a manual run at this ISO 8601 time would (default: now; UTC if no offset)",
+    )  # fmt: skip
     arguments = parser.parse_args(argv)
-    return check(arguments.dag_id, arguments.task_id, arguments.subdir)
+    return check(arguments.dag_id, arguments.task_id, arguments.subdir, arguments.logical_date)
+
+
+def _utc(text: str) -> datetime:
+    moment = datetime.fromisoformat(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 if __name__ == "__main__":

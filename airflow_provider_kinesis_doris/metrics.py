@@ -25,6 +25,8 @@ METRICS: dict[str, str] = {
     "chunks_loaded": "counter: Stream Loads the run committed",
     "chunks_already_loaded": "counter: chunks a replay found loaded by an earlier attempt (not sent again)",
     "chunks_retried": "counter: chunks whose Stream Load took more than one attempt",
+    "probe_loads": "counter: two-phase probe loads sent to find the rows Doris refused (each a label in Doris's window)",
+    "loads_aborted": "counter: transactions the run left aborted, refused chunks and probes (they count towards label_num_threshold)",
     "shard_lag_ms": "gauge, per shard: how far the shard's loaded data is behind, from its high-water mark to the run's commit (or the read's distance from the tip, if larger)",
     "max_lag_ms": "gauge: the largest shard_lag_ms of the run",
     "shards_waiting": "gauge: shards whose range waits for parents' earlier intervals (0 when none)",
@@ -38,6 +40,8 @@ _COUNTERS = {
     "rows_loaded": "loaded",
     "rows_filtered": "filtered",
     "dead_lettered": "dead_lettered",
+    "probe_loads": "probe_loads",
+    "loads_aborted": "loads_aborted",
 }
 _NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 

@@ -6,6 +6,7 @@ real ``~/airflow`` or real AWS.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +146,41 @@ def doris_server():  # type: ignore[no-untyped-def]
 
     with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
         yield server
+
+
+@pytest.fixture
+def own_doris_server() -> Iterator[Any]:
+    """A Doris stand-in of the test's own, to break without touching the session's: user
+    ``loader``, ``label_num_threshold`` -1 (labels kept by time only), so every Doris preflight
+    item passes until the test breaks one (``tests/preflight_items.py``)."""
+    from kinesis_doris_devstack.doris_server import DorisServer
+
+    with DorisServer(host="127.0.0.1", user=DORIS_USER, password=DORIS_PASSWORD) as server:
+        server.set_fe_config("label_num_threshold", -1)
+        yield server
+
+
+LABEL_WINDOW_S = 43_200
+"""Doris's default streaming_label_keep_max_second, below kinesis-mock's 24 h retention."""
+_aws_deployments = itertools.count()
+
+
+@pytest.fixture
+def aws_deployment(kinesis_client: Any, dynamodb_client: Any) -> Any:
+    """A stream and a checkpoint table as the operator creates it, point-in-time recovery on: the
+    ``AwsPreflightSettings`` of a deployment that passes every AWS preflight item."""
+    from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+    from kinesis_doris_devstack.scenario import create_stream
+
+    n = f"{next(_aws_deployments)}-{datetime.now(timezone.utc):%H%M%S%f}"
+    stream, table = f"aws-preflight-{n}", f"aws_preflight_{n}"
+    create_stream(kinesis_client, stream, 1)
+    DynamoCheckpointStore(dynamodb_client, table, "p").create_table_if_missing()
+    dynamodb_client.update_continuous_backups(
+        TableName=table, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+    )
+    return AwsPreflightSettings(stream, table, f"{stream}.db.t", LABEL_WINDOW_S)
 
 
 def use_local_stack_connections(

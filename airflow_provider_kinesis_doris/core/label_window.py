@@ -7,10 +7,11 @@ FE's real window can be shorter than the pipeline's ``label_keep_seconds`` witho
 of a busy database early (the refused-rows bisection's aborted probe loads count towards it). Then
 re-sending an ``UNKNOWN`` intent may load its rows twice.
 
-So each task, before it loads anything, asks Doris about a label it knows was loaded: the oldest of
-a few kept for the purpose (the canaries, one newer every quarter window) that is still inside the
-trusted window. ``UNKNOWN`` there fails the task with :class:`LabelWindowBroken` before any intent
-is re-sent. Checking needs no privilege; it costs one GetItem and one label lookup per task. A
+So each run, in the driver before any lane or Spark task loads, asks Doris about a label it knows
+was loaded: the oldest of a few kept for the purpose (the canaries, one newer every quarter window)
+that is still inside the trusted window. ``UNKNOWN`` there fails the task with
+:class:`LabelWindowBroken` before any intent is re-sent. Checking needs no privilege; it costs one
+GetItem and one label lookup per run, however many lanes or Spark partitions load. A
 window shortened to W' is found once the oldest canary is older than W', within a quarter window.
 """
 
@@ -47,8 +48,9 @@ def trusted_window_seconds(label_keep_seconds: int) -> int:
 
 
 class LabelWindowWatch:
-    """One task's part in checking the label window: :meth:`check` once before its first load,
-    :meth:`offer` each label it loads (one of them becomes a canary when a newer one is due)."""
+    """One process's part in checking the label window: the driver's :meth:`check` once per run
+    before anything loads; each lane's :meth:`offer` of every label it loads (one of them becomes
+    a canary when a newer one is due)."""
 
     def __init__(self, store: CheckpointStore, doris: Any, database: str, label_keep_seconds: int,
                  clock_ms: Callable[[], int]) -> None:  # fmt: skip
@@ -60,7 +62,7 @@ class LabelWindowWatch:
         self._due = False
 
     def check(self) -> None:
-        """Ask Doris about the oldest canary still inside the trusted window (once per task).
+        """Ask Doris about the oldest canary still inside the trusted window (once per run).
 
         :raises LabelWindowBroken: Doris forgot it.
         :raises StreamLoadError: Doris could not be asked.
@@ -70,22 +72,35 @@ class LabelWindowWatch:
                 return
             now = self._clock_ms()
             stored = self._store.label_canaries()
-            inside = [canary for canary in stored if now - canary.loaded_ms < self._window_ms]
+            inside = self._inside(stored, now)
             if inside:
                 self._ask(inside[0], now)
-            self._stored = stored
-            self._due = not inside or now - inside[-1].loaded_ms >= self._window_ms // CANARIES_PER_WINDOW
+            self._keep(stored, inside, now)
 
     def offer(self, label: str) -> None:
         """``label`` was just answered VISIBLE: keep it as a canary if a newer one is due (one
-        conditional write per task at most; a lost race leaves the other task's canary)."""
+        conditional write per lane at most; a lost race leaves the other lane's canary). A lane
+        reads the canaries at its first offer: the driver asked Doris about them already."""
         with self._lock:
-            if not self._due or self._stored is None:
+            now = self._clock_ms()
+            if self._stored is None:
+                stored = self._store.label_canaries()
+                self._keep(stored, self._inside(stored, now), now)
+            if not self._due:
                 return
             self._due = False
-            now = self._clock_ms()
-            kept = [canary for canary in self._stored if now - canary.loaded_ms < self._window_ms]
-            self._store.replace_label_canaries(self._stored, [*kept, LabelCanary(label, now)])
+            stored = self._stored or []
+            self._store.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
+
+    def _inside(self, canaries: list[LabelCanary], now: int) -> list[LabelCanary]:
+        """The canaries still inside the trusted window, oldest first."""
+        return [canary for canary in canaries if now - canary.loaded_ms < self._window_ms]
+
+    def _keep(self, stored: list[LabelCanary], inside: list[LabelCanary], now: int) -> None:
+        """Remember the stored canaries (what the conditional write expects) and whether a newer
+        one is due."""
+        self._stored = stored
+        self._due = not inside or now - inside[-1].loaded_ms >= self._window_ms // CANARIES_PER_WINDOW
 
     def _ask(self, canary: LabelCanary, now: int) -> None:
         state = self._doris.get_load_state(self._database, canary.label)

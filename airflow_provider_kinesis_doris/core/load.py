@@ -110,6 +110,19 @@ class LoadClients:
         )
 
 
+def check_label_window(job: LoadJob, credentials: Credentials) -> None:
+    """The run's label-window canary (``core.label_window``), asked in the driver once before the
+    runner starts: lanes and Spark partitions then only offer their labels.
+
+    :raises LabelWindowBroken: Doris forgot a label younger than ``label_keep_seconds``.
+    """
+    clients = LoadClients.from_job(job, credentials)
+    try:
+        clients.label_window.check()
+    finally:
+        clients.doris.close()
+
+
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:
     """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
     clients = LoadClients.from_job(job, credentials or Credentials.load(job.credentials_file))
@@ -123,7 +136,6 @@ def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> I
     """Load the ranges ``indices`` (default: every range, partition by partition) of the clients'
     job one after the other, with these clients."""
     job = clients.job
-    clients.label_window.check()
     order = list(indices) if indices is not None else [i for group in job.groups for i in group]
     ends = _stored_pending_ends(clients.store, {index: job.ranges[index] for index in order})
     for index in order:
@@ -373,7 +385,7 @@ def _load_chunk(
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
                 raise
-            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error)
+            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error, report)
         known = recorded.get(label)
         if loaded is None and chunk.dead_letters and (known is None or known.state not in _LOADED_STATES):
             _follow_an_amendment(clients.store, shard_range, chunk)
@@ -406,11 +418,15 @@ def _load_chunk(
 
 def _settle_refused_rows(
     clients: LoadClients, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
-    error: PermanentStreamLoadError,
+    error: PermanentStreamLoadError, report: RangeReport,
 ) -> NoReturn:  # fmt: skip
     """Settle the rows Doris refused in ``chunk`` as dead letters (its load failed whole, so
     nothing of it is visible yet), unless so many are refused that the table and the records
-    cannot match; then raise :class:`RowsRefused` to load the chunk again without them."""
+    cannot match; then raise :class:`RowsRefused` to load the chunk again without them.
+
+    :param report: counts the failed load and the probes (their labels enter Doris's label window).
+    """
+    report.loads_aborted += 1
     pipeline = clients.job.pipeline
     where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)})"
     share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
@@ -423,7 +439,10 @@ def _settle_refused_rows(
             error_url=failed.error_url, result=failed,
         ) from error
     lines = chunk.body.split(b"\n")[:-1]
-    refused = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    found = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
+    report.probe_loads += found.probe_loads
+    report.loads_aborted += found.probes_aborted
+    refused = found.reasons
     if not refused:
         raise error
     # A refused line makes its whole record a dead letter (a record's rows load together or not).

@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_repo
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting, readme_section
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
-from airflow_provider_kinesis_doris.core.load import load_range_group
+from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
@@ -104,6 +104,9 @@ class IntervalResult:
                 "rows": sum(r.rows_already_loaded for r in self.reports),
                 "dead_letters": sum(r.dead_letters_already_loaded for r in self.reports),
             },
+            # Transactions besides the loads that enter Doris's label window (label_num_threshold).
+            "probe_loads": sum(r.probe_loads for r in self.reports),
+            "loads_aborted": sum(r.loads_aborted for r in self.reports),
             "shards": shards,
         }
 
@@ -143,7 +146,8 @@ def _interval_totals(result: IntervalResult) -> dict[str, Any]:
     full = result.summary()
     return {
         "interval": describe_interval((result.plan.interval_start_ms, result.plan.interval_end_ms)),
-        **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped")},
+        **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped", "probe_loads",
+                                          "loads_aborted")},
     }
 
 
@@ -428,7 +432,8 @@ def _report_if_empty(
 def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRIVER_CONCURRENCY) -> list[RangeReport]:
     """A runner without Spark: the job's range groups in this process, in ``lanes`` threads side by
     side, each loading its share of the groups one after the other with its own clients (a range
-    group's ranges stay in order, parents first, as in a Spark partition).
+    group's ranges stay in order, parents first, as in a Spark partition). The label-window canary
+    is asked once, before the lanes start (``core.load.check_label_window``).
 
     :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
         (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
@@ -437,5 +442,6 @@ def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRI
     groups = job.partition_groups()
     count = max(1, min(check_concurrency(lanes), len(groups)))
     shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
+    check_label_window(job, credentials)
     loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
     return [report for reports in loaded for report in reports]

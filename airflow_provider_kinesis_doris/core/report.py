@@ -41,6 +41,11 @@ class RangeReport:
     chunks_already_loaded: int = 0
     chunks_retried: int = 0
     """Stream Loads of this run that needed more than one attempt (throttled, dropped, 5xx)."""
+    probe_loads: int = 0
+    """Two-phase probe loads sent to find the rows Doris refused in a chunk (``core.doris.rejections``)."""
+    loads_aborted: int = 0
+    """Transactions of this run that ended aborted: chunks Doris failed for refused rows, and the
+    probes, each aborted once answered. Like loads, they count towards ``label_num_threshold``."""
     labels: list[str] = field(default_factory=list)
     end: dict[str, Any] | None = None
     drained: bool = False

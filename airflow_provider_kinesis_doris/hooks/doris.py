@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import pymysql
@@ -31,7 +31,12 @@ from airflow_provider_kinesis_doris.core.doris.connection import (
     join_host_port,
 )
 from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
-from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport, doris_preflight
+from airflow_provider_kinesis_doris.core.doris.preflight import (
+    DorisPreflightSettings,
+    PreflightReport,
+    deep_connection_test,
+    doris_preflight,
+)
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
 if TYPE_CHECKING:
@@ -325,16 +330,8 @@ class DorisHook(DbApiHook):
         :param preflight: deep mode: then also :meth:`preflight` with these settings, failing on a
             fatal item; the message lists every item that is not ok.
         """
-        connected, message = self._test_both_ways()
-        if not connected or preflight is None:
-            return connected, message
-        try:
-            report = self.preflight(preflight)
-        except KinesisDorisError as exc:
-            return False, f"{message}; the preflight failed: {exc}"
-        problems = "".join(f"\n{item.line()}" for item in (*report.fatal, *report.warnings))
-        verdict = "failed" if report.fatal else "passed"
-        return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
+        deep = None if preflight is None else partial(self.preflight, preflight)
+        return deep_connection_test(self._test_both_ways(), deep, (KinesisDorisError,))
 
     def _test_both_ways(self) -> tuple[bool, str]:
         try:

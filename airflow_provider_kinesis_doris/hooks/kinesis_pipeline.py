@@ -9,13 +9,15 @@ Operators, the sensor and the trigger use this hook; it imports none of them.
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
+from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight
+from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
 from airflow_provider_kinesis_doris.core.load_job import (
     DRIVER_CREDENTIALS,
@@ -140,3 +142,35 @@ class KinesisPipelineHook(KinesisHook):
                     "first run (create_checkpoint_table=True); run the loader once before the watch, or create it"
                 )
             raise ConfigurationError(f"{missing} (AWS connection {self.aws_conn_id!r})") from error
+
+    def preflight(self, settings: AwsPreflightSettings) -> PreflightReport:
+        """Check what the pipeline of ``settings`` needs of its stream and checkpoint table
+        (``core.aws_preflight``: key schema, billing, recovery, retention, encryption, consumers,
+        the IAM actions that can be tried without side effects), with read-only calls.
+
+        :raises botocore.exceptions.BotoCoreError: an endpoint could not be reached.
+        """
+        return aws_preflight(self.kinesis, self.dynamodb, settings)
+
+    def test_connection(self, preflight: AwsPreflightSettings | None = None) -> tuple[bool, str]:
+        """One cheap call to each endpoint (ListStreams, ListTables) proves the credentials, region
+        and endpoints; says which one failed. Not the amazon provider's STS call: an endpoint
+        override (a VPC endpoint, an emulator) need not serve STS, and it is Kinesis and DynamoDB
+        the pipeline uses.
+
+        :param preflight: deep mode: then also :meth:`preflight` with these settings, failing on a
+            fatal item; the message lists every item that is not ok.
+        """
+        deep = None if preflight is None else partial(self.preflight, preflight)
+        return deep_connection_test(self._test_both_endpoints(), deep, (BotoCoreError, ClientError))
+
+    def _test_both_endpoints(self) -> tuple[bool, str]:
+        for service, client, call in (("Kinesis", self.kinesis, "list_streams"), ("DynamoDB", self.dynamodb, "list_tables")):
+            try:
+                getattr(client, call)(Limit=1)
+            except (BotoCoreError, ClientError) as exc:
+                return False, f"{service} at {client.meta.endpoint_url} failed: {type(exc).__name__}: {exc}"
+        return True, (
+            f"Connected to Kinesis {self.kinesis.meta.endpoint_url} and DynamoDB {self.dynamodb.meta.endpoint_url} "
+            f"in {self.kinesis.meta.region_name} (AWS connection {self.aws_conn_id!r})"
+        )

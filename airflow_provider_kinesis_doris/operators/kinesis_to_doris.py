@@ -650,12 +650,13 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
 
 def _passed_preflight_digest(store: DynamoCheckpointStore) -> str | None:
-    """None also when the checkpoint table does not exist: the preflight then runs and names the
-    table, its region and the fixes, instead of a bare ResourceNotFoundException on GetItem."""
+    """None also when the checkpoint table does not exist or has another key (GetItem's
+    ValidationException): the preflight then runs and names the table and the fixes, instead of
+    a bare error on GetItem."""
     try:
         return store.passed_preflight_digest()
     except ClientError as exc:
-        if aws_error_code(exc) != "ResourceNotFoundException":
+        if aws_error_code(exc) not in ("ResourceNotFoundException", "ValidationException"):
             raise
         return None
 

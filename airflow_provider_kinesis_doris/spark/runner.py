@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.load import check_label_window
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 
@@ -159,12 +160,14 @@ def java_version(java: str) -> int | None:
 def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
     """Write the job's files, run it as ``settings`` say, and return one report per range.
 
-    Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver.
+    Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver. The
+    label-window canary is asked here, once, before Spark starts (``core.load.check_label_window``).
 
     :raises ConfigurationError: PySpark or Java is missing (``check_prerequisites``).
     :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
     check_prerequisites(settings)
+    check_label_window(job, credentials)
     with private_folder() as folder:
         credentials_file = folder / f"credentials-{folder.name}.json"
         credentials.write(str(credentials_file))

@@ -47,9 +47,16 @@ def load_in_thread(
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris,
                               clock_ms=clock_ms or (lambda: kinesis.now_ms))  # fmt: skip
-        return list(load_ranges(clients))
+        return load_run(clients)
 
     return run
+
+
+def load_run(clients: LoadClients) -> list[RangeReport]:
+    """A whole job in this thread with ``clients``, as a runner's driver and its one lane do it:
+    the label-window canary once, then every range."""
+    clients.label_window.check()
+    return list(load_ranges(clients))
 
 
 def run_in_memory(

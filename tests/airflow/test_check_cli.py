@@ -11,7 +11,7 @@ import itertools
 import os
 import subprocess
 import sys
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ import pytest
 
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import REPO_ROOT, use_local_stack_connections
+from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -97,24 +98,6 @@ def test_a_metadata_column_the_table_lacks_exits_1_naming_it_and_the_fix(
     assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
 
 
-def test_a_checkpoint_table_with_another_key_schema_exits_1(
-    deployment: Path, monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any
-) -> None:
-    table = f"check_cli_other_key_{datetime.now():%H%M%S%f}"
-    dynamodb_client.create_table(
-        TableName=table, BillingMode="PAY_PER_REQUEST",
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-    )  # fmt: skip
-    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", table)
-
-    ran = check(deployment, "kd_check", "load")
-
-    assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
-    assert f"[FATAL] checkpoint table: {table} has the key id (HASH, S), the store needs" in ran.stdout
-    assert "[ok] table columns:" in ran.stdout  # the Doris half passes
-
-
 def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) -> None:
     ran = check(deployment, "kd_check", "nope")
 
@@ -151,3 +134,91 @@ def test_a_stream_that_does_not_exist_exits_1(deployment: Path, monkeypatch: pyt
 
     assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
     assert "[FATAL] stream retention: stream check-cli-no-such-stream does not exist." in ran.stdout
+
+
+@pytest.fixture
+def own_deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, aws_deployment: Any,
+                   kinesis_mock_endpoint: str, dynamodb_endpoint: str, own_doris_server: Any) -> Path:  # fmt: skip
+    """The DAG file of ``deployment`` on a deployment every item passes and the test may break:
+    a stand-in of its own, and a checkpoint table with point-in-time recovery."""
+    own_doris_server.execute_sql("", f"CREATE DATABASE {DB}")
+    own_doris_server.execute_sql(DB, events_table_ddl("events"))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, own_doris_server, DB)
+    monkeypatch.setenv("KD_CHECK_STREAM", aws_deployment.stream_name)
+    monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.events")
+    monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence")
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", aws_deployment.checkpoint_table)
+    path = tmp_path / "kd_check.py"
+    path.write_text(DAG_FILE)
+    return path
+
+
+def check_here(dag_file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """The CLI in this process (the matrix runs it twice an item; a subprocess costs an Airflow start)."""
+    from airflow_provider_kinesis_doris.__main__ import main
+
+    code = main(["check", "kd_check", "load", "--subdir", str(dag_file)])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def assert_passes(code: int, output: str) -> None:
+    assert code == 0 and not flagged_checks(output), output
+    assert "\nkd_check.load passes\n" in output, output  # the verdict, stderr (warnings) after it
+
+
+@pytest.mark.parametrize("check_name", sorted(DORIS_BROKEN_ITEMS))
+def test_each_doris_item_passes_then_fails_as_its_deployment_breaks(
+    own_deployment: Path, own_doris_server: Any, capsys: pytest.CaptureFixture[str], check_name: str
+) -> None:
+    fatal, breaks = DORIS_BROKEN_ITEMS[check_name]
+    assert_passes(*check_here(own_deployment, capsys))
+
+    breaks(own_doris_server, DB, "events")
+    code, output = check_here(own_deployment, capsys)
+
+    assert code == (1 if fatal else 0), output
+    assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
+
+
+@pytest.mark.parametrize("check_name", sorted(AWS_BROKEN_ITEMS))
+def test_each_aws_item_passes_then_fails_as_its_deployment_breaks(
+    own_deployment: Path, aws_deployment: Any, kinesis_client: Any, dynamodb_client: Any,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], check_name: str,
+) -> None:  # fmt: skip
+    fatal, breaks = AWS_BROKEN_ITEMS[check_name]
+    assert_passes(*check_here(own_deployment, capsys))
+
+    broken = breaks(aws_deployment, kinesis_client, dynamodb_client)
+    monkeypatch.setenv("KD_CHECK_STREAM", broken.stream_name)
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", broken.checkpoint_table)
+    code, output = check_here(own_deployment, capsys)
+
+    assert code == (1 if fatal else 0), output
+    assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
+
+
+TEMPLATED_DAG_FILE = DAG_FILE.replace(
+    'stream_name=os.environ["KD_CHECK_STREAM"]', 'stream_name="{{ var.value.kd_check_stream }}"'
+).replace('doris_table=os.environ["KD_CHECK_TABLE"]', 'doris_table="' + DB + '.events_{{ ds_nodash }}"')
+
+
+@pytest.mark.parametrize("logical_date", ["2026-03-04T06:00:00+00:00", None])
+def test_templated_arguments_are_checked_as_the_run_at_the_logical_date_renders_them(
+    own_deployment: Path, own_doris_server: Any, aws_deployment: Any, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str], logical_date: str | None,
+) -> None:  # fmt: skip
+    from airflow_provider_kinesis_doris.__main__ import main
+
+    day = (datetime.fromisoformat(logical_date) if logical_date else datetime.now(timezone.utc)).strftime("%Y%m%d")
+    own_doris_server.execute_sql(DB, events_table_ddl(f"events_{day}"))
+    monkeypatch.setenv("AIRFLOW_VAR_KD_CHECK_STREAM", aws_deployment.stream_name)
+    own_deployment.write_text(TEMPLATED_DAG_FILE)
+    dated = ["--logical-date", logical_date] if logical_date else []
+
+    code = main(["check", "kd_check", "load", "--subdir", str(own_deployment), *dated])
+    output = "".join(capsys.readouterr())
+
+    assert_passes(code, output)
+    assert f"[ok] table columns: {DB}.events_{day} has every metadata column" in output
+    assert "[ok] stream retention: retention 24 h" in output

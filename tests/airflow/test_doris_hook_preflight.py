@@ -12,6 +12,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.doris.preflight import CheckStatus, DorisPreflightSettings
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.scenario import events_table_ddl
+from tests.preflight_items import DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -77,30 +78,16 @@ def test_test_connection_deep_mode_fails_on_a_fatal_item_naming_it_and_its_fix(s
     assert "Fix: ALTER TABLE kd_preflight.events ADD COLUMN" in fatal
 
 
-# Each Doris item broken on the stand-in as a deployment could break it: check -> (fatal, how). Without
-# the load privileges the user lacks ADMIN too: the config checks are then not verifiable, not wrong.
-BROKEN_ITEMS = {
-    "label window": (True, lambda srv: srv.set_fe_config("streaming_label_keep_max_second", 600)),
-    "label count": (False, lambda srv: srv.set_fe_config("label_num_threshold", 2000)),
-    "running transactions": (False, lambda srv: srv.set_fe_config("max_running_txn_num_per_db", 0)),
-    "group commit": (True, lambda srv: srv.set_be_config("wait_internal_group_commit_finish", True)),
-    "two-phase commit": (False, lambda srv: srv.set_be_config("disable_stream_load_2pc", True)),
-    "table columns": (True, lambda srv: srv.execute_sql(DB, "DROP TABLE events")),
-    "privileges": (False, lambda srv: srv.set_grants({DB: ["Select_priv"]})),
-}
-
-
-@pytest.mark.parametrize("check", sorted(BROKEN_ITEMS))
+@pytest.mark.parametrize("check", sorted(DORIS_BROKEN_ITEMS))
 def test_test_connection_deep_mode_names_each_broken_item_and_fails_only_on_a_fatal_one(
     server: DorisServer, check: str
 ) -> None:
-    fatal, breaks = BROKEN_ITEMS[check]
+    fatal, breaks = DORIS_BROKEN_ITEMS[check]
     ok, _ = make_hook().test_connection(preflight=SETTINGS)
     assert ok is True
 
-    breaks(server)
+    breaks(server, DB, "events")
     ok, message = make_hook().test_connection(preflight=SETTINGS)
 
     assert ok is (not fatal), message
-    flagged = [line for line in message.splitlines() if line.startswith(("[FATAL] ", "[wrong] "))]
-    assert [line.split(":")[0] for line in flagged] == [f"[{'FATAL' if fatal else 'wrong'}] {check}"], message
+    assert flagged_checks(message) == [f"[{'FATAL' if fatal else 'wrong'}] {check}"], message

@@ -20,7 +20,7 @@ emit_interval_metrics("clicks.sales.orders", json.loads(sys.argv[1]))
 """
 
 SUMMARY = {
-    "records": 30, "loaded": 27, "filtered": 1, "dead_lettered": 2,
+    "records": 30, "loaded": 27, "filtered": 1, "dead_lettered": 2, "probe_loads": 3, "loads_aborted": 4,
     "shards": {
         "shardId-000000000000": {"chunks": 2, "chunks_already_loaded": 1, "chunks_retried": 1, "lag_ms": 1500},
         "shardId-000000000001": {"chunks": 1, "chunks_already_loaded": 0, "chunks_retried": 0, "lag_ms": 0},
@@ -40,6 +40,7 @@ def test_a_runs_counts_lags_and_waiting_shards_reach_statsd_through_airflows_sta
     assert statsd.wait_for("af.kinesis_doris.shards_waiting.clicks.sales.orders")
     assert [sent(m, "c") for m in ("records_read", "rows_loaded", "rows_filtered", "dead_lettered")] == [[30], [27], [1], [2]]
     assert [sent(m, "c") for m in ("chunks_loaded", "chunks_already_loaded", "chunks_retried")] == [[3], [1], [1]]
+    assert [sent(m, "c") for m in ("probe_loads", "loads_aborted")] == [[3], [4]]
     assert sent("shard_lag_ms", "g", ".shardId-000000000000") == [1500]
     assert sent("shard_lag_ms", "g", ".shardId-000000000001") == [0]
     assert sent("max_lag_ms", "g") == [1500]

@@ -19,6 +19,7 @@ import pytest
 
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
 from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
+from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -50,7 +51,7 @@ with DAG(
         task_id="load",
         stream_name=os.environ["KD_PREFLIGHT_STREAM"],
         doris_table=os.environ["KD_PREFLIGHT_TABLE"],
-        checkpoint_table="{checkpoint_table}",
+        checkpoint_table=os.environ.get("KD_PREFLIGHT_CHECKPOINTS", "{checkpoint_table}"),
         metadata_columns=os.environ["KD_PREFLIGHT_METADATA"].split(","),
         seal_grace=timedelta(0),
         use_spark=False,
@@ -176,3 +177,37 @@ def test_a_label_window_doris_keeps_shorter_fails_the_task_before_anything_is_pl
     message = str(failures[0])
     assert "[FATAL] label window: " in message and "streaming_label_keep_max_second 600 s" in message
     assert "set label_keep_seconds of the Doris connection to 600 or less" in message
+
+
+FATAL_ITEMS = sorted(
+    [("doris", check) for check, (fatal, _) in DORIS_BROKEN_ITEMS.items() if fatal]
+    + [("aws", check) for check, (fatal, _) in AWS_BROKEN_ITEMS.items() if fatal]
+)
+
+
+@pytest.mark.parametrize(("half", "check"), FATAL_ITEMS)
+def test_each_fatal_item_fails_the_task_naming_only_that_item(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException],
+    kinesis_mock_endpoint: str, dynamodb_endpoint: str, own_doris_server: Any, aws_deployment: Any,
+    kinesis_client: Any, dynamodb_client: Any, half: str, check: str,
+) -> None:  # fmt: skip
+    """On a deployment every item passes (a stand-in of its own, the checkpoint table with
+    point-in-time recovery), with one item broken the task fails before planning, naming it."""
+    own_doris_server.execute_sql("", f"CREATE DATABASE {DB}")
+    own_doris_server.execute_sql(DB, events_table_ddl("events"))
+    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, own_doris_server, DB)
+    settings = aws_deployment
+    if half == "doris":
+        DORIS_BROKEN_ITEMS[check][1](own_doris_server, DB, "events")
+    else:
+        settings = AWS_BROKEN_ITEMS[check][1](aws_deployment, kinesis_client, dynamodb_client)
+    monkeypatch.setenv("KD_PREFLIGHT_STREAM", settings.stream_name)
+    monkeypatch.setenv("KD_PREFLIGHT_CHECKPOINTS", settings.checkpoint_table)
+    monkeypatch.setenv("KD_PREFLIGHT_TABLE", f"{DB}.events")
+    monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_sequence")
+    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-preflight", "kd_preflight.py", DAG_FILE)
+
+    dag_run = run({"path": path}, sealed_interval_end())
+
+    assert "failed" in str(dag_run.state).lower() and len(failures) == 1
+    assert flagged_checks(str(failures[0]).split(":", 1)[1]) == [f"[FATAL] {check}"], str(failures[0])

@@ -139,6 +139,9 @@ def test_values_that_do_not_fit_the_columns_are_dead_letters_with_dorises_reason
         "[much-too-long-for-a-varchar-of-3] schema length: 32; actual length: 39; ",
     ]
     assert summary["loaded"] == 1 and summary["dead_lettered"] == 2
+    # Probes of the 3 rows: all (2 refused), row 0 (none), rows 1-2 (2), then rows 1 and 2 alone
+    # for their reasons; each aborted once answered, and the chunk Doris failed is aborted too.
+    assert (summary["probe_loads"], summary["loads_aborted"]) == (5, 6)
     world.run(start, end)  # the replay loads nothing twice
     assert len(world.rows()) == 1 and len(world.dead()) == 2
 

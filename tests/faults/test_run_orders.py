@@ -71,6 +71,7 @@ from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
+from airflow_provider_kinesis_doris.testing.builders import load_run
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
@@ -841,7 +842,7 @@ class RunOrders(RuleBasedStateMachine):
         ``fault.rival`` records of its first shard meanwhile (as Spark's task retry or a
         speculative copy would)."""
         if fault.kind != "spark_task_retry":
-            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, store)))
+            return lambda job, credentials: load_run(self._clients(job, kinesis, store))
 
         def lost(method: str, call: int) -> Exception:
             return RuntimeError(f"executor lost at {method} call {call}")
@@ -849,6 +850,7 @@ class RunOrders(RuleBasedStateMachine):
         dying = FailOnNthCall(store, ("put_chunk_intent_with_content", "record_chunk_outcome"), fault.at, lost)
 
         def spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
+            self._clients(job, kinesis, store).label_window.check()  # the driver's, before the tasks
             reports: list[RangeReport] = []
             for group in job.groups:
                 try:

@@ -4,9 +4,8 @@ KMS-encrypted stream, a stream at the consumer limit). Each check passes and fai
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 import boto3
@@ -20,26 +19,9 @@ from airflow_provider_kinesis_doris.core.aws_preflight import (
     preflight_digest,
 )
 from airflow_provider_kinesis_doris.core.doris.preflight import CheckStatus, DorisPreflightSettings, PreflightReport
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from kinesis_doris_devstack.scenario import create_stream
+from tests.conftest import LABEL_WINDOW_S
 
 pytestmark = pytest.mark.integration
-
-_names = itertools.count()
-LABEL_WINDOW_S = 43_200  # Doris's default streaming_label_keep_max_second, below kinesis-mock's 24 h
-
-
-@pytest.fixture
-def deployment(kinesis_client: Any, dynamodb_client: Any) -> AwsPreflightSettings:
-    """A stream and a checkpoint table as the operator creates it, point-in-time recovery on."""
-    n = f"{next(_names)}-{datetime.now(timezone.utc):%H%M%S%f}"
-    stream, table = f"aws-preflight-{n}", f"aws_preflight_{n}"
-    create_stream(kinesis_client, stream, 1)
-    DynamoCheckpointStore(dynamodb_client, table, "p").create_table_if_missing()
-    dynamodb_client.update_continuous_backups(
-        TableName=table, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
-    )
-    return AwsPreflightSettings(stream, table, f"{stream}.db.t", LABEL_WINDOW_S)
 
 
 def _with(settings: AwsPreflightSettings, **changes: Any) -> AwsPreflightSettings:
@@ -52,9 +34,9 @@ def _status(report: PreflightReport, check: str) -> tuple[CheckStatus, bool]:
 
 
 def test_a_deployment_as_the_operator_creates_it_passes_every_check(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    report = aws_preflight(kinesis_client, dynamodb_client, deployment)
+    report = aws_preflight(kinesis_client, dynamodb_client, aws_deployment)
 
     assert [item.status for item in report.items] == [CheckStatus.OK] * 6, report.text()
     assert report.text().startswith("AWS preflight at ")
@@ -64,16 +46,16 @@ def test_a_deployment_as_the_operator_creates_it_passes_every_check(
 
 
 def test_a_checkpoint_table_with_another_key_schema_is_fatal(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    table = f"{deployment.checkpoint_table}_other_key"
+    table = f"{aws_deployment.checkpoint_table}_other_key"
     dynamodb_client.create_table(
         TableName=table, BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "N"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
     )  # fmt: skip
 
-    report = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, checkpoint_table=table))
+    report = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, checkpoint_table=table))
 
     assert _status(report, "checkpoint table") == (CheckStatus.WRONG, True)
     assert "pk (HASH, S), sk (RANGE, N)" in report.item("checkpoint table").detail
@@ -81,9 +63,9 @@ def test_a_checkpoint_table_with_another_key_schema_is_fatal(
 
 
 def test_a_missing_checkpoint_table_is_fatal_only_when_the_operator_will_not_create_it(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    missing = _with(deployment, checkpoint_table=f"{deployment.checkpoint_table}_missing")
+    missing = _with(aws_deployment, checkpoint_table=f"{aws_deployment.checkpoint_table}_missing")
 
     created = aws_preflight(kinesis_client, dynamodb_client, missing)
     refused = aws_preflight(kinesis_client, dynamodb_client, _with(missing, creates_checkpoint_table=False))
@@ -99,16 +81,16 @@ def test_a_missing_checkpoint_table_is_fatal_only_when_the_operator_will_not_cre
 
 
 def test_provisioned_billing_and_no_point_in_time_recovery_warn(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    table = f"{deployment.checkpoint_table}_provisioned"
+    table = f"{aws_deployment.checkpoint_table}_provisioned"
     dynamodb_client.create_table(
         TableName=table, ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5},
         AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
     )  # fmt: skip
 
-    report = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, checkpoint_table=table))
+    report = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, checkpoint_table=table))
 
     assert _status(report, "checkpoint table") == (CheckStatus.OK, False)
     assert _status(report, "checkpoint table billing") == (CheckStatus.WRONG, False)
@@ -118,9 +100,9 @@ def test_provisioned_billing_and_no_point_in_time_recovery_warn(
 
 
 def test_a_retention_shorter_than_the_label_window_warns(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    report = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, label_keep_seconds=30 * 3600))
+    report = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, label_keep_seconds=30 * 3600))
 
     item = report.item("stream retention")
     assert (item.status, item.fatal) == (CheckStatus.WRONG, False)
@@ -128,8 +110,8 @@ def test_a_retention_shorter_than_the_label_window_warns(
     assert "raise the retention to 30 h" in (item.fix or "")
 
 
-def test_a_missing_stream_is_fatal(kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings) -> None:
-    report = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, stream_name="no-such-stream"))
+def test_a_missing_stream_is_fatal(kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings) -> None:
+    report = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, stream_name="no-such-stream"))
 
     assert _status(report, "stream retention") == (CheckStatus.WRONG, True)
     assert _status(report, "stream encryption") == (CheckStatus.NOT_VERIFIABLE, False)
@@ -137,13 +119,13 @@ def test_a_missing_stream_is_fatal(kinesis_client: Any, dynamodb_client: Any, de
 
 
 def test_efo_consumers_registered_or_below_the_limit_pass(
-    kinesis_client: Any, dynamodb_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
-    arn = kinesis_client.describe_stream_summary(StreamName=deployment.stream_name)["StreamDescriptionSummary"]["StreamARN"]
+    arn = kinesis_client.describe_stream_summary(StreamName=aws_deployment.stream_name)["StreamDescriptionSummary"]["StreamARN"]
     kinesis_client.register_stream_consumer(StreamARN=arn, ConsumerName="registered")
 
-    registered = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, efo_consumer="registered"))
-    new = aws_preflight(kinesis_client, dynamodb_client, _with(deployment, efo_consumer="new"))
+    registered = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, efo_consumer="registered"))
+    new = aws_preflight(kinesis_client, dynamodb_client, _with(aws_deployment, efo_consumer="new"))
 
     assert _status(registered, "enhanced fan-out consumers") == (CheckStatus.OK, False)
     assert "consumer registered is registered" in registered.item("enhanced fan-out consumers").detail
@@ -169,14 +151,14 @@ def _summary(stream: str, **fields: Any) -> dict[str, Any]:
 
 
 def test_a_kms_encrypted_stream_is_not_verifiable_and_says_which_key_needs_decrypt(
-    dynamodb_client: Any, deployment: AwsPreflightSettings
+    dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
     kinesis, stub = _stubbed_kinesis()
-    stub.add_response("describe_stream_summary", _summary(deployment.stream_name, EncryptionType="KMS", KeyId="alias/kd"))
+    stub.add_response("describe_stream_summary", _summary(aws_deployment.stream_name, EncryptionType="KMS", KeyId="alias/kd"))
     stub.add_response("list_shards", {"Shards": []})
 
     with stub:
-        report = aws_preflight(kinesis, dynamodb_client, deployment)
+        report = aws_preflight(kinesis, dynamodb_client, aws_deployment)
 
     item = report.item("stream encryption")
     assert item.status is CheckStatus.NOT_VERIFIABLE
@@ -185,29 +167,29 @@ def test_a_kms_encrypted_stream_is_not_verifiable_and_says_which_key_needs_decry
 
 
 def test_a_stream_at_the_consumer_limit_is_wrong_for_a_consumer_not_registered_yet(
-    dynamodb_client: Any, deployment: AwsPreflightSettings
+    dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
     kinesis, stub = _stubbed_kinesis()
-    stub.add_response("describe_stream_summary", _summary(deployment.stream_name, ConsumerCount=EFO_CONSUMERS_PER_STREAM))
+    stub.add_response("describe_stream_summary", _summary(aws_deployment.stream_name, ConsumerCount=EFO_CONSUMERS_PER_STREAM))
     stub.add_response("list_shards", {"Shards": []})
     stub.add_client_error("describe_stream_consumer", "ResourceNotFoundException")
 
     with stub:
-        report = aws_preflight(kinesis, dynamodb_client, _with(deployment, efo_consumer="new"))
+        report = aws_preflight(kinesis, dynamodb_client, _with(aws_deployment, efo_consumer="new"))
 
     assert _status(report, "enhanced fan-out consumers") == (CheckStatus.WRONG, False)
     assert "the stream has 20 consumers" in report.item("enhanced fan-out consumers").detail
 
 
 def test_a_refused_read_only_call_is_wrong_naming_the_action(
-    dynamodb_client: Any, deployment: AwsPreflightSettings
+    dynamodb_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
     kinesis, stub = _stubbed_kinesis()
-    stub.add_response("describe_stream_summary", _summary(deployment.stream_name))
+    stub.add_response("describe_stream_summary", _summary(aws_deployment.stream_name))
     stub.add_client_error("list_shards", "AccessDeniedException", "not authorized to perform: kinesis:ListShards")
 
     with stub:
-        report = aws_preflight(kinesis, dynamodb_client, deployment)
+        report = aws_preflight(kinesis, dynamodb_client, aws_deployment)
 
     item = report.item("IAM actions")
     assert (item.status, item.fatal) == (CheckStatus.WRONG, False)
@@ -215,23 +197,23 @@ def test_a_refused_read_only_call_is_wrong_naming_the_action(
 
 
 def test_a_refused_describe_table_leaves_the_table_checks_not_verifiable(
-    kinesis_client: Any, deployment: AwsPreflightSettings
+    kinesis_client: Any, aws_deployment: AwsPreflightSettings
 ) -> None:
     dynamodb = boto3.client("dynamodb", region_name="us-east-1")
     stub = Stubber(dynamodb)
     stub.add_client_error("describe_table", "AccessDeniedException", "not authorized to perform: dynamodb:DescribeTable")
 
     with stub:
-        report = aws_preflight(kinesis_client, dynamodb, deployment)
+        report = aws_preflight(kinesis_client, dynamodb, aws_deployment)
 
     assert _status(report, "checkpoint table") == (CheckStatus.NOT_VERIFIABLE, False)
     assert _status(report, "checkpoint table recovery") == (CheckStatus.NOT_VERIFIABLE, False)
     assert "AWS refused dynamodb:DescribeTable" in report.item("IAM actions").detail
 
 
-def test_the_digest_changes_with_an_aws_setting(deployment: AwsPreflightSettings) -> None:
+def test_the_digest_changes_with_an_aws_setting(aws_deployment: AwsPreflightSettings) -> None:
     doris = DorisPreflightSettings("db", "t", "t_dead_letter", LABEL_WINDOW_S)
 
-    assert preflight_digest(doris, deployment) == preflight_digest(doris, _with(deployment))
-    assert preflight_digest(doris, deployment) != preflight_digest(doris, _with(deployment, efo_consumer="c"))
-    assert preflight_digest(doris, deployment) != preflight_digest(doris, _with(deployment, stream_name="other"))
+    assert preflight_digest(doris, aws_deployment) == preflight_digest(doris, _with(aws_deployment))
+    assert preflight_digest(doris, aws_deployment) != preflight_digest(doris, _with(aws_deployment, efo_consumer="c"))
+    assert preflight_digest(doris, aws_deployment) != preflight_digest(doris, _with(aws_deployment, stream_name="other"))

@@ -65,6 +65,35 @@ def test_the_in_process_runner_loads_range_groups_side_by_side_each_with_its_own
     assert [row[0] for row in world["rows"]()] == sorted(ids)
 
 
+def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
+    world, kinesis_client, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The canary is the driver's, asked before the lanes start: one label lookup per run, not one
+    per lane (nor per Spark partition)."""
+    from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+
+    bounds, _ = _three_intervals(kinesis_client, world["stream"])
+    world["run"](bounds[0], bounds[1])
+    [canary] = world["store"].label_canaries()
+    asked: list[str] = []
+    get_load_state = DorisStreamLoadClient.get_load_state
+
+    def recording(self, database, label):  # type: ignore[no-untyped-def]
+        asked.append(label)
+        return get_load_state(self, database, label)
+
+    monkeypatch.setattr(DorisStreamLoadClient, "get_load_state", recording)
+
+    def two_lanes(job, credentials):  # type: ignore[no-untyped-def]
+        assert len(job.partition_groups()) == 2
+        return run_here(job, credentials, lanes=2)
+
+    for i in (1, 2):
+        world["run"](bounds[i], bounds[i + 1], runner=two_lanes)
+
+    assert asked.count(canary.label) == 2, asked
+
+
 def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(world, kinesis_client) -> None:
     """``use_spark="auto"``: shards without a loaded interval count at Kinesis's write limit over
     the interval; later the estimate is the largest count of each shard's recent intervals."""

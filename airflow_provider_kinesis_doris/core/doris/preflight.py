@@ -129,6 +129,27 @@ class DorisPreflightSettings:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
 
 
+def deep_connection_test(
+    shallow: tuple[bool, str], preflight: Callable[[], PreflightReport] | None,
+    unreachable: tuple[type[Exception], ...],
+) -> tuple[bool, str]:  # fmt: skip
+    """A hook's ``test_connection`` answer: the ``shallow`` test's, or with ``preflight`` (deep
+    mode) also the report's, failing on a fatal item and listing every item that is not ok.
+
+    :param unreachable: what ``preflight`` raises when it cannot reach the service: said, not raised.
+    """
+    connected, message = shallow
+    if not connected or preflight is None:
+        return shallow
+    try:
+        report = preflight()
+    except unreachable as exc:
+        return False, f"{message}; the preflight failed: {type(exc).__name__}: {exc}"
+    problems = "".join(f"\n{item.line()}" for item in (*report.fatal, *report.warnings))
+    verdict = "failed" if report.fatal else "passed"
+    return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
+
+
 def doris_preflight(run_sql: SqlRunner, settings: DorisPreflightSettings) -> PreflightReport:
     """Run every Doris check of ``settings`` through ``run_sql``.
 

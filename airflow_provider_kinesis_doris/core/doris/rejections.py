@@ -16,7 +16,7 @@ import logging
 import re
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
@@ -42,27 +42,39 @@ def refused_rows(error: BaseException) -> StreamLoadResult | None:
     return None
 
 
+@dataclass(frozen=True)
+class RefusedRows:
+    """What the probes found, and what they cost Doris: each probe is a transaction with a label
+    of its own, and each one aborted stays among the database's finished labels
+    (``label_num_threshold``) like a load."""
+
+    reasons: dict[int, str]
+    """Refused line index → Doris's reason; empty if the probes find none."""
+    probe_loads: int
+    probes_aborted: int
+
+
 def find_refused_rows(
     doris: Any, database: str, table: str, options: StreamLoadOptions, lines: Sequence[bytes]
-) -> dict[int, str]:
+) -> RefusedRows:
     """The indices of ``lines`` Doris refuses, with its reason for each.
 
     :param doris: a :class:`~airflow_provider_kinesis_doris.core.doris.client.DorisStreamLoadClient`.
     :param options: the options the chunk was loaded with (probes add 2PC and a filter ratio of 1).
     :param lines: the chunk's JSON lines, without newlines.
-    :return: refused line index → Doris's reason; empty if the probes find none.
     """
     probe = _Prober(doris, database, table, replace(options, two_phase_commit=True, max_filter_ratio=1.0), lines)
     refused: dict[int, str] = {}
     probe.search(0, len(lines), probe.filtered(0, len(lines)), refused)
     log.info("%d of %d rows refused by Doris, found with %d probe loads", len(refused), len(lines), probe.count)
-    return refused
+    return RefusedRows(refused, probe.count, probe.aborted)
 
 
 class _Prober:
     def __init__(self, doris: Any, database: str, table: str, options: StreamLoadOptions, lines: Sequence[bytes]) -> None:
         self.doris, self.database, self.table, self.options, self.lines = doris, database, table, options, lines
         self.count = 0
+        self.aborted = 0
 
     def search(self, low: int, high: int, filtered: int, refused: dict[int, str]) -> None:
         """Find the ``filtered`` refused rows among ``lines[low:high]``."""
@@ -96,6 +108,7 @@ class _Prober:
         result = self.doris.stream_load(self.database, self.table, body, label=label, options=self.options)
         if result.status == "Success" and result.txn_id is not None:
             self.doris.abort_transaction(self.database, txn_id=result.txn_id, label=label)
+            self.aborted += 1
         if result.status != "Success":
             raise PermanentStreamLoadError(
                 f"A probe load into {self.database}.{self.table} to find the rows Doris refuses failed: "
