@@ -17,6 +17,7 @@ from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.load_job import (
     DRIVER_CREDENTIALS,
     AwsSettings,
@@ -115,6 +116,17 @@ class KinesisPipelineHook(KinesisHook):
             aws_secret_access_key=aws.secret_key,
             aws_session_token=aws.token,
         )
+
+    def register_consumer(self, stream_name: str, name: str) -> str:
+        """The ARN of the stream's enhanced fan-out consumer ``name``, ACTIVE: registered if
+        missing, kept across runs (``core.kinesis.consumer.ensure_consumer``).
+
+        :raises ConfigurationError: the name is not one Kinesis accepts.
+        :raises TimeoutError: the consumer did not become ACTIVE in time.
+        """
+        arn = ensure_consumer(self.kinesis, stream_name, name)
+        self.log.info("Reading through stream consumer %s (enhanced fan-out)", arn)
+        return arn
 
     def checkpoint_store(self, table: str, pipeline_id: str) -> DynamoCheckpointStore:
         """The checkpoint store of ``pipeline_id`` on the DynamoDB table ``table``."""

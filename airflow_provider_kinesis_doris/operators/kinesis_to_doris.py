@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -18,29 +19,31 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
 from airflow_provider_kinesis_doris.core.decoders import CSV, JSON, check_decoder, check_load_options, plain_columns
-from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, qualified_name, split_table_name
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
 from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
     LabelWindowBroken,
     PermanentStreamLoadError,
+    Phase,
     ShardsWaiting,
     UnresolvableLoad,
     aws_error_code,
+    failed_phase,
     readme_section,
 )
-from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, check_executor_credentials
+from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, Credentials, LoadJob, check_executor_credentials
 from airflow_provider_kinesis_doris.core.catch_up import DEFAULT_MAX_SKIPPED_INTERVALS
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here, run_interval
-from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, AutoRunner
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS, SPARK, AutoRunner
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight, preflight_digest
-from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name, ensure_consumer
-from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
@@ -65,6 +68,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    from airflow_provider_kinesis_doris.core.report import RangeReport
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings
 
 
@@ -353,21 +357,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 check_prerequisites(settings)  # "auto" checks only if it chooses Spark
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
-        steps = _Steps()
         try:
-            store = _StepTrackingStore(aws_hook.dynamodb, self.checkpoint_table, config.pipeline_id, steps=steps)
+            store = aws_hook.checkpoint_store(self.checkpoint_table, config.pipeline_id)
             config = self._prepare(aws_hook, doris_hook, store, config)
         except AirflowException:
             raise
         except Exception as exc:
             # An AWS or Doris error of its own (a wrong endpoint, credentials) still names the step.
             raise AirflowException(_explain_failure(exc, PREPARING_FAILED)) from exc
-        lanes = self.driver_concurrency
-        spark = steps.loading(lambda job, credentials: run_spark_job(job, credentials, settings), self._spark_step())  # type: ignore[arg-type]
-        in_process = steps.loading(
-            lambda job, credentials: run_here(job, credentials, lanes=lanes),
-            f"the load in the task's process (use_spark={self.use_spark!r})",
-        )
+
+        def spark(job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
+            return run_spark_job(job, credentials, settings)  # type: ignore[arg-type]
+
+        in_process = partial(run_here, lanes=self.driver_concurrency)
         auto = AutoRunner(store, spark=spark, in_process=in_process, max_records=self.in_process_max_records,
                           concurrency=self.driver_concurrency) if self.use_spark == "auto" else None  # fmt: skip
         runner = auto or (spark if self.use_spark else in_process)
@@ -389,7 +391,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         except Exception as exc:
             if isinstance(exc, LabelWindowBroken):
                 emit_label_window_broken(config.pipeline_id)
-            raise AirflowException(_explain_failure(exc, steps.current)) from exc
+            raise AirflowException(_explain_failure(exc, self._failed_step(exc, auto))) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         self._report(config.pipeline_id, result.summary())
@@ -436,8 +438,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         return loader_lineage(
             stream_arn=self._stream_arn, doris_conn_id=self.doris_conn_id, database=database, table=table,
             dead_letter_table=dead_letter_table, totals=totals,
-            columns=_column_types(hook, database, table) if hook else (),
-            dead_letter_columns=_column_types(hook, database, dead_letter_table) if hook and dead_lettered else (),
+            columns=hook.column_types(database, table) if hook else (),
+            dead_letter_columns=hook.column_types(database, dead_letter_table) if hook and dead_lettered else (),
         )  # fmt: skip
 
     def _pipeline_config(
@@ -475,7 +477,12 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self.create_checkpoint_table:
             store.create_table_if_missing()
         self._preflight(doris_hook, store, config)
-        self._check_tables(doris_hook, config.doris_database, config.doris_table, config.dead_letter_table)
+        try:
+            doris_hook.ensure_dead_letter_table(
+                config.doris_database, config.doris_table, config.dead_letter_table, self.dead_letter_table_properties
+            )
+        except ConfigurationError as exc:
+            raise AirflowException(str(exc)) from exc
         if self.read_mode == "efo":
             return replace(config, efo_consumer_arn=self._efo_consumer(aws_hook, config.pipeline_id))
         return config
@@ -483,14 +490,12 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     def _efo_consumer(self, aws_hook: KinesisPipelineHook, pipeline_id: str) -> str:
         name = self._efo_consumer_name(pipeline_id)
         try:
-            arn = ensure_consumer(aws_hook.kinesis, self.stream_name, name)
+            return aws_hook.register_consumer(self.stream_name, name)
         except Exception as exc:
             raise AirflowException(
                 f"Registering the stream consumer {name!r} for read_mode='efo' failed; nothing was planned or loaded: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        self.log.info("Reading through stream consumer %s (enhanced fan-out)", arn)
-        return arn
 
     def _spark_settings(self) -> SparkSettings:
         """How to run the Spark job; a submitter is kept for ``on_kill``."""
@@ -507,6 +512,17 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             python=self.spark_python,
             auth_secret=submitter.auth_secret if submitter else "",
         )
+
+    def _failed_step(self, exc: BaseException, auto: AutoRunner | None) -> str:
+        """The step of the run that raised ``exc``, as its message names it."""
+        phase = failed_phase(exc)
+        if phase is Phase.COMMITTING:
+            return COMMIT_FAILED
+        if phase is Phase.PLANNING:
+            return PLANNING_FAILED
+        with_spark = auto.choice.runner == SPARK if auto is not None and auto.choice is not None else self.use_spark
+        what = self._spark_step() if with_spark else f"the load in the task's process (use_spark={self.use_spark!r})"
+        return f"{what[0].upper()}{what[1:]} failed"
 
     def _spark_step(self) -> str:
         if self.spark_connect_conn_id:
@@ -545,7 +561,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if options.columns:
             return plain_columns(options.columns)
         try:
-            described = _column_types(hook, database, table)
+            described = hook.column_types(database, table)
         except Exception as exc:
             raise AirflowException(
                 f"decoder='csv' names its fields by the columns of Doris table {database}.{table}, and DESC of it "
@@ -633,18 +649,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     def _efo_consumer_name(self, pipeline_id: str) -> str:
         return self.efo_consumer_name or consumer_name(pipeline_id)
 
-    def _check_tables(self, hook: DorisHook, database: str, table: str, dead_letter_table: str) -> None:
-        tables = {row[0] for row in hook.run_sql("SHOW TABLES", database=database).rows}
-        if table not in tables:
-            raise AirflowException(
-                f"Doris table {database}.{table} does not exist (the connection {self.doris_conn_id!r} sees "
-                f"{sorted(tables)[:20]}); create it first"
-            )
-        if dead_letter_table not in tables:
-            ddl = dead_letter_ddl(database, dead_letter_table, self.dead_letter_table_properties)
-            hook.run_sql(ddl, database=database)
-            self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
-
 
 # --- helpers ---------------------------------------------------------------------------------------
 
@@ -695,12 +699,6 @@ def _empty_interval_message(start: Any, end: Any, dag: Any) -> str:
     )
 
 
-def _column_types(hook: DorisHook, database: str, table: str) -> list[tuple[str, str]]:
-    """(name, Doris type) of each column of ``database.table``, from ``DESC`` (HTTP SQL path)."""
-    described = hook.run_sql(f"DESC {qualified_name(database, table)}", database=database)
-    return [(str(row[0]), str(row[1])) for row in described.rows]
-
-
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 
@@ -719,45 +717,12 @@ COMMIT_FAILED = (
 )
 
 
-class _Steps:
-    """Which step of a run is under way, so a failure names the step that failed: planning until
-    the runner starts, loading while it runs, committing once it returned (or once the store is
-    asked to mark a range loaded: intervals without records commit without a runner)."""
-
-    def __init__(self) -> None:
-        self.current = PLANNING_FAILED
-
-    def loading(self, runner: Runner, what: str) -> Runner:
-        def run(job: Any, credentials: Credentials) -> Sequence[Any]:
-            self.current = f"{what[0].upper()}{what[1:]} failed"
-            reports = runner(job, credentials)
-            self.current = COMMIT_FAILED
-            return reports
-
-        return run
-
-    def committing(self) -> None:
-        self.current = COMMIT_FAILED
-
-
-class _StepTrackingStore(DynamoCheckpointStore):
-    """The checkpoint store, telling ``steps`` when the commit begins."""
-
-    def __init__(self, *args: Any, steps: _Steps, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._steps = steps
-
-    def mark_range_loaded(self, *args: Any, **kwargs: Any) -> Any:
-        self._steps.committing()
-        return super().mark_range_loaded(*args, **kwargs)
-
-
 def _explain_failure(exc: BaseException, failed: str = PLANNING_FAILED) -> str:
     """What failed and what to do, for the task log. Errors of this package keep their class
     across Spark (the job returns them typed, ``core.errors.RangeFailure``); any other error is
     described by the step that failed.
 
-    :param failed: the step that failed, for errors of no known type (``_Steps.current``).
+    :param failed: the step that failed, for errors of no known type.
     """
     text = str(exc)
     for error_type, advice in (
