@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from airflow.providers.common.compat.sdk import DAG
 
+from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig, ReadConfig, SparkRunner
 from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
@@ -54,12 +55,19 @@ with DAG(
         stream_name=os.environ.get("KD_EXAMPLE_STREAM", "events"),
         doris_table=os.environ.get("KD_EXAMPLE_TABLE", "demo.events"),
         checkpoint_table=os.environ.get("KD_EXAMPLE_CHECKPOINT_TABLE", "kinesis_doris_checkpoints"),
-        seal_grace=timedelta(seconds=int(os.environ.get("KD_EXAMPLE_SEAL_GRACE_SECONDS", "60"))),
-        metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"),
-        required_fields=("event_id",),
-        read_mode=os.environ.get("KD_EXAMPLE_READ_MODE", "polling"),
-        use_spark=os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true",
-        spark_master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"),
+        runner=(
+            SparkRunner(master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"))
+            if os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true"
+            else InProcessRunner()
+        ),
+        mapping=MappingConfig(
+            metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"),
+            required_fields=("event_id",),
+        ),
+        read=ReadConfig(
+            mode=os.environ.get("KD_EXAMPLE_READ_MODE", "polling"),
+            seal_grace=timedelta(seconds=int(os.environ.get("KD_EXAMPLE_SEAL_GRACE_SECONDS", "60"))),
+        ),
     )
     # The audit needs the three metadata columns above and reads through doris_default's query_port;
     # a difference it finds is not one a retry clears.

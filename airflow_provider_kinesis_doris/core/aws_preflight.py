@@ -162,7 +162,7 @@ def _key_schema(table: _Answer, settings: AwsPreflightSettings, region: str | No
             f"(aws dynamodb create-table --region {region} --table-name {name} --attribute-definitions "
             "AttributeName=pk,AttributeType=S AttributeName=sk,AttributeType=S --key-schema "
             "AttributeName=pk,KeyType=HASH AttributeName=sk,KeyType=RANGE --billing-mode PAY_PER_REQUEST), "
-            "or set create_checkpoint_table=True to have the first run create it.",
+            "or set state=StateConfig(create_checkpoint_table=True) to have the first run create it.",
             fatal=True,
         )  # fmt: skip
     described = table["Table"]

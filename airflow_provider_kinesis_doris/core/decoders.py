@@ -149,7 +149,7 @@ def check_load_options(options: Mapping[str, Any], decoder: str, *, skip_templat
         if value is None or (skip_templates and isinstance(value, str) and "{{" in value):
             continue
         if contradicts(value):
-            raise ConfigurationError(f"load_options {name}={value!r} contradicts the body: {body}; {advice}")
+            raise ConfigurationError(f"load.options {name}={value!r} contradicts the body: {body}; {advice}")
 
 
 def plain_columns(columns: Sequence[str]) -> tuple[str, ...]:

@@ -6,7 +6,10 @@ Messages name the bad input (stream, shard, label, table) and never carry creden
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 PROJECT_URL = "https://github.com/airflow-provider-kinesis-doris/airflow-provider-kinesis-doris"
@@ -183,6 +186,36 @@ class ChunkContentTooLarge(KinesisDorisError):
 
 class RowsRefused(KinesisDorisError):
     """Doris refused rows of a chunk, now settled as dead letters: the range is read again."""
+
+
+class Phase(Enum):
+    """A phase of one interval's run (``core.pipeline.run_interval``), as a failure names it: a
+    failed commit leaves rows in Doris that a rerun commits, a failed plan loaded nothing."""
+
+    PLANNING = "planning"
+    LOADING = "loading"
+    COMMITTING = "committing"
+
+
+_PHASE_ATTRIBUTE = "kinesis_doris_phase"
+
+
+@contextmanager
+def in_phase(phase: Phase) -> Iterator[None]:
+    """Mark an exception raised inside with ``phase`` (:func:`failed_phase`), keeping its class,
+    so callers still decide on type; the innermost phase wins."""
+    try:
+        yield
+    except Exception as exc:
+        if not hasattr(exc, _PHASE_ATTRIBUTE):
+            setattr(exc, _PHASE_ATTRIBUTE, phase)
+        raise
+
+
+def failed_phase(exc: BaseException) -> Phase:
+    """The phase ``exc`` was raised in; planning when no phase marked it (what a run does before
+    its first plan: finding skipped intervals, checking their trim horizon)."""
+    return getattr(exc, _PHASE_ATTRIBUTE, Phase.PLANNING)
 
 
 def aws_error_code(error: BaseException) -> str:

@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, ShardsWaiting, readme_section
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
 from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
@@ -242,7 +242,8 @@ def run_interval(
 
 def _mark_if_loaded(store: CheckpointStore, start_ms: int, interval: tuple[int, int], outcome: IntervalResult | ShardsWaiting) -> None:
     if not isinstance(outcome, ShardsWaiting):
-        store.mark_adopted_loaded(start_ms, interval)
+        with in_phase(Phase.COMMITTING):
+            store.mark_adopted_loaded(start_ms, interval)
 
 
 def _waiting_or_result(run: Callable[[int, int], IntervalResult], interval: tuple[int, int]) -> IntervalResult | ShardsWaiting:
@@ -283,11 +284,12 @@ def _run_one(
     driver_concurrency: int,
     prune_state: bool,
 ) -> IntervalResult:
-    plan = plan_interval(
-        kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
-        initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
-        concurrency=driver_concurrency, chunk_limits=config.chunk_limits,
-    )  # fmt: skip
+    with in_phase(Phase.PLANNING):
+        plan = plan_interval(
+            kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
+            initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
+            concurrency=driver_concurrency, chunk_limits=config.chunk_limits,
+        )  # fmt: skip
     for shard in plan.shards:
         log.info(
             "plan %s %s shard %s (%s): %s%s",
@@ -295,16 +297,20 @@ def _run_one(
             f", waiting for {list(shard.waiting_for)}" if shard.waiting_for else "",
         )  # fmt: skip
     if not plan.ranges:
-        result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
+        with in_phase(Phase.COMMITTING):
+            result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
         _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
         return result
-    checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r, clock), plan.ranges, driver_concurrency)
-    empty = {report.shard_id: report for report in checked if report is not None}
-    to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
-    # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
-    topology = store.get_topology()
-    assignment = topology.assignment if topology else None
-    loaded = tuple(runner(config.job(to_load, lambda: weights_for_plan(store), assignment), credentials)) if to_load.ranges else ()
+    with in_phase(Phase.PLANNING):
+        checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r, clock), plan.ranges, driver_concurrency)
+        empty = {report.shard_id: report for report in checked if report is not None}
+        to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
+        # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
+        topology = store.get_topology()
+        assignment = topology.assignment if topology else None
+        job = config.job(to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
+    with in_phase(Phase.LOADING):
+        loaded = tuple(runner(job, credentials)) if job is not None else ()
     if not to_load.ranges:
         log.info(
             "plan %s %s: no shard has records in the interval; nothing to start",
@@ -312,10 +318,10 @@ def _run_one(
         )  # fmt: skip
     reports = loaded + tuple(empty.values())
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
-    committed = commit_reports(store, reports, driver_concurrency, known)
-    result = IntervalResult(
-        plan, reports, committed, _prune(plan, config, store, driver_concurrency, prune_state), finished_ms=clock()
-    )
+    with in_phase(Phase.COMMITTING):
+        committed = commit_reports(store, reports, driver_concurrency, known)
+        pruned = _prune(plan, config, store, driver_concurrency, prune_state)
+    result = IntervalResult(plan, reports, committed, pruned, finished_ms=clock())
     _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
     return result
 

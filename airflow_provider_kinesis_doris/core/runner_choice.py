@@ -1,4 +1,4 @@
-"""``use_spark="auto"``: load in this process when the planned work is small, start Spark otherwise.
+"""``runner=SparkOrInProcess()``: load in this process when the planned work is small, start Spark otherwise.
 
 Spark's start costs about 15 s and 20 CPU-seconds on the local stack (JVM, Python workers), while
 this process loads about 60,000 records a CPU-second (``docs/benchmarks.md``, hot path): below a
@@ -30,7 +30,7 @@ from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 log = logging.getLogger(__name__)
 
 DEFAULT_IN_PROCESS_MAX_RECORDS = 500_000
-"""Estimated records of a run at most that ``use_spark="auto"`` loads without Spark."""
+"""Estimated records of a run at most that ``SparkOrInProcess`` loads without Spark."""
 SHARD_WRITE_LIMIT_RECORDS_PER_S = 1_000
 """Kinesis's write limit per shard: what a shard without history may have carried."""
 
@@ -111,7 +111,7 @@ class AutoRunner:
         runner = IN_PROCESS if records <= self.max_records else SPARK
         self.choice = RunnerChoice(runner, records, len(ranges), unknown, self.max_records)
         log.info(
-            "use_spark=auto: loading %d ranges %s: about %d records (%d ranges counted at Kinesis's write "
+            "SparkOrInProcess: loading %d ranges %s: about %d records (%d ranges counted at Kinesis's write "
             "limit of %d records/s), in process up to %d",
             len(ranges), "in this process" if runner == IN_PROCESS else "with Spark", records, unknown,
             SHARD_WRITE_LIMIT_RECORDS_PER_S, self.max_records,

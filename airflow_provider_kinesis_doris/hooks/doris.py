@@ -37,6 +37,8 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     deep_connection_test,
     doris_preflight,
 )
+from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
+from airflow_provider_kinesis_doris.core.mapping import dead_letter_ddl
 from airflow_provider_kinesis_doris.get_provider_info import DORIS_CONN_FIELDS, get_provider_info
 
 if TYPE_CHECKING:
@@ -309,6 +311,31 @@ class DorisHook(DbApiHook):
         :param database: default database; the connection's schema by default.
         """
         return self.stream_load_client.run_sql(self._database(database), statement)
+
+    def column_types(self, database: str, table: str) -> list[tuple[str, str]]:
+        """(name, Doris type) of each column of ``database.table``, from ``DESC`` (HTTP SQL path)."""
+        described = self.run_sql(f"DESC {qualified_name(database, table)}", database=database)
+        return [(str(row[0]), str(row[1])) for row in described.rows]
+
+    def ensure_dead_letter_table(
+        self, database: str, table: str, dead_letter_table: str, properties: Mapping[str, str] | None = None
+    ) -> None:
+        """Create ``database.dead_letter_table`` if missing, once ``database.table`` (the load's
+        target, which the loader never creates) is known to exist.
+
+        :param properties: the dead-letter table's ``PROPERTIES`` when it is created.
+        :raises ConfigurationError: the target table does not exist, naming the tables the
+            connection sees.
+        """
+        tables = {row[0] for row in self.run_sql("SHOW TABLES", database=database).rows}
+        if table not in tables:
+            raise ConfigurationError(
+                f"Doris table {database}.{table} does not exist (the connection {self.doris_conn_id!r} sees "
+                f"{sorted(tables)[:20]}); create it first"
+            )
+        if dead_letter_table not in tables:
+            self.run_sql(dead_letter_ddl(database, dead_letter_table, properties), database=database)
+            self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
 
     def audit(self, store: CheckpointStore, target: AuditTarget, start_ms: int, end_ms: int) -> AuditReport:
         """``core.audit.audit`` of ``[start_ms, end_ms)``, its SQL through the MySQL protocol

@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight
 from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
+from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.load_job import (
     DRIVER_CREDENTIALS,
     AwsSettings,
@@ -118,6 +119,17 @@ class KinesisPipelineHook(KinesisHook):
             aws_session_token=aws.token,
         )
 
+    def register_consumer(self, stream_name: str, name: str) -> str:
+        """The ARN of the stream's enhanced fan-out consumer ``name``, ACTIVE: registered if
+        missing, kept across runs (``core.kinesis.consumer.ensure_consumer``).
+
+        :raises ConfigurationError: the name is not one Kinesis accepts.
+        :raises TimeoutError: the consumer did not become ACTIVE in time.
+        """
+        arn = ensure_consumer(self.kinesis, stream_name, name)
+        self.log.info("Reading through stream consumer %s (enhanced fan-out)", arn)
+        return arn
+
     def checkpoint_store(self, table: str, pipeline_id: str) -> DynamoCheckpointStore:
         """The checkpoint store of ``pipeline_id`` on the DynamoDB table ``table``."""
         return DynamoCheckpointStore(self.dynamodb, table, pipeline_id)
@@ -139,7 +151,7 @@ class KinesisPipelineHook(KinesisHook):
             else:
                 missing = (
                     f"DynamoDB checkpoint table {checkpoint_table!r} does not exist: the loader creates it on its "
-                    "first run (create_checkpoint_table=True); run the loader once before the watch, or create it"
+                    "first run (StateConfig(create_checkpoint_table=True)); run the loader once before the watch, or create it"
                 )
             raise ConfigurationError(f"{missing} (AWS connection {self.aws_conn_id!r})") from error
 

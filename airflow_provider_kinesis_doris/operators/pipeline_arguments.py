@@ -38,7 +38,7 @@ class PipelineArgumentsMixin:
                 super().__init__(stream_name=stream_name, checkpoint_table=checkpoint_table, ..., **kwargs)
                 self.other = other
 
-    Subclasses keep the five arguments in their own signature (Airflow validates and documents
+    Subclasses keep these eight arguments in their own signature (Airflow validates and documents
     an operator's arguments from its ``__init__``) and pass them on.
 
     :param stream_name: the Kinesis stream.

@@ -117,7 +117,8 @@ MIN_JAVA = 17
 """Spark 4 runs on Java 17 and newer."""
 _INSTALL_HINT = (
     "install the provider with its spark extra (pip install 'airflow-provider-kinesis-doris[spark]') and a "
-    f"Java {MIN_JAVA}+ runtime, or load without Spark (use_spark=False, or 'auto' for small intervals)"
+    f"Java {MIN_JAVA}+ runtime, or load without Spark (runner=InProcessRunner(), or SparkOrInProcess() for "
+    "small intervals)"
 )
 
 

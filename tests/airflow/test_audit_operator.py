@@ -33,6 +33,7 @@ from datetime import datetime, timedelta, timezone
 from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
+from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig, ReadConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 try:
@@ -46,9 +47,11 @@ PIPELINE = dict(stream_name=os.environ["KD_AUDIT_STREAM"], doris_table=os.enviro
 with DAG(dag_id="kd_audited", schedule=DeltaDataIntervalTimetable(timedelta(seconds=5)),
          start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False) as audited:
     load = KinesisToDorisOperator(
-        task_id="load", seal_grace=timedelta(0), use_spark=False, required_fields=["event_id"],
-        metadata_columns=["_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"],
-        dead_letter_table_properties={"replication_num": "1"}, **PIPELINE,
+        task_id="load", read=ReadConfig(seal_grace=timedelta(0)), runner=InProcessRunner(),
+        mapping=MappingConfig(required_fields=["event_id"],
+                              metadata_columns=["_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"],
+                              dead_letter_table_properties={"replication_num": "1"}),
+        **PIPELINE,
     )
     load >> KinesisDorisAuditOperator(task_id="audit", **PIPELINE)
 '''

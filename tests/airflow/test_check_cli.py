@@ -32,6 +32,7 @@ from datetime import datetime, timezone
 
 from airflow.providers.common.compat.sdk import DAG
 
+from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 with DAG(dag_id="kd_check", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
@@ -40,8 +41,8 @@ with DAG(dag_id="kd_check", schedule=None, start_date=datetime(2026, 1, 1, tzinf
         stream_name=os.environ["KD_CHECK_STREAM"],
         doris_table=os.environ["KD_CHECK_TABLE"],
         checkpoint_table=os.environ["KD_CHECK_CHECKPOINTS"],
-        metadata_columns=os.environ["KD_CHECK_METADATA"].split(","),
-        use_spark=False,
+        mapping=MappingConfig(metadata_columns=os.environ["KD_CHECK_METADATA"].split(",")),
+        runner=InProcessRunner(),
     )
 """
 

@@ -217,3 +217,24 @@ def _closed_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_hook_describes_columns_and_creates_the_dead_letter_table_beside_an_existing_target(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_connection(monkeypatch, **standin_connection(server))
+    hook = make_hook()
+    assert [name for name, _ in hook.column_types(DB, "t")] == ["id", "v"]
+    hook.ensure_dead_letter_table(DB, "t", "t_dead", {"replication_num": "1"})
+    hook.ensure_dead_letter_table(DB, "t", "t_dead")  # the next run's: it exists
+    assert "payload_base64" in [name for name, _ in hook.column_types(DB, "t_dead")]
+
+
+def test_hook_names_a_missing_target_table_and_creates_nothing(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    set_connection(monkeypatch, **standin_connection(server))
+    hook = make_hook()
+    with pytest.raises(ConfigurationError, match=r"Doris table kd_hook.nope does not exist .* sees \[.*'t'.*\]\); create it first"):
+        hook.ensure_dead_letter_table(DB, "nope", "nope_dead")
+    assert "nope_dead" not in {row[0] for row in hook.run_sql("SHOW TABLES").rows}

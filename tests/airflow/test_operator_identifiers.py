@@ -28,6 +28,7 @@ HOSTILE_DEAD_LETTER_TABLES = ["a`b", "t; DROP TABLE x", "t -- c", "t/*x*/"]
 RUN = """
 import json, sys
 from datetime import datetime, timedelta, timezone
+from airflow_provider_kinesis_doris import InProcessRunner, ReadConfig, StateConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 class TaskInstance:
@@ -39,11 +40,11 @@ context = {"data_interval_start": end - timedelta(minutes=10), "data_interval_en
 
 def run(doris_table, dead_letter_table):
     loader = KinesisToDorisOperator(
-        task_id="load", stream_name="s", doris_table="d.t", checkpoint_table="c", use_spark=False,
-        create_checkpoint_table=False, seal_grace=timedelta(0),
+        task_id="load", stream_name="s", doris_table="d.t", checkpoint_table="c", runner=InProcessRunner(),
+        state=StateConfig(create_checkpoint_table=False), read=ReadConfig(seal_grace=timedelta(0)),
     )
     # What rendering the templates of a run whose conf names the tables does.
-    loader.doris_table, loader.dead_letter_table = doris_table, dead_letter_table
+    loader.doris_table, loader.mapping.dead_letter_table = doris_table, dead_letter_table
     try:
         loader.execute({**context, "task": loader})
     except Exception as error:
@@ -116,9 +117,9 @@ def test_hostile_names_fail_the_task_naming_the_argument_and_nothing_reaches_dor
     for (table, dead_letter), message in zip(cases, messages):
         assert message.startswith(prefix), message
         if dead_letter is not None:
-            assert message[len(prefix):].startswith(f"dead_letter_table: {dead_letter!r} is not a valid Doris name")
+            assert message[len(prefix):].startswith(f"mapping.dead_letter_table: {dead_letter!r} is not a valid Doris name")
         elif table.startswith("d.tttt"):
-            assert "dead_letter_table (default '<table>_dead_letter')" in message and "more than Doris's 64" in message
+            assert "mapping.dead_letter_table (default '<table>_dead_letter')" in message and "more than Doris's 64" in message
         else:
             part = "database" if "`x" in table else "table"
             assert message[len(prefix):].startswith(f"doris_table {table!r}, its {part}: "), message

@@ -43,6 +43,9 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.providers.common.compat.sdk import DAG
 
+from airflow_provider_kinesis_doris import (
+    InProcessRunner, MappingConfig, ReadConfig, SparkOrInProcess, SparkRunner, StateConfig,
+)
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
@@ -74,15 +77,15 @@ with DAG(
         stream_name=os.environ.get("KD_MESSAGES_STREAM", "s"),
         doris_table=os.environ.get("KD_MESSAGES_TABLE", "d.t"),
         checkpoint_table=os.environ.get("KD_MESSAGES_CHECKPOINT_TABLE", "{checkpoint_table}"),
-        create_checkpoint_table=os.environ.get("KD_MESSAGES_CREATE_CHECKPOINT_TABLE", "true") == "true",
-        seal_grace=timedelta(0),
-        use_spark={"true": True, "false": False}.get(os.environ.get("KD_MESSAGES_USE_SPARK", "false"), "auto"),
-        transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
+        state=StateConfig(create_checkpoint_table=os.environ.get("KD_MESSAGES_CREATE_CHECKPOINT_TABLE", "true") == "true"),
+        runner={"true": SparkRunner(master="local[2]"), "false": InProcessRunner()}.get(
+            os.environ.get("KD_MESSAGES_USE_SPARK", "false"), SparkOrInProcess(spark=SparkRunner(master="local[2]"))
+        ),
+        mapping=MappingConfig(transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
+                              decoder=os.environ.get("KD_MESSAGES_DECODER", "json")),
         executor_credentials=os.environ.get("KD_MESSAGES_EXECUTOR_CREDENTIALS", "driver"),
-        read_mode=os.environ.get("KD_MESSAGES_READ_MODE", "polling"),
-        efo_consumer_name=os.environ.get("KD_MESSAGES_EFO_CONSUMER") or None,
-        decoder=os.environ.get("KD_MESSAGES_DECODER", "json"),
-        spark_master="local[2]",
+        read=ReadConfig(seal_grace=timedelta(0), mode=os.environ.get("KD_MESSAGES_READ_MODE", "polling"),
+                        efo_consumer_name=os.environ.get("KD_MESSAGES_EFO_CONSUMER") or None),
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
 
@@ -208,13 +211,13 @@ def test_shards_waiting_names_the_backfill_commands_of_both_majors_for_the_inter
     from datetime import timedelta
 
     from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
-    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import _explain_waiting
+    from airflow_provider_kinesis_doris.operators.loader_messages import explain_waiting
 
     # The parents lack [00:00, 00:20) of 10-minute intervals: two runs, which may never have existed.
     start_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
     waiting = ShardsWaiting("shard c waits for p", waiting={"c": ("p",)}, result=None, lacking=(start_ms, start_ms + 1_200_000))
 
-    message = _explain_waiting(waiting, "events_to_doris", timedelta(minutes=10))
+    message = explain_waiting(waiting, "events_to_doris", timedelta(minutes=10))
 
     assert message.startswith("ShardsWaiting: shard c waits for p — Everything else of the interval is loaded."), message
     assert (
@@ -253,7 +256,7 @@ def test_a_missing_checkpoint_table_the_operator_may_not_create_is_named_with_it
     table = f"never_created_{stack['table']}"
     assert f"DynamoDB table {table} does not exist in region us-east-1 and create_checkpoint_table is False." in message
     assert f"create {table} in us-east-1 with key pk (HASH, S), sk (RANGE, S)" in message
-    assert "or set create_checkpoint_table=True to have the first run create it." in message
+    assert "or set state=StateConfig(create_checkpoint_table=True) to have the first run create it." in message
     assert "GetItem" not in message
 
 
@@ -291,7 +294,7 @@ def test_a_failed_load_without_spark_says_it_ran_in_the_task(
     message = failed_with(run(dags().load, end), failures)
 
     assert message == (
-        "The load in the task's process (use_spark=False) failed: RuntimeError: the range group could not be loaded"
+        "The load in the task's process (InProcessRunner) failed: RuntimeError: the range group could not be loaded"
     ), message
 
 
@@ -412,7 +415,7 @@ def test_spark_without_a_usable_java_fails_before_planning_and_says_what_to_inst
         "The operator's settings are invalid; nothing was planned or loaded: Loading with Spark needs Java 17+; "
         f"{java} (from JAVA_HOME={java.parents[1]}) is Java 11: install the provider with its spark extra "
         "(pip install 'airflow-provider-kinesis-doris[spark]') and a Java 17+ runtime, or load without Spark "
-        "(use_spark=False, or 'auto' for small intervals)"
+        "(runner=InProcessRunner(), or SparkOrInProcess() for small intervals)"
     ), message
     store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, f"{stack['stream']}.{DB}.{stack['table']}")
     store.create_table_if_missing()  # a no-op if the run had made it
@@ -525,7 +528,7 @@ def test_loaders_assume_the_executor_role_with_their_own_credentials(
     assert "success" in str(dag_run.state).lower(), dag_run.state
     assert len(doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']}")) == 4
     sessions = assumed_roles(moto_sts, role)
-    # The loaders ran in this process (use_spark=False) and assumed the role once for the process.
+    # The loaders ran in this process (InProcessRunner) and assumed the role once for the process.
     assert [entry["session_name"] for entry in sessions] == [f"kinesis-doris-{os.getpid()}"]
 
 
@@ -540,6 +543,6 @@ def test_a_consumer_kinesis_would_refuse_fails_before_planning_naming_it(
     message = failed_with(run(dags().load, end), failures)
 
     assert message == (
-        "Registering the stream consumer 'orders to doris' for read_mode='efo' failed; nothing was planned or loaded: "
+        "Registering the stream consumer 'orders to doris' for read.mode='efo' failed; nothing was planned or loaded: "
         "ConfigurationError: efo_consumer_name must be 1-128 of [a-zA-Z0-9_.-], got 'orders to doris'"
     ), message

@@ -34,6 +34,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.providers.common.compat.sdk import DAG
 
+from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig, ReadConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 try:
@@ -52,9 +53,9 @@ with DAG(
         stream_name=os.environ["KD_PREFLIGHT_STREAM"],
         doris_table=os.environ["KD_PREFLIGHT_TABLE"],
         checkpoint_table=os.environ.get("KD_PREFLIGHT_CHECKPOINTS", "{checkpoint_table}"),
-        metadata_columns=os.environ["KD_PREFLIGHT_METADATA"].split(","),
-        seal_grace=timedelta(0),
-        use_spark=False,
+        mapping=MappingConfig(metadata_columns=os.environ["KD_PREFLIGHT_METADATA"].split(",")),
+        read=ReadConfig(seal_grace=timedelta(0)),
+        runner=InProcessRunner(),
     )
 '''.replace("{interval_s}", str(INTERVAL_S)).replace("{checkpoint_table}", CHECKPOINT_TABLE)
 

@@ -235,11 +235,11 @@ def test_json_records_keep_one_line_each_and_no_line_map() -> None:
 @pytest.mark.parametrize(
     ("options", "named"),
     [
-        ({"format": "csv"}, "load_options format='csv' contradicts the body"),
-        ({"format": "csv_with_names"}, "load_options format='csv_with_names'"),
-        ({"strip_outer_array": True}, "load_options strip_outer_array=True"),
-        ({"strip_outer_array": "true"}, "load_options strip_outer_array='true'"),
-        ({"read_json_by_line": False}, "load_options read_json_by_line=False"),
+        ({"format": "csv"}, "load.options format='csv' contradicts the body"),
+        ({"format": "csv_with_names"}, "load.options format='csv_with_names'"),
+        ({"strip_outer_array": True}, "load.options strip_outer_array=True"),
+        ({"strip_outer_array": "true"}, "load.options strip_outer_array='true'"),
+        ({"read_json_by_line": False}, "load.options read_json_by_line=False"),
     ],
 )
 @pytest.mark.parametrize("decoder", ["json", "gzip+json", "csv"])
@@ -261,7 +261,7 @@ def test_agreeing_or_templated_load_options_pass() -> None:
 
 
 def test_the_pipeline_config_refuses_a_csv_body_and_carries_the_decoder_to_executors() -> None:
-    with pytest.raises(ConfigurationError, match="load_options format='csv' contradicts the body"):
+    with pytest.raises(ConfigurationError, match="load.options format='csv' contradicts the body"):
         pipeline_config(load_options=StreamLoadOptions.csv())
     csv_config = pipeline_config(decoder="csv", csv_columns=("a", "b"))
     job = LoadJob(csv_config, (), ())

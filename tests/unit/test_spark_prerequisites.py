@@ -29,7 +29,7 @@ def test_without_pyspark_the_error_names_the_extra_and_java(monkeypatch: pytest.
         check_prerequisites(LOCAL)
     message = str(error.value)
     assert "needs PySpark" in message and "airflow-provider-kinesis-doris[spark]" in message
-    assert "Java 17+" in message and "use_spark=False" in message
+    assert "Java 17+" in message and "runner=InProcessRunner()" in message
 
 
 def test_without_java_the_error_says_where_it_looked(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

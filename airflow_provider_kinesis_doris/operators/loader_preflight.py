@@ -1,0 +1,62 @@
+"""The preflight of ``KinesisToDorisOperator``: both halves (Doris, AWS) of the deployment check
+for a pipeline's settings, and the digest of the settings that passed, kept in the checkpoint
+table so a pipeline is checked again only when they change."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import ClientError
+
+from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight, preflight_digest
+from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
+from airflow_provider_kinesis_doris.core.errors import aws_error_code
+
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig
+    from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+    from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+
+
+def preflight_settings(
+    config: PipelineConfig, *, max_concurrent_loads: int, efo_consumer: str | None, creates_checkpoint_table: bool
+) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
+    """What each half checks of ``config``.
+
+    :param efo_consumer: the stream consumer's name when the pipeline reads with enhanced fan-out.
+    """
+    doris = DorisPreflightSettings.from_pipeline(config, max_concurrent_loads=max_concurrent_loads)
+    aws = AwsPreflightSettings(
+        stream_name=config.stream_name, checkpoint_table=config.checkpoint_table, pipeline_id=config.pipeline_id,
+        label_keep_seconds=config.doris.label_keep_seconds, efo_consumer=efo_consumer,
+        creates_checkpoint_table=creates_checkpoint_table,
+    )  # fmt: skip
+    return doris, aws
+
+
+def preflight_report(
+    doris_hook: DorisHook, aws_hook: KinesisPipelineHook, doris: DorisPreflightSettings, aws: AwsPreflightSettings
+) -> PreflightReport:
+    """Both halves' items in one report."""
+    doris_report = doris_hook.preflight(doris)
+    aws_report = aws_preflight(aws_hook.kinesis, aws_hook.dynamodb, aws)
+    return PreflightReport((*doris_report.items, *aws_report.items), name="Doris and AWS")
+
+
+def unchecked_digest(store: CheckpointStore, doris: DorisPreflightSettings, aws: AwsPreflightSettings) -> str | None:
+    """The digest of the settings, to record once they pass; None when they passed before."""
+    digest = preflight_digest(doris, aws)
+    return None if _passed_preflight_digest(store) == digest else digest
+
+
+def _passed_preflight_digest(store: CheckpointStore) -> str | None:
+    """None also when the checkpoint table does not exist or has another key (GetItem's
+    ValidationException): the preflight then runs and names the table and the fixes, instead of
+    a bare error on GetItem."""
+    try:
+        return store.passed_preflight_digest()
+    except ClientError as exc:
+        if aws_error_code(exc) not in ("ResourceNotFoundException", "ValidationException"):
+            raise
+        return None

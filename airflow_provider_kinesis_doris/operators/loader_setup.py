@@ -1,0 +1,157 @@
+"""What ``KinesisToDorisOperator`` builds from its grouped settings before a run: the Doris names,
+the Stream Load options, the pipeline's ``PipelineConfig``, the Spark settings and the runner.
+
+Kept apart from the operator so that it reads as seal → prepare → run → report, and so that each
+rule lives once (``core`` and ``config`` check the values, this module only assembles them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kinesis_doris.config import (
+    ARRIVAL_COLUMN,
+    InProcessRunner,
+    LoadConfig,
+    MappingConfig,
+    RunnerConfig,
+    SparkOrInProcess,
+    SparkRunner,
+)
+from airflow_provider_kinesis_doris.core.decoders import CSV, plain_columns
+from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
+from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here
+from airflow_provider_kinesis_doris.core.runner_choice import SPARK, AutoRunner
+from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
+
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+    from airflow_provider_kinesis_doris.core.load_job import AwsSettings
+    from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+    from airflow_provider_kinesis_doris.spark.runner import SparkSettings
+
+
+def table_names(doris_table: str, dead_letter_table: str | None) -> tuple[str, str, str]:
+    """``doris_table``'s database and table and the dead-letter table, each a name Doris could
+    have (``core.doris.identifiers``, which says which rule and why).
+
+    :raises ConfigurationError: naming the argument and what is wrong with the name.
+    """
+    database, table = split_table_name(doris_table)
+    check_name(database, f"doris_table {doris_table!r}, its database")
+    check_name(table, f"doris_table {doris_table!r}, its table")
+    if dead_letter_table is None:
+        default = check_name(f"{table}_dead_letter", "mapping.dead_letter_table (default '<table>_dead_letter')")
+        return database, table, default
+    return database, table, check_name(dead_letter_table, "mapping.dead_letter_table")
+
+
+def stream_load_options(load: LoadConfig, mapping: MappingConfig) -> StreamLoadOptions:
+    """The Stream Load options of every chunk: JSON lines, strict mode unless ``load.options``
+    says otherwise, the arrival column as sequence column for ``mapping.unique_key_sequence``."""
+    options: dict[str, Any] = {"format": "json", "read_json_by_line": True, "strict_mode": True, **load.options}
+    for name in ("columns", "jsonpaths"):
+        if options.get(name) is not None:
+            options[name] = tuple(options[name])
+    if mapping.unique_key_sequence:
+        options.setdefault("sequence_col", ARRIVAL_COLUMN)
+    try:
+        return StreamLoadOptions(**options, extra_headers=dict(load.headers))
+    except TypeError as exc:
+        raise ConfigurationError(f"load.options: {exc}; see StreamLoadOptions for the accepted names") from exc
+
+
+def csv_columns(
+    hook: DorisHook, database: str, table: str, mapping: MappingConfig, options: StreamLoadOptions
+) -> tuple[str, ...] | None:
+    """The field names of ``decoder="csv"``: ``load.options["columns"]``'s plain names, else the
+    table's columns from ``DESC`` without the metadata columns."""
+    if mapping.decoder != CSV:
+        return None
+    if options.columns:
+        return plain_columns(options.columns)
+    try:
+        described = hook.column_types(database, table)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"decoder='csv' names its fields by the columns of Doris table {database}.{table}, and DESC of it "
+            f"failed (does the table exist?); nothing was planned or loaded: {type(exc).__name__}: {exc}"
+        ) from exc
+    metadata = set(mapping.all_metadata_columns)
+    return tuple(name for name, _ in described if name not in metadata)
+
+
+def spark_runner_of(runner: RunnerConfig) -> SparkRunner | None:
+    """The Spark settings a run may use: None when it never starts Spark."""
+    if isinstance(runner, SparkOrInProcess):
+        return runner.spark
+    return runner if isinstance(runner, SparkRunner) else None
+
+
+def pipeline_config(
+    *, pipeline_id: str, stream_name: str, checkpoint_table: str, names: tuple[str, str, str],
+    doris: DorisConnectionConfig, aws: AwsSettings, mapping: MappingConfig, load: LoadConfig,
+    options: StreamLoadOptions, csv_columns: tuple[str, ...] | None, initial_position: str, relaxed_order: bool,
+    runner: RunnerConfig,
+) -> PipelineConfig:  # fmt: skip
+    """The pipeline's ``PipelineConfig`` (which imports the transform and the decoder), without
+    the Doris password."""
+    database, table, dead_letter_table = names
+    spark = spark_runner_of(runner)
+    return PipelineConfig(
+        pipeline_id=pipeline_id, stream_name=stream_name, checkpoint_table=checkpoint_table,
+        doris_database=database, doris_table=table, dead_letter_table=dead_letter_table,
+        doris=replace(doris, password=""), aws=aws, load_options=options, decoder=mapping.decoder,
+        csv_columns=csv_columns, max_bad_record_ratio=load.max_bad_record_ratio,
+        mapping=RecordMapping(metadata_columns=mapping.all_metadata_columns, required_fields=tuple(mapping.required_fields)),
+        transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=initial_position,
+        relaxed_order=relaxed_order, parallelism=spark.parallelism if spark else None,
+    )  # fmt: skip
+
+
+def spark_settings(spark: SparkRunner) -> tuple[SparkSettings, LoadJobSubmitter | None]:
+    """How to run the Spark job, and the ``spark-submit`` submitter (for ``on_kill``) when it
+    goes through a ``spark`` connection."""
+    from airflow_provider_kinesis_doris.spark.runner import SparkSettings
+
+    submitter = LoadJobSubmitter(spark.spark_conn_id) if spark.spark_conn_id else None
+    settings = SparkSettings(
+        master=spark.master,
+        remote=spark_connect_url(spark.spark_connect_conn_id) if spark.spark_connect_conn_id else None,
+        submitter=submitter,
+        conf=dict(spark.conf),
+        python=spark.python,
+        auth_secret=submitter.auth_secret if submitter else "",
+    )
+    return settings, submitter
+
+
+def build_runner(
+    runner: RunnerConfig, store: CheckpointStore, settings: SparkSettings | None, concurrency: int
+) -> tuple[Runner, AutoRunner | None]:
+    """The runner of ``runner``'s kind, and the chooser when it decides per run (its ``choice``
+    says what it chose)."""
+    from airflow_provider_kinesis_doris.spark.runner import run_spark_job
+
+    spark: Runner = partial(run_spark_job, settings=settings)  # type: ignore[arg-type]
+    if isinstance(runner, InProcessRunner):
+        return partial(run_here, lanes=runner.lanes), None
+    if isinstance(runner, SparkRunner):
+        return spark, None
+    auto = AutoRunner(store, spark=spark, in_process=partial(run_here, lanes=runner.in_process.lanes),
+                      max_records=runner.max_records, concurrency=concurrency)  # fmt: skip
+    return auto, auto
+
+
+def loading_step(runner: RunnerConfig, auto: AutoRunner | None) -> str:
+    """The load a run's runner ran, as a failure names it."""
+    if isinstance(runner, SparkOrInProcess):
+        chosen = auto.choice.runner if auto is not None and auto.choice is not None else SPARK
+        return runner.spark.describe() if chosen == SPARK else runner.in_process.describe()
+    return runner.describe()
