@@ -7,10 +7,11 @@ is open: the call is admitted or throttled against AWS's per-shard, per-stream a
 limits (a throttled call gets AWS's error code as a 400 reply, so botocore's retries and the
 driver's back-off meet it as they would on AWS), waits the operation's modelled latency on the
 :class:`VirtualClock`, and only then goes to the emulator, one call at a time, with the clock
-paused. Time read on the clock is therefore the driver's own work, the Doris stand-in's replies and
-the modelled latency, without the emulators' CPU: calls in flight overlap as on AWS, while the
-emulators (moto serves one request at a time) answer them in turn off the clock. ``time.sleep`` is
-the clock's too while the model is active, so back-off pauses are not shortened by paused time.
+paused. Time read on the clock is therefore the driver's own work (its CPU during a pause
+included), the Doris stand-in's replies and the modelled latency, without the emulators' service
+time: calls in flight overlap as on AWS, while the emulators (moto serves one request at a time)
+answer them in turn off the clock. ``time.sleep`` is the clock's too while the model is active,
+so back-off pauses are not shortened by paused time.
 
 The figures and their sources are in docs/benchmarks.md ("An AWS model").
 """
@@ -64,7 +65,9 @@ LIMITS: Mapping[str, Limit] = {
 
 
 class VirtualClock:
-    """Seconds that pass except while an emulator serves a call (:meth:`paused`, one at a time)."""
+    """Seconds that pass except while an emulator serves a call (:meth:`paused`, one at a time),
+    but for the CPU this process used meanwhile: the other threads go on working while one call
+    is paused, and that work would take its time on AWS too."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -82,12 +85,13 @@ class VirtualClock:
     def paused(self) -> Iterator[None]:
         with self._emulator:
             with self._lock:
-                self._paused_since = time.perf_counter()
+                self._paused_since, cpu_since = time.perf_counter(), time.process_time()
             try:
                 yield
             finally:
                 with self._lock:
-                    self._paused_s += time.perf_counter() - (self._paused_since or 0.0)
+                    paused = time.perf_counter() - (self._paused_since or 0.0)
+                    self._paused_s += max(0.0, paused - (time.process_time() - cpu_since))
                     self._paused_since = None
 
     def sleep(self, seconds: float) -> None:

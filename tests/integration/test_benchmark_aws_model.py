@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from benchmarks.aws_model import LATENCY_S, AwsModel
+from benchmarks.aws_model import LATENCY_S, AwsModel, VirtualClock
 from kinesis_doris_devstack.scenario import create_stream
 
 pytestmark = [pytest.mark.integration]
@@ -86,3 +86,14 @@ def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_th
         assert 0 < line[key], key
     verdicts = [text for text in completed.stdout.splitlines() if text.startswith(("PASS ", "FAIL "))]
     assert any("quiet interval" in text for text in verdicts), completed.stdout[-2000:]
+
+
+def test_the_clock_leaves_out_an_emulator_call_but_keeps_the_cpu_this_process_used_meanwhile() -> None:
+    clock = VirtualClock()
+    started = clock.now()
+    with clock.paused():
+        cpu_until = time.process_time() + 0.2
+        while time.process_time() < cpu_until:  # the driver's other threads at work during the call
+            pass
+        time.sleep(0.3)  # the emulator serving the call
+    assert 0.2 <= clock.now() - started < 0.3
