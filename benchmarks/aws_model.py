@@ -144,7 +144,9 @@ class AwsModel:
         if not target:
             return _original_send(endpoint, request)
         operation = (target.decode() if isinstance(target, bytes) else target).rsplit(".", 1)[-1]
-        params = json.loads(request.body or b"{}")
+        # Only a limited operation's parameters are read: parsing every body (a chunk's content
+        # among them) would add the model's own CPU to the driver's on the clock.
+        params = json.loads(request.body or b"{}") if operation in self._limits else {}
         refused = self._refusal(operation, params)
         self.clock.sleep(self._latency.get(operation, OTHER_LATENCY_S))
         if refused:
