@@ -23,10 +23,17 @@ followed by a pruning that keeps the last ``--history-keep`` intervals (what the
 keeps, one retention period and label window, scaled down), with the checkpoint items per shard
 before and after each pruning. A last JSON line holds the targets and whether each is met.
 
+With ``--aws-model`` (``make bench-shards-aws``) every interval runs through
+``benchmarks/aws_model.py``: AWS's latency per operation and its call limits, on a clock without
+the emulators' service time. Each line then also has ``*_aws_s`` (seconds on that clock) and
+``throttled_*`` (calls refused by AWS's limits), and PASS/FAIL lines judge issue 37's targets at the
+largest shard count.
+
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
     .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10]
         [--driver-concurrency 8] [--shapes steady,tip] [--history-intervals 12] [--history-keep 3] [--json-out F]
+        [--aws-model]
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -55,6 +62,7 @@ from airflow_provider_kinesis_doris.core.load_job import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from benchmarks.aws_model import AwsModel
 from benchmarks.run import CHECKPOINT_TABLE, Stack, connect, cpu_seconds, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
 from kinesis_doris_devstack.stack import LocalStack
@@ -80,6 +88,19 @@ TARGETS = {
 }
 """The issue's targets; a loaded interval is measured twice: a new pipeline's first (``loaded``,
 with what only a shard's first interval costs) and a later one (``steady``), each against them."""
+AWS_TARGETS: Mapping[str, tuple[str, float]] = {
+    "steady_aws_s": ("recurring interval with records, records after its end (s, in process)", 20.0),
+    "tip_aws_s": ("recurring interval with records, its end at the tip (s, in process)", 20.0),
+    "quiet_aws_s": ("quiet interval (s)", 10.0),
+    "control_calls_per_shard_loaded": ("control calls per shard, first interval", 6),
+    "control_calls_per_shard_steady": ("control calls per shard, recurring, records after its end", 3),
+    "control_calls_per_shard_tip": ("control calls per shard, recurring, its end at the tip", 3),
+    "control_calls_per_shard_quiet": ("control calls per shard, quiet interval", 3),
+    "steady_aws_growth_from_16": ("growth of the recurring interval from 16 shards (x)", 8.0),
+    "tip_to_steady_aws": ("tip / records after the end, recurring interval (x)", 1.5),
+}
+"""Issue 37's targets under the AWS model (``--aws-model``), judged at the largest shard count run:
+what each figure is, and its maximum."""
 
 
 class CallCounter:
@@ -163,7 +184,7 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
 
 def measure(
     stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int,
-    services: Mapping[str, int], shapes: Sequence[str] = RECURRING_SHAPES,
+    services: Mapping[str, int], shapes: Sequence[str] = RECURRING_SHAPES, model: AwsModel | None = None,
 ) -> dict[str, Any]:
     config = _fresh_pipeline(stack, f"scale-{shards}-{int(time.time())}", shards)
     stream = config.stream_name
@@ -172,14 +193,14 @@ def measure(
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
     if produced != shards * records_per_shard:
         raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
-    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services)
+    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
-    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services)
+    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services, model)
     recurring, caught_up = {}, start + 2 * interval_ms
     for shape in shapes:
         recurring[shape], caught_up = _steady_interval(
-            config, stack, counter, caught_up, interval_ms, records_per_shard, concurrency, services,
+            config, stack, counter, caught_up, interval_ms, records_per_shard, concurrency, services, model,
             records_after_end=shape == "steady",
         )  # fmt: skip
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
@@ -199,6 +220,7 @@ def measure(
         "call_seconds_quiet": quiet["call_seconds"],
         "cpu_s_loaded": loaded["cpu_seconds"],
         "cpu_s_quiet": quiet["cpu_seconds"],
+        **(_modelled_figures("loaded", loaded) | _modelled_figures("quiet", quiet) if model else {}),
         **{key: value for shape, run in recurring.items() for key, value in _recurring_figures(shape, run, shards).items()},
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
@@ -220,7 +242,16 @@ def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str
         f"control_calls_per_shard_{shape}": round(_control(calls) / shards, 2),
         f"call_seconds_{shape}": run["call_seconds"],
         f"cpu_s_{shape}": run["cpu_seconds"],
+        **_modelled_figures(shape, run),
     }
+
+
+def _modelled_figures(name: str, run: dict[str, Any]) -> dict[str, Any]:
+    """Under the AWS model: the interval's seconds on the model's clock (the emulators' service time
+    left out, AWS's latency in) and the calls AWS's limits refused, by operation; nothing without it."""
+    if "aws_seconds" not in run:
+        return {}
+    return {f"{name}_aws_s": run["aws_seconds"], f"throttled_{name}": run["throttled"]}
 
 
 def measure_history(
@@ -270,7 +301,8 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
 
 def _steady_interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, quiet_end: int, interval_ms: int,
-    records_per_shard: int, concurrency: int, services: Mapping[str, int], *, records_after_end: bool,
+    records_per_shard: int, concurrency: int, services: Mapping[str, int], model: AwsModel | None, *,
+    records_after_end: bool,
 ) -> tuple[dict[str, Any], int]:
     """An interval as a pipeline with data flowing runs it, and its end: the cut at its start
     stored by the run before, records in it and, with ``records_after_end``, after it (its end cut
@@ -282,11 +314,11 @@ def _steady_interval(
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, config.stream_name, records_per_shard)
-    _interval(config, stack, counter, quiet_end, start, concurrency, services)
+    _interval(config, stack, counter, quiet_end, start, concurrency, services, model)
     if records_after_end:
         wait_past(start + interval_ms)
         put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
-    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services)
+    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model)
     if steady["records"] != produced:
         raise RuntimeError(f"{config.stream_name}: a recurring interval loaded {steady['records']} of {produced} records")
     return steady, start + interval_ms
@@ -294,28 +326,34 @@ def _steady_interval(
 
 def _interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, start: int, end: int, concurrency: int,
-    services: Mapping[str, int],
+    services: Mapping[str, int], model: AwsModel | None = None,
 ) -> dict[str, Any]:
     """One run of ``[start, end)`` with a store of its own, as the operator's task makes one; with
     the CPU seconds each service's processes and this one (``loader``) used meanwhile: on a machine
-    of N cores, a run whose CPU seconds add up to N times its wall time waited for the CPU."""
+    of N cores, a run whose CPU seconds add up to N times its wall time waited for the CPU. With
+    ``model``, the run goes through it, and its seconds on the model's clock and the calls the
+    model throttled are kept too."""
     store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     cpu_before = cpu_seconds(services)
-    with counter.counting() as calls:
-        started = time.perf_counter()
+    throttled_before = Counter(model.throttled) if model else Counter[str]()
+    with counter.counting() as calls, model.active() if model else nullcontext():
+        started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
             config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
             driver_concurrency=concurrency, prune_state=False,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
+        modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),
+                    "throttled": dict(model.throttled - throttled_before)} if model else {}  # fmt: skip
     cpu_after = cpu_seconds(services)
     return {
         "seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"],
         "cpu_seconds": {name: round(cpu_after[name] - cpu_before[name], 2) for name in sorted(cpu_after)},
         "call_seconds": {operation: round(spent, 2) for operation, spent in sorted(counter.seconds.items())},
+        **modelled,
     }
 
 
@@ -373,6 +411,32 @@ def targets(lines: Sequence[dict[str, Any]], history: dict[str, Any] | None = No
     return {"targets": TARGETS, "figures": figures, "met": met}
 
 
+def aws_targets(lines: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """:data:`AWS_TARGETS` at the largest shard count of ``lines`` (measured under the AWS model);
+    a figure that count did not measure (a shape not run, growth without 16 shards) is None."""
+    by_count = {line["shards"]: line for line in lines}
+    shards = max(by_count)
+    at, small = by_count[shards], by_count.get(16) if shards > 16 else None
+    figures = {key: at.get(key) for key in AWS_TARGETS}
+    if small and "steady_aws_s" in at:
+        figures["steady_aws_growth_from_16"] = round(at["steady_aws_s"] / small["steady_aws_s"], 2)
+    if "tip_aws_s" in at and "steady_aws_s" in at:
+        figures["tip_to_steady_aws"] = round(at["tip_aws_s"] / at["steady_aws_s"], 2)
+    met = {key: None if value is None else value <= AWS_TARGETS[key][1] for key, value in figures.items()}
+    return {"aws_model_shards": shards, "aws_figures": figures, "aws_met": met}
+
+
+def verdicts(judged: Mapping[str, Any]) -> list[str]:
+    """One line per AWS-model target: PASS, FAIL or NOT MEASURED, the figure and its maximum."""
+    shards, lines = judged["aws_model_shards"], []
+    for key, (what, limit) in AWS_TARGETS.items():
+        value, met = judged["aws_figures"][key], judged["aws_met"][key]
+        verdict = "NOT MEASURED" if met is None else "PASS" if met else "FAIL"
+        lines.append(f"{verdict} {what} at {shards} shards, AWS model: {value} (target <= {limit})")
+    lines.append("NOT MEASURED recurring interval with Spark local (target <= 30 s): this benchmark runs in process")
+    return lines
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shards", default="4,16,64,256", help="comma-separated shard counts")
@@ -387,6 +451,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--shapes", default=",".join(RECURRING_SHAPES),
         help="recurring intervals to measure: steady (records after its end), tip (its end at the tip)",
     )  # fmt: skip
+    parser.add_argument(
+        "--aws-model", action="store_true",
+        help="run each interval through the AWS model (latency, call limits, the emulators' time left out)",
+    )  # fmt: skip
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
     parser.add_argument("--history-intervals", type=int, default=12, help="intervals of the pruning line (0: none)")
     parser.add_argument("--history-keep", type=int, default=3, help="intervals the pruning keeps")
@@ -396,6 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     counts = [int(count) for count in args.shards.split(",")]
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-shards-"))
     counter = CallCounter(by_caller=args.by_caller)
+    model = AwsModel() if args.aws_model else None
     lines: list[dict[str, Any]] = []
     with LocalStack(state_dir, ["kinesis_mock", "dynamodb", "doris"], kinesis_shard_limit=max(500, max(counts) + 10)) as local:
         stack = connect(local, "kinesis_mock")
@@ -407,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines.append(
                     measure(
                         stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency,
-                        services, args.shapes.split(","),
+                        services, args.shapes.split(","), model,
                     )
                 )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)
@@ -419,8 +488,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             counter.uninstall()
             stack.doris.close()
-    final = targets(lines, history)
+    final = targets(lines, history) | (aws_targets(lines) if model else {})
     print(json.dumps(final, sort_keys=True), flush=True)
+    if model:
+        print("\n".join(verdicts(final)), flush=True)
     if args.json_out:
         written = [*lines, *([history] if history else []), final]
         args.json_out.write_text("".join(json.dumps(line, sort_keys=True) + "\n" for line in written))
