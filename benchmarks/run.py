@@ -15,7 +15,7 @@ loopback, and for N records (then N/10):
    at N, then in this process again with enhanced fan-out (``SubscribeToShard`` through the
    devstack's ``EfoServer``; fresh pipeline id and table) on the same interval;
 4. (at N) runs an interval without new data, which must not start Spark;
-5. loads a small interval (``--auto-records``) with ``use_spark="auto"`` and times it from the end
+5. loads a small interval (``--auto-records``) with ``runner=SparkOrInProcess()`` and times it from the end
    of planning.
 
 It prints a table and, last, one JSON line with the figures and the targets of the hot path.
@@ -56,7 +56,8 @@ from urllib.parse import urlsplit
 import requests
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits, cut_chunks
+from airflow_provider_kinesis_doris.core.chunks import cut_chunks
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
@@ -741,7 +742,7 @@ def spark_cold_start(stack: Stack, limits: ChunkLimits, sampler: RssSampler) -> 
 
 @dataclass(frozen=True)
 class AutoSmall:
-    """A small interval loaded with ``use_spark="auto"``: where, and how long after planning."""
+    """A small interval loaded with ``runner=SparkOrInProcess()``: where, and how long after planning."""
 
     records: int
     runner: str
@@ -762,7 +763,7 @@ def auto_small(stack: Stack, records: int, record_bytes: int, limits: ChunkLimit
     result = run_interval(config, interval.start_ms, interval.end_ms, **world, runner=auto)
     finished = time.perf_counter()
     if result.summary()["loaded"] != records or auto.choice is None:
-        raise RuntimeError(f"use_spark=auto loaded {result.summary()['loaded']} of {records} records")
+        raise RuntimeError(f"runner=SparkOrInProcess() loaded {result.summary()['loaded']} of {records} records")
     chosen = spark if auto.choice.runner == "spark" else in_process
     return AutoSmall(records, auto.choice.runner, auto.choice.estimated_records, round(finished - chosen.started, 2))
 
@@ -1067,7 +1068,7 @@ def print_table(sizes: Sequence[SizeResult], empty: EmptyInterval, auto: AutoSma
     print(f"interval without new data: {empty.seconds:.2f}s (timestamp probes {empty.probe_seconds:.2f}s), "
           f"started Spark: {empty.started_spark}")  # fmt: skip
     print(f"Spark's cold start (a job without ranges on a new JVM), counted in each Spark run's CPU per record: {cold_start}")
-    print(f"use_spark=auto, {auto.records} records: {auto.runner} (estimate {auto.estimated_records}), "
+    print(f"runner=SparkOrInProcess(), {auto.records} records: {auto.runner} (estimate {auto.estimated_records}), "
           f"{auto.s_after_planning:.2f}s after planning")  # fmt: skip
 
 
@@ -1076,7 +1077,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000, help="records at full size (N/10 runs too)")
     parser.add_argument("--record-bytes", type=int, default=200, help="approximate JSON size of a record")
     parser.add_argument("--chunk-rows", type=int, default=ChunkLimits().max_rows, help="rows per Stream Load")
-    parser.add_argument("--auto-records", type=int, default=10_000, help="records of the use_spark='auto' interval")
+    parser.add_argument("--auto-records", type=int, default=10_000, help="records of the runner=SparkOrInProcess() interval")
     parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the final JSON line here")
     args = parser.parse_args(argv)

@@ -55,7 +55,7 @@ from typing import Any
 
 import botocore.client
 
-from airflow_provider_kinesis_doris.core.chunks import ChunkLimits
+from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.load_job import Credentials
