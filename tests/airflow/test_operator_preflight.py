@@ -114,10 +114,10 @@ def sealed_interval_end() -> datetime:
     return datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc)
 
 
-def passed_digest(dynamodb_client: Any, pipeline_id: str) -> str | None:
+def passed_digest(dynamodb_client: Any, pipeline_id: str, table: str = CHECKPOINT_TABLE) -> str | None:
     from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 
-    return DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, pipeline_id).passed_preflight_digest()
+    return DynamoCheckpointStore(dynamodb_client, table, pipeline_id).passed_preflight_digest()
 
 
 def test_a_metadata_column_the_table_lacks_fails_the_task_before_anything_is_planned(
@@ -186,29 +186,74 @@ FATAL_ITEMS = sorted(
 )
 
 
-@pytest.mark.parametrize(("half", "check"), FATAL_ITEMS)
-def test_each_fatal_item_fails_the_task_naming_only_that_item(
-    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException],
-    kinesis_mock_endpoint: str, dynamodb_endpoint: str, own_doris_server: Any, aws_deployment: Any,
-    kinesis_client: Any, dynamodb_client: Any, half: str, check: str,
-) -> None:  # fmt: skip
-    """On a deployment every item passes (a stand-in of its own, the checkpoint table with
-    point-in-time recovery), with one item broken the task fails before planning, naming it."""
+WARNING_ITEMS = sorted(
+    [("doris", check) for check, (fatal, _) in DORIS_BROKEN_ITEMS.items() if not fatal]
+    + [("aws", check) for check, (fatal, _) in AWS_BROKEN_ITEMS.items() if not fatal]
+)
+
+
+@pytest.fixture
+def deployment(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kinesis_mock_endpoint: str,
+    dynamodb_endpoint: str, own_doris_server: Any, aws_deployment: Any, kinesis_client: Any, dynamodb_client: Any,
+) -> Any:  # fmt: skip
+    """A deployment every item passes on (a stand-in of its own, the checkpoint table with
+    point-in-time recovery) and the DAG file of a loader on it; ``break_item(half, check)``
+    breaks one item and returns the settings the task then checks."""
     own_doris_server.execute_sql("", f"CREATE DATABASE {DB}")
     own_doris_server.execute_sql(DB, events_table_ddl("events"))
     use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, own_doris_server, DB)
-    settings = aws_deployment
-    if half == "doris":
-        DORIS_BROKEN_ITEMS[check][1](own_doris_server, DB, "events")
-    else:
-        settings = AWS_BROKEN_ITEMS[check][1](aws_deployment, kinesis_client, dynamodb_client)
-    monkeypatch.setenv("KD_PREFLIGHT_STREAM", settings.stream_name)
-    monkeypatch.setenv("KD_PREFLIGHT_CHECKPOINTS", settings.checkpoint_table)
-    monkeypatch.setenv("KD_PREFLIGHT_TABLE", f"{DB}.events")
-    monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_sequence")
-    path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-preflight", "kd_preflight.py", DAG_FILE)
 
-    dag_run = run({"path": path}, sealed_interval_end())
+    def break_item(half: str, check: str) -> Any:
+        settings = aws_deployment
+        if half == "doris":
+            DORIS_BROKEN_ITEMS[check][1](own_doris_server, DB, "events")
+        else:
+            settings = AWS_BROKEN_ITEMS[check][1](aws_deployment, kinesis_client, dynamodb_client)
+        monkeypatch.setenv("KD_PREFLIGHT_STREAM", settings.stream_name)
+        monkeypatch.setenv("KD_PREFLIGHT_CHECKPOINTS", settings.checkpoint_table)
+        monkeypatch.setenv("KD_PREFLIGHT_TABLE", f"{DB}.events")
+        monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_sequence")
+        path = dag_file_in_a_bundle(monkeypatch, tmp_path / "bundle", "kd-preflight", "kd_preflight.py", DAG_FILE)
+        return {"path": path, "settings": settings}
+
+    return break_item
+
+
+@pytest.mark.parametrize(("half", "check"), FATAL_ITEMS)
+def test_each_fatal_item_fails_the_task_naming_only_that_item(
+    deployment: Any, failures: list[BaseException], half: str, check: str
+) -> None:
+    """With one fatal item broken the task fails before planning, naming it."""
+    dag_run = run(deployment(half, check), sealed_interval_end())
 
     assert "failed" in str(dag_run.state).lower() and len(failures) == 1
     assert flagged_checks(str(failures[0]).split(":", 1)[1]) == [f"[FATAL] {check}"], str(failures[0])
+
+
+@pytest.mark.parametrize(("half", "check"), WARNING_ITEMS)
+def test_each_warning_item_is_reported_by_the_task_and_does_not_stop_its_preflight(
+    deployment: Any, monkeypatch: pytest.MonkeyPatch, dynamodb_client: Any, half: str, check: str
+) -> None:
+    """With one item broken that does not break exactly-once, the task's preflight names that
+    item alone and lets the run go on: the settings are recorded as checked. (The run itself may
+    then fail for the same cause, e.g. without the load privilege; that is the load's business.)"""
+    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+
+    reports: list[Any] = []
+    report_of = KinesisToDorisOperator._preflight_report
+
+    def recording(self: Any, *args: Any) -> Any:
+        reports.append(report_of(self, *args))
+        return reports[-1]
+
+    monkeypatch.setattr(KinesisToDorisOperator, "_preflight_report", recording)
+    dag = deployment(half, check)
+
+    run(dag, sealed_interval_end())
+
+    [report] = reports
+    assert flagged_checks("\n".join(item.line() for item in report.items)) == [f"[wrong] {check}"], report.text()
+    assert [item.check for item in report.warnings if item.status.value == "wrong"] == [check]
+    settings = dag["settings"]
+    assert passed_digest(dynamodb_client, f"{settings.stream_name}.{DB}.events", settings.checkpoint_table)
