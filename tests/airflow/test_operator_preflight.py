@@ -82,25 +82,6 @@ def load_dag(path: Path) -> Any:
     return module.load
 
 
-@pytest.fixture
-def failures(monkeypatch: pytest.MonkeyPatch) -> list[BaseException]:
-    """What the operator's ``execute`` raised (dag.test() runs tasks in this process)."""
-    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
-
-    raised: list[BaseException] = []
-    execute = KinesisToDorisOperator.execute
-
-    def recording(self: Any, context: Any) -> Any:
-        try:
-            return execute(self, context)
-        except BaseException as exc:
-            raised.append(exc)
-            raise
-
-    monkeypatch.setattr(KinesisToDorisOperator, "execute", recording)
-    return raised
-
-
 def run(stack: dict[str, Any], logical_date: datetime) -> Any:
     from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
