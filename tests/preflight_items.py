@@ -26,6 +26,8 @@ DORIS_BROKEN_ITEMS: dict[str, tuple[bool, DorisBreak]] = {
     "two-phase commit": (False, lambda srv, db, table: srv.set_be_config("disable_stream_load_2pc", True)),
     "table columns": (True, lambda srv, db, table: srv.execute_sql(db, f"DROP TABLE {table}")),
     "privileges": (False, lambda srv, db, table: srv.set_grants({db: ["Select_priv"]})),
+    # A BE registered under a name the connection does not allow (.invalid never resolves).
+    "BE redirects": (False, lambda srv, db, table: srv.advertise_be_host("be-1.doris.invalid")),
 }
 
 

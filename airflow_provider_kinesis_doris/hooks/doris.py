@@ -344,12 +344,13 @@ class DorisHook(DbApiHook):
 
     def preflight(self, settings: DorisPreflightSettings) -> PreflightReport:
         """Check what exactly-once assumes of this Doris for a pipeline's ``settings``: FE and BE
-        configs, the table's group commit mode and columns, the user's privileges
-        (``core.doris.preflight``), through the HTTP SQL endpoint as the loader's statements go.
+        configs, the table's group commit mode and columns, the user's privileges, the BEs loads
+        are redirected to (``core.doris.preflight``), through the HTTP SQL endpoint as the loader's statements go.
 
         :param settings: the pipeline's settings (``DorisPreflightSettings.from_pipeline``).
         """
-        return doris_preflight(lambda statement: self.run_sql(statement, database=settings.database), settings)
+        run_sql = partial(self.run_sql, database=settings.database)
+        return doris_preflight(run_sql, settings, self.stream_load_client.config)
 
     def test_connection(self, preflight: DorisPreflightSettings | None = None) -> tuple[bool, str]:
         """``SELECT 1`` over both ways to the FE, MySQL protocol first; says which one failed.

@@ -1,11 +1,16 @@
-"""The FE's configuration and its one user's privileges, as the stand-in's SQL answers them:
-``ADMIN SHOW FRONTEND CONFIG [LIKE]``, ``SHOW BACKEND CONFIG [LIKE]`` and ``SHOW GRANTS``.
+"""The FE's configuration, its BE and its one user's privileges, as the stand-in's SQL answers
+them: ``ADMIN SHOW FRONTEND CONFIG [LIKE]``, ``SHOW BACKEND CONFIG [LIKE]``, ``SHOW BACKENDS`` and
+``SHOW GRANTS``.
 
 Reply shapes follow Doris: ``ShowConfigCommand.FE_TITLE_NAMES`` / ``BE_TITLE_NAMES``
 (fe/fe-core/src/main/java/org/apache/doris/nereids/trees/plans/commands/ShowConfigCommand.java,
 older ``analysis/ShowConfigStmt.java``), which need the ADMIN privilege, and ``SHOW GRANTS``
 (``AuthProcDir`` titles; ``Auth.getAuthInfo`` joins the privileges of a level with ``,`` and the
-entries of a level with ``; ``), which any user may run for themselves.
+entries of a level with ``; ``), which any user may run for themselves. ``SHOW BACKENDS`` answers
+``BackendsProcDir.TITLE_NAMES`` (fe/fe-core/src/main/java/org/apache/doris/common/proc/
+BackendsProcDir.java) and needs the ADMIN or OPERATOR (Node_priv) privilege as
+``analysis/ShowBackendsStmt.java`` checks it (Doris 2.x; the Nereids ``ShowBackendsCommand`` of
+later versions asks SELECT on information_schema instead).
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ GRANTS_TITLES = (
     "UserIdentity", "Comment", "Password", "Roles", "GlobalPrivs", "CatalogPrivs", "DatabasePrivs",
     "TablePrivs", "ColPrivs", "ResourcePrivs", "CloudClusterPrivs", "CloudStagePrivs", "StorageVaultPrivs",
     "WorkloadGroupPrivs", "ComputeGroupPrivs",
+)  # fmt: skip
+BACKENDS_TITLES = (
+    "BackendId", "Host", "HeartbeatPort", "BePort", "HttpPort", "BrpcPort", "ArrowFlightSqlPort", "LastStartTime",
+    "LastHeartbeat", "Alive", "SystemDecommissioned", "TabletNum", "DataUsedCapacity", "TrashUsedCapacity",
+    "AvailCapacity", "TotalCapacity", "UsedPct", "MaxDiskUsedPct", "RemoteUsedCapacity", "Tag", "ErrMsg", "Version",
+    "Status", "HeartbeatFailureCounter", "CpuCores", "Memory", "RunningTasks", "NodeRole",
 )  # fmt: skip
 ROOT_GRANTS: Mapping[str, tuple[str, ...]] = {"*": ("Node_priv", "Admin_priv")}
 """What ``root`` holds in Doris: every privilege through Node_priv and Admin_priv."""
@@ -81,8 +92,9 @@ class FrontendAdmin:
         with self._lock:
             return bool({"Admin_priv", "Node_priv"} & set(self._grants.get("*", ())))
 
-    def execute(self, sql: str) -> StatementResult | None:
-        """The answer to ``sql`` when it is one of this module's statements, else None."""
+    def execute(self, sql: str, backend: tuple[str, int]) -> StatementResult | None:
+        """The answer to ``sql`` when it is one of this module's statements, else None;
+        ``backend`` is the BE's advertised host and HTTP port."""
         tokens = tokenize(sql)
         cursor = TokenCursor(tokens)
         cursor.accept_word("ADMIN")
@@ -91,14 +103,16 @@ class FrontendAdmin:
         if cursor.accept_word("GRANTS"):
             cursor.expect_end()
             return self._grants_result()
+        if cursor.accept_word("BACKENDS"):
+            cursor.expect_end()
+            self._require_admin("ADMIN/OPERATOR")
+            return _backends_result(*backend)
         node = cursor.accept_one_of("FRONTEND", "BACKEND")
         if node is None or not cursor.accept_word("CONFIG"):
             return None
         pattern = cursor.next().value if cursor.accept_word("LIKE") else None
         cursor.expect_end()
-        if not self.is_admin():
-            raise DorisSqlError(
-                "Access denied; you need (at least one of) the (ADMIN) privilege(s) for this operation", 1227)
+        self._require_admin("ADMIN")
         with self._lock:
             configs = sorted((self._fe if node == "FRONTEND" else self._be).items())
         matching = [(key, value, kind) for key, (value, kind) in configs if _like(pattern, key)]
@@ -107,6 +121,12 @@ class FrontendAdmin:
             return StatementResult("result_set", FE_CONFIG_TITLES, ("VARCHAR",) * 6, rows)
         rows = tuple((str(STANDIN_BACKEND_ID), "127.0.0.1", key, value, kind, "true") for key, value, kind in matching)
         return StatementResult("result_set", BE_CONFIG_TITLES, ("VARCHAR",) * 6, rows)
+
+    def _require_admin(self, privileges: str) -> None:
+        # ErrorCode.ERR_SPECIFIC_ACCESS_DENIED_ERROR, with the privileges the statement names.
+        if not self.is_admin():
+            raise DorisSqlError(
+                f"Access denied; you need (at least one of) the ({privileges}) privilege(s) for this operation", 1227)
 
     def _grants_result(self) -> StatementResult:
         with self._lock:
@@ -117,6 +137,16 @@ class FrontendAdmin:
         row = (f"'{self.user}'@'%'", "", "Yes", "", ",".join(grants.get("*", ())) or None, None,
                databases or None, tables or None, None, None, None, None, None, None, None)  # fmt: skip
         return StatementResult("result_set", GRANTS_TITLES, ("VARCHAR",) * len(GRANTS_TITLES), (row,))
+
+
+def _backends_result(host: str, http_port: int) -> StatementResult:
+    """The stand-in's one BE, alive, at ``host`` and ``http_port`` (Doris's default other ports)."""
+    row = (
+        str(STANDIN_BACKEND_ID), host, "9050", "9060", str(http_port), "8060", "-1", "2026-01-01 00:00:00",
+        "2026-01-01 00:00:00", "true", "false", "0", "0.000 B", "0.000 B", "1.000 TB", "1.000 TB", "0.00 %", "0.00 %",
+        "0.000 B", '{"location" : "default"}', "", "doris-standin", "{}", "0", "2", "8.00 GB", "0", "mix",
+    )  # fmt: skip
+    return StatementResult("result_set", BACKENDS_TITLES, ("VARCHAR",) * len(BACKENDS_TITLES), (row,))
 
 
 def _text(value: object) -> str:

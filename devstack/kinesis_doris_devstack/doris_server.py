@@ -290,7 +290,7 @@ class _Cluster:
             self.txns.sweep()
             if db and db != INFORMATION_SCHEMA and not self.storage.has_database(db):
                 raise DorisSqlError(f"Unknown database '{db}'", 1049)
-            administrative = self.admin.execute(stmt)
+            administrative = self.admin.execute(stmt, (self.be_host, self.be_port))
             if administrative is not None:
                 return administrative
             return execute_statement(self.storage, db, stmt, limit)
@@ -1044,10 +1044,15 @@ class DorisServer:
         does not change behaviour, e.g. ``wait_internal_group_commit_finish``)."""
         self._running().admin.set_be_config(key, value)
 
+    def advertise_be_host(self, host: str) -> None:
+        """Make the FE advertise its BE as ``host`` from now on, as a BE registered under a name the
+        client does not know: in redirects, ErrorURLs and ``SHOW BACKENDS``."""
+        self._running().be_host = host
+
     def set_grants(self, grants: Mapping[str, Iterable[str]]) -> None:
         """Give the user exactly these privileges, by level (``"*"``, ``"db"``, ``"db.table"``),
         as ``SHOW GRANTS`` prints them; without Admin_priv or Node_priv, ``ADMIN SHOW ... CONFIG``
-        is refused (error 1227). Loads and queries are not checked against them."""
+        and ``SHOW BACKENDS`` are refused (error 1227). Loads and queries are not checked against them."""
         self._running().admin.set_grants(grants)
 
     def execute_sql(self, db: str, stmt: str) -> list[tuple[Any, ...]]:

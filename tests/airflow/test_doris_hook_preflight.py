@@ -62,7 +62,7 @@ def test_test_connection_deep_mode_passes_and_lists_the_warnings(server: DorisSe
     ok, message = make_hook().test_connection(preflight=SETTINGS)
     assert ok is True
     assert message.startswith("Connected to Doris FE") and "; preflight passed (Doris preflight at " in message
-    assert "0 fatal, 1 warnings, 8 checks" in message
+    assert "0 fatal, 1 warnings, 9 checks" in message
     assert message.splitlines()[1].startswith("[wrong] label count: label_num_threshold 2000")
     assert PASSWORD not in message
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import logging
 import os
 from datetime import datetime, timezone
 from pathlib import Path
@@ -238,3 +239,27 @@ def test_each_warning_item_is_reported_by_the_task_and_does_not_stop_its_preflig
     assert [item.check for item in report.warnings if item.status.value == "wrong"] == [check]
     settings = dag["settings"]
     assert passed_digest(dynamodb_client, f"{settings.stream_name}.{DB}.events", settings.checkpoint_table)
+
+
+def test_a_be_the_client_may_not_follow_is_a_logged_warning_then_the_load_fails_at_its_redirect(
+    stack: dict[str, Any], failures: list[BaseException], kinesis_client: Any, doris_server: Any,
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """Not fatal: the task goes on, and its load is refused before a row reaches Doris, as the
+    warning said it would be."""
+    create_stream(kinesis_client, stack["stream"], 1)
+    put_events(kinesis_client, stack["stream"], [event(i) for i in range(3)])
+    end_ms = (now_ms() // (INTERVAL_S * 1000) + 1) * INTERVAL_S * 1000  # the interval holding the events
+    wait_past(end_ms)
+    doris_server.advertise_be_host("be-1.doris.invalid")
+    try:
+        with caplog.at_level(logging.WARNING):
+            dag_run = run(stack, datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+    finally:
+        doris_server.advertise_be_host("127.0.0.1")  # the stand-in is the session's
+    # Airflow 2 logs through logging (caplog); Airflow 3's structlog writes to the console.
+    log = caplog.text + capfd.readouterr().out
+    assert "Preflight: [wrong] BE redirects: the FE redirects Stream Loads to the BEs ['be-1.doris.invalid:" in log
+    assert "failed" in str(dag_run.state).lower() and len(failures) == 1
+    assert "be-1.doris.invalid" in str(failures[0]) and "not allowed to receive credentials" in str(failures[0])
+    assert doris_server.execute_sql(DB, f"SELECT COUNT(*) FROM {stack['table']}") == [(0,)]

@@ -57,7 +57,7 @@ class DorisConnectionConfig:
         if not 0 < self.port < 65536:
             raise ConfigurationError(f"Doris FE port must be within 1..65535, got {self.port}")
         for address in (*self.be_hosts, *self.be_address_map, *self.be_address_map.values()):
-            _split_host_port(address)
+            split_host_port(address)
         if self.label_keep_seconds <= 0:
             raise ConfigurationError(f"label_keep_seconds must be positive, got {self.label_keep_seconds}")
 
@@ -71,6 +71,17 @@ class DorisConnectionConfig:
     @property
     def fe_url(self) -> str:
         return f"{'https' if self.https else 'http'}://{self.fe_address}"
+
+    def redirect_address(self, host: str, port: int) -> str | None:
+        """Where a redirect to ``host:port`` is followed with the credentials: its
+        ``be_address_map`` entry, itself when the FE host or ``allowed_redirect_hosts`` names its
+        host or ``host:port``, or None: it may not receive them."""
+        advertised = join_host_port(host, port)
+        mapped = self.be_address_map.get(advertised)
+        if mapped is not None:
+            return mapped
+        allowed = {entry.lower() for entry in (self.host, *self.allowed_redirect_hosts)}
+        return advertised if host.lower() in allowed or advertised.lower() in allowed else None
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,8 @@ class RetryPolicy:
         )  # fmt: skip
 
 
-def _split_host_port(address: str) -> tuple[str, int]:
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host`` (IPv6 without brackets) and ``port`` of ``address``; ConfigurationError if it is not one."""
     host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigurationError(f"Expected host:port, got {address!r}")

@@ -135,20 +135,16 @@ class DorisHttp:
             raise PermanentStreamLoadError(
                 f"{address_of(response.url)} sent a redirect without a usable Location"
             )
-        advertised = join_host_port(location.hostname, location.port or default_port(location.scheme))
-        mapped = self._config.be_address_map.get(advertised)
-        if mapped is None and not self._may_receive_credentials(location.hostname, advertised):
+        port = location.port or default_port(location.scheme)
+        target = self._config.redirect_address(location.hostname, port)
+        if target is None:
             raise PermanentStreamLoadError(
-                f"{address_of(response.url)} redirected to {advertised}, which is not allowed to receive "
-                "credentials; "
-                "add its host to allowed_redirect_hosts or map it with be_address_map"
+                f"{address_of(response.url)} redirected to {join_host_port(location.hostname, port)}, which is "
+                "not allowed to receive credentials; add its host to allowed_redirect_hosts or map it with "
+                "be_address_map"
             )
         query = f"?{location.query}" if location.query else ""
-        return f"{location.scheme or 'http'}://{mapped or advertised}{location.path}{query}"
-
-    def _may_receive_credentials(self, host: str, address: str) -> bool:
-        allowed = {entry.lower() for entry in (self._config.host, *self._config.allowed_redirect_hosts)}
-        return host.lower() in allowed or address.lower() in allowed
+        return f"{location.scheme or 'http'}://{target}{location.path}{query}"
 
     def next_be_url(self, path: str) -> str:
         hosts = self._config.be_hosts

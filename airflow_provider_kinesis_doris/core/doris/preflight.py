@@ -14,6 +14,10 @@ group-committed, whatever the table says; the loader sends it with every labelle
 ``group_commit_interval_ms`` does not touch its labels. Only the BE config
 ``wait_internal_group_commit_finish`` turns every header into ``sync_mode`` and skips the check
 that refuses a label beside group commit, so labelled loads are group-committed: that is fatal.
+
+A BE the FE redirects Stream Loads to but the client may not follow (not allowed to receive the
+credentials, or not resolvable from the worker) makes every load fail at its redirect, before a
+row reaches Doris: exactly-once holds, the pipeline just loads nothing, so that item warns.
 """
 
 from __future__ import annotations
@@ -21,12 +25,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kinesis_doris.core.doris.connection import (
+    DorisConnectionConfig,
+    join_host_port,
+    split_host_port,
+)
 from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.doris.result import SqlResult
 from airflow_provider_kinesis_doris.core.errors import DorisSqlError, readme_section
@@ -150,8 +160,11 @@ def deep_connection_test(
     return not report.fatal, f"{message}; preflight {verdict} ({report.text().splitlines()[0]}){problems}"
 
 
-def doris_preflight(run_sql: SqlRunner, settings: DorisPreflightSettings) -> PreflightReport:
-    """Run every Doris check of ``settings`` through ``run_sql``.
+def doris_preflight(
+    run_sql: SqlRunner, settings: DorisPreflightSettings, connection: DorisConnectionConfig
+) -> PreflightReport:
+    """Run every Doris check of ``settings`` through ``run_sql``; ``connection`` is the Doris
+    connection the loads go through (its redirect policy).
 
     :raises KinesisDorisError: the FE could not be reached (a refused statement is an item).
     """
@@ -170,6 +183,7 @@ def doris_preflight(run_sql: SqlRunner, settings: DorisPreflightSettings) -> Pre
         _two_phase_commit(be),
         _refusable("table columns", lambda: _columns(run_sql, settings, tables)),
         _refusable("privileges", lambda: _privileges(run_sql, settings, tables)),
+        _be_redirects(run_sql, connection),
     ))  # fmt: skip
 
 
@@ -451,3 +465,65 @@ def _holds(granted: Mapping[str, Iterable[str]], privilege: str, on: str) -> boo
     levels = ("*", database, on)
     return any(privilege in set(granted.get(level, ())) or _ALL_PRIVILEGES & set(granted.get(level, ()))
                for level in levels)
+
+
+def _be_redirects(run_sql: SqlRunner, connection: DorisConnectionConfig) -> PreflightItem:
+    check = "BE redirects"
+    if connection.be_hosts:
+        return _resolving(check, connection.be_hosts, "loads go to be_hosts directly, without the FE redirect")
+    try:
+        backends = _records(run_sql("SHOW BACKENDS"))
+    except DorisSqlError as exc:
+        return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, f"the BEs could not be listed: {exc}",
+                             "run the preflight as a user with the ADMIN or NODE privilege (SHOW BACKENDS), or "
+                             "load once and read the redirect error")  # fmt: skip
+    followed = _redirect_targets(backends, connection)
+    if not followed:
+        return PreflightItem(check, CheckStatus.NOT_VERIFIABLE, "SHOW BACKENDS lists no alive BE")
+    refused = [advertised for advertised, target in followed.items() if target is None]
+    if refused:
+        return PreflightItem(
+            check, CheckStatus.WRONG,
+            f"the FE redirects Stream Loads to the BEs {refused}, which are not allowed to receive the credentials: "
+            "every load fails at its redirect, before a row reaches Doris (exactly-once holds, nothing loads).",
+            "add their hosts to allowed_redirect_hosts of the Doris connection, or map each to an address the "
+            "workers reach with be_address_map ({\"<advertised host:port>\": \"<reachable host:port>\"}).",
+        )  # fmt: skip
+    return _resolving(check, [str(target) for target in followed.values()], "each BE the FE redirects to is allowed")
+
+
+def _redirect_targets(
+    backends: Iterable[Mapping[str, Any]], connection: DorisConnectionConfig
+) -> dict[str, str | None]:
+    """Each alive BE's advertised ``host:port`` (the FE redirects a Stream Load only to an alive BE,
+    at its HTTP port) and where the client follows a redirect to it; None: it does not."""
+    targets: dict[str, str | None] = {}
+    for backend in backends:
+        if str(backend.get("Alive")).lower() == "true":
+            host, port = str(backend["Host"]), int(backend["HttpPort"])
+            targets[join_host_port(host, port)] = connection.redirect_address(host, port)
+    return targets
+
+
+def _resolving(check: str, addresses: Sequence[str], what: str) -> PreflightItem:
+    """The item of BE ``addresses`` (``host:port``) the client sends loads to: ok when each
+    resolves here, else wrong (a warning: every load fails before a row reaches Doris)."""
+    unresolved = [address for address in addresses if not _resolves(address)]
+    if unresolved:
+        return PreflightItem(
+            check, CheckStatus.WRONG,
+            f"{what}, but {unresolved} do not resolve from here: every load fails before a row reaches Doris "
+            "(exactly-once holds, nothing loads).",
+            "map each to an address the workers resolve with be_address_map of the Doris connection, or fix "
+            "their DNS (the preflight resolves them where it runs: run it on a worker).",
+        )  # fmt: skip
+    return PreflightItem(check, CheckStatus.OK, f"{what}; {', '.join(addresses)} resolve")
+
+
+def _resolves(address: str) -> bool:
+    host, port = split_host_port(address)
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError):  # socket.gaierror, or a name IDNA cannot encode
+        return False
+    return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -43,10 +44,11 @@ def doris() -> Iterator[DorisServer]:
         yield server
 
 
-def preflight(doris: DorisServer, settings: DorisPreflightSettings = SETTINGS) -> PreflightReport:
-    client = DorisStreamLoadClient(DorisConnectionConfig(host="127.0.0.1", port=doris.fe_port, user=USER,
-                                                         password=PASSWORD))
-    return doris_preflight(lambda statement: client.run_sql(settings.database, statement), settings)
+def preflight(doris: DorisServer, settings: DorisPreflightSettings = SETTINGS, **connection: Any) -> PreflightReport:
+    """The preflight through a client of the Doris connection with ``connection``'s settings."""
+    config = DorisConnectionConfig(host="127.0.0.1", port=doris.fe_port, user=USER, password=PASSWORD, **connection)
+    client = DorisStreamLoadClient(config)
+    return doris_preflight(lambda statement: client.run_sql(settings.database, statement), settings, config)
 
 
 def test_a_deployment_that_keeps_every_assumption_passes_every_check(doris: DorisServer) -> None:
@@ -54,11 +56,11 @@ def test_a_deployment_that_keeps_every_assumption_passes_every_check(doris: Dori
     assert [(item.check, item.status) for item in report.items] == [
         (check, CheckStatus.OK) for check in (
             "label window", "label count", "precommit timeout", "running transactions", "group commit",
-            "two-phase commit", "table columns", "privileges")
+            "two-phase commit", "table columns", "privileges", "BE redirects")
     ], report.text()  # fmt: skip
     assert report.fatal == () and report.warnings == ()
     assert "streaming_label_keep_max_second 43200 s >= label_keep_seconds 43200 s" in report.item("label window").detail
-    assert "0 fatal, 0 warnings, 8 checks" in report.text().splitlines()[0]
+    assert "0 fatal, 0 warnings, 9 checks" in report.text().splitlines()[0]
     assert report.text().startswith(f"Doris preflight at {report.checked_at.isoformat(timespec='seconds')}")
 
 
@@ -165,11 +167,50 @@ def test_without_the_admin_privilege_the_configs_are_not_verifiable_and_say_why(
         "label window": CheckStatus.NOT_VERIFIABLE, "label count": CheckStatus.NOT_VERIFIABLE,
         "precommit timeout": CheckStatus.NOT_VERIFIABLE, "running transactions": CheckStatus.NOT_VERIFIABLE,
         "group commit": CheckStatus.NOT_VERIFIABLE, "two-phase commit": CheckStatus.NOT_VERIFIABLE,
-        "table columns": CheckStatus.OK, "privileges": CheckStatus.OK,
+        "table columns": CheckStatus.OK, "privileges": CheckStatus.OK, "BE redirects": CheckStatus.NOT_VERIFIABLE,
     }  # fmt: skip
     window = report.item("label window")
     assert "(ADMIN) privilege" in window.detail and window.fix and "ADMIN privilege" in window.fix
-    assert report.fatal == () and len(report.warnings) == 6
+    backends = report.item("BE redirects")
+    assert "the BEs could not be listed" in backends.detail and "(ADMIN/OPERATOR) privilege" in backends.detail
+    assert backends.fix and "ADMIN or NODE privilege" in backends.fix
+    assert report.fatal == () and len(report.warnings) == 7
+
+
+def test_the_be_the_fe_redirects_to_is_checked_against_the_connections_redirect_policy(doris: DorisServer) -> None:
+    """The FE host is allowed by default: the stand-in's BE on 127.0.0.1 passes, and resolves."""
+    item = preflight(doris).item("BE redirects")
+    assert item.status is CheckStatus.OK and f"127.0.0.1:{doris.be_port} resolve" in item.detail
+
+
+def test_a_be_outside_the_allowed_hosts_warns_naming_it_and_the_fix(doris: DorisServer) -> None:
+    """Not fatal: every load would fail at its redirect, before a row reaches Doris."""
+    doris.advertise_be_host("be-1.doris.invalid")
+    advertised = f"be-1.doris.invalid:{doris.be_port}"
+    report = preflight(doris)
+    item = report.item("BE redirects")
+    assert (item.status, item.fatal) == (CheckStatus.WRONG, False) and report.fatal == ()
+    assert f"redirects Stream Loads to the BEs ['{advertised}'], which are not allowed" in item.detail
+    assert "exactly-once holds" in item.detail
+    assert item.fix and "allowed_redirect_hosts" in item.fix and "be_address_map" in item.fix
+    mapped = preflight(doris, be_address_map={advertised: f"127.0.0.1:{doris.be_port}"}).item("BE redirects")
+    assert mapped.status is CheckStatus.OK and f"127.0.0.1:{doris.be_port} resolve" in mapped.detail
+
+
+def test_an_allowed_be_that_does_not_resolve_warns(doris: DorisServer) -> None:
+    doris.advertise_be_host("be-1.doris.invalid")
+    item = preflight(doris, allowed_redirect_hosts=("be-1.doris.invalid",)).item("BE redirects")
+    assert (item.status, item.fatal) == (CheckStatus.WRONG, False)
+    assert f"['be-1.doris.invalid:{doris.be_port}'] do not resolve from here" in item.detail
+    assert item.fix and "be_address_map" in item.fix
+
+
+def test_be_hosts_skip_the_redirect_and_are_checked_to_resolve(doris: DorisServer) -> None:
+    doris.advertise_be_host("be-1.doris.invalid")
+    ok = preflight(doris, be_hosts=(f"127.0.0.1:{doris.be_port}",)).item("BE redirects")
+    assert ok.status is CheckStatus.OK and "without the FE redirect" in ok.detail
+    wrong = preflight(doris, be_hosts=("be-2.doris.invalid:8040",)).item("BE redirects")
+    assert wrong.status is CheckStatus.WRONG and "['be-2.doris.invalid:8040'] do not resolve" in wrong.detail
 
 
 def test_settings_come_from_the_pipeline_and_their_digest_follows_every_setting() -> None:
@@ -200,7 +241,7 @@ def test_a_statement_doris_refuses_makes_its_check_not_verifiable_not_a_crash(do
             return client.run_sql(DB, "SHOW GRANTS FOR nobody")
         return client.run_sql(DB, statement)
 
-    report = doris_preflight(run_sql, SETTINGS)
+    report = doris_preflight(run_sql, SETTINGS, client.config)
     item = report.item("privileges")
     assert item.status is CheckStatus.NOT_VERIFIABLE and "Doris refused a statement" in item.detail
     assert report.item("table columns").status is CheckStatus.OK

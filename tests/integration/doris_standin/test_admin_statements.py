@@ -1,10 +1,11 @@
 """The statements the preflight sends, answered by the stand-in as Doris answers them: FE and BE
-configs, ``SHOW GRANTS``, ``SHOW CREATE TABLE`` with the group commit properties, and a labelled
-load on a group-commit table. Each test names the Doris source of the reply's shape."""
+configs, ``SHOW GRANTS``, ``SHOW BACKENDS``, ``SHOW CREATE TABLE`` with the group commit
+properties, and a labelled load on a group-commit table. Each test names the Doris source of the reply's shape."""
 
 from __future__ import annotations
 
 import uuid
+from urllib.parse import urlsplit
 
 import pytest
 from doris_raw import DB, USER, RawDoris
@@ -123,3 +124,34 @@ def test_a_label_beside_a_group_commit_mode_header_is_refused(doris: DorisServer
     reply = raw.stream_load("gc", b"1\ta\n", label=f"kd-{uuid.uuid4().hex}", group_commit="async_mode")
     assert reply["Status"] == "Fail"
     assert reply["Message"] == "[INVALID_ARGUMENT]label and group_commit can't be set at the same time"
+
+
+def test_show_backends_lists_the_be_the_fe_redirects_stream_loads_to(doris: DorisServer, raw: RawDoris) -> None:
+    """fe/fe-core/src/main/java/org/apache/doris/common/proc/BackendsProcDir.java (``TITLE_NAMES``,
+    ``Host`` and ``HttpPort`` as the BE registered): the host and port of the FE's 307, also after
+    the BE is advertised under another name."""
+    envelope = raw.sql("SHOW BACKENDS")
+    assert envelope["code"] == 0, envelope
+    titles = [column["name"] for column in envelope["data"]["meta"]]
+    assert titles[:12] == ["BackendId", "Host", "HeartbeatPort", "BePort", "HttpPort", "BrpcPort",
+                           "ArrowFlightSqlPort", "LastStartTime", "LastHeartbeat", "Alive", "SystemDecommissioned",
+                           "TabletNum"]  # fmt: skip
+    assert len(titles) == 28 and titles[-1] == "NodeRole"
+    for advertised in ("127.0.0.1", "be-1.doris.internal"):
+        doris.advertise_be_host(advertised)
+        [backend] = [dict(zip(titles, row)) for row in raw.rows("SHOW BACKENDS")]
+        redirect = raw.fe("PUT", f"/api/{DB}/t/_stream_load", b"", **raw.load_headers())
+        location = urlsplit(redirect.headers["Location"])
+        assert (backend["Host"], backend["HttpPort"], backend["Alive"]) == (
+            location.hostname, str(location.port), "true") == (advertised, str(doris.be_port), "true")
+
+
+def test_show_backends_needs_the_admin_or_operator_privilege(doris: DorisServer, raw: RawDoris) -> None:
+    """fe/fe-core/src/main/java/org/apache/doris/analysis/ShowBackendsStmt.java: ``checkGlobalPriv``
+    ADMIN or OPERATOR (Node_priv), else ``ERR_SPECIFIC_ACCESS_DENIED_ERROR`` "ADMIN/OPERATOR"."""
+    doris.set_grants({"*": ["Node_priv"]})
+    assert raw.sql("SHOW BACKENDS")["code"] == 0
+    doris.set_grants({DB: ["Load_priv", "Select_priv"]})
+    envelope = raw.sql("SHOW BACKENDS")
+    assert envelope["code"] == 1
+    assert "you need (at least one of) the (ADMIN/OPERATOR) privilege(s)" in envelope["data"]
