@@ -22,7 +22,8 @@ from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, P
 from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
-from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, trim_horizon
+from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
+from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan

@@ -65,6 +65,7 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import (
     list_shards,
     parent_generations,
     parents_first,
+    trim_horizon,
 )
 
 log = logging.getLogger(__name__)
@@ -223,13 +224,6 @@ def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: i
         )
     if start_ms < 0 or end_ms <= start_ms:
         raise ConfigurationError(f"Interval {describe_interval((start_ms, end_ms))} is empty or negative; nothing to plan")
-
-
-def trim_horizon(kinesis: Any, stream_name: str, clock: Callable[[], int]) -> int:
-    """The oldest arrival instant whose records Kinesis still keeps for sure: now less the
-    stream's retention period (DescribeStreamSummary)."""
-    summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
-    return clock() - int(summary["RetentionPeriodHours"]) * 3_600_000
 
 
 def _check_aligned(floor: Floor, start_ms: int, end_ms: int) -> None:

@@ -46,6 +46,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
 )
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.kinesis.subscription import SubscriptionPager
+from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
 from airflow_provider_kinesis_doris.core.model import (
     describe_instant,
     Boundary,
@@ -358,9 +359,6 @@ class RangeReader:
         now_ms = int(self._clock() * 1000)
         if instant_ms >= now_ms - MIN_RETENTION_MS:
             return None
-        # Imported here: core.plan imports this module (through core.kinesis.boundaries).
-        from airflow_provider_kinesis_doris.core.plan import trim_horizon
-
         horizon_ms = trim_horizon(self._kinesis, self._range.stream_name, lambda: now_ms)
         return horizon_ms if instant_ms < horizon_ms else None
 

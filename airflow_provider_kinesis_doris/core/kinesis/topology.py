@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -264,3 +264,10 @@ def diff_topology(stored_ids: Iterable[str], stored_version: int, live: Iterable
     closed = tuple(sorted({parent for shard in appeared for parent in shard.parent_ids}))
     expired = tuple(sorted(stored - {shard.shard_id for shard in listed}))
     return TopologyChange(stored_version, closed, appeared, expired)
+
+
+def trim_horizon(kinesis: Any, stream_name: str, clock: Callable[[], int]) -> int:
+    """The oldest arrival instant whose records Kinesis still keeps for sure: now less the
+    stream's retention period (DescribeStreamSummary)."""
+    summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
+    return clock() - int(summary["RetentionPeriodHours"]) * 3_600_000
