@@ -110,17 +110,24 @@ class LoadClients:
         )
 
 
-def check_label_window(job: LoadJob, credentials: Credentials) -> None:
+def check_label_window(
+    job: LoadJob, store: CheckpointStore, credentials: Credentials, clock_ms: Callable[[], int], *, doris: Any | None = None
+) -> None:
     """The run's label-window canary (``core.label_window``), asked in the driver once before the
-    runner starts: lanes and Spark partitions then only offer their labels.
+    runner starts, with the driver's own store: lanes and Spark partitions then only offer their
+    labels. The loaders' AWS credentials (``executor_credentials``) may hold only on the
+    executors, so the canary never builds AWS clients from them.
 
+    :param doris: the client to ask; None: one built from the job and ``credentials``' password.
     :raises LabelWindowBroken: Doris forgot a label younger than ``label_keep_seconds``.
     """
-    clients = LoadClients.from_job(job, credentials)
+    pipeline = job.pipeline
+    client = doris if doris is not None else DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy)
     try:
-        clients.label_window.check()
+        LabelWindowWatch(store, client, pipeline.doris_database, pipeline.doris.label_keep_seconds, clock_ms).check()
     finally:
-        clients.doris.close()
+        if doris is None:
+            client.close()
 
 
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:

@@ -181,6 +181,7 @@ def run_interval(
     driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
     prune_state: bool = True,
     catch_up: CatchUp | None = None,
+    doris: Any | None = None,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit; first the same
     for each interval below it that no DAG run covers, when ``catch_up`` says how to find them.
@@ -196,6 +197,9 @@ def run_interval(
         stream's retention plus Doris's label window, when no run has this hour (``core.prune``).
     :param catch_up: the DAG's timetable and runs, to find the intervals Airflow never ran
         (``core.catch_up``); None: plan this interval only.
+    :param doris: the Doris client the driver asks the label-window canary with, before the runner
+        starts; None: one built from ``config.doris`` and ``credentials``' password for each run
+        that loads.
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     :raises IntervalsSkipped: intervals below this one are skipped and ``catch_up`` says not to
@@ -206,7 +210,7 @@ def run_interval(
         return _run_one(
             config, start, end, kinesis=kinesis, store=store, credentials=credentials, runner=runner, clock=clock,
             warn_waiting_after_ms=warn_waiting_after_ms, driver_concurrency=driver_concurrency,
-            prune_state=prune_state,
+            prune_state=prune_state, doris=doris,
         )  # fmt: skip
 
     if catch_up is None:
@@ -284,6 +288,7 @@ def _run_one(
     warn_waiting_after_ms: int,
     driver_concurrency: int,
     prune_state: bool,
+    doris: Any | None,
 ) -> IntervalResult:
     with in_phase(Phase.PLANNING):
         plan = plan_interval(
@@ -311,6 +316,8 @@ def _run_one(
         assignment = topology.assignment if topology else None
         job = config.job(to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
     with in_phase(Phase.LOADING):
+        if job is not None:
+            check_label_window(job, store, credentials, clock, doris=doris)
         loaded = tuple(runner(job, credentials)) if job is not None else ()
     if not to_load.ranges:
         log.info(
@@ -439,8 +446,7 @@ def _report_if_empty(
 def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRIVER_CONCURRENCY) -> list[RangeReport]:
     """A runner without Spark: the job's range groups in this process, in ``lanes`` threads side by
     side, each loading its share of the groups one after the other with its own clients (a range
-    group's ranges stay in order, parents first, as in a Spark partition). The label-window canary
-    is asked once, before the lanes start (``core.load.check_label_window``).
+    group's ranges stay in order, parents first, as in a Spark partition).
 
     :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
         (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
@@ -449,6 +455,5 @@ def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRI
     groups = job.partition_groups()
     count = max(1, min(check_concurrency(lanes), len(groups)))
     shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
-    check_label_window(job, credentials)
     loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
     return [report for reports in loaded for report in reports]

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load import check_label_window
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 
@@ -161,14 +160,13 @@ def java_version(java: str) -> int | None:
 def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
     """Write the job's files, run it as ``settings`` say, and return one report per range.
 
-    Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver. The
-    label-window canary is asked here, once, before Spark starts (``core.load.check_label_window``).
+    Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver, and
+    asks the label-window canary before it calls the runner.
 
     :raises ConfigurationError: PySpark or Java is missing (``check_prerequisites``).
     :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
     check_prerequisites(settings)
-    check_label_window(job, credentials)
     with private_folder() as folder:
         credentials_file = folder / f"credentials-{folder.name}.json"
         credentials.write(str(credentials_file))

@@ -47,16 +47,9 @@ def load_in_thread(
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         clients = LoadClients(job=job, kinesis=kinesis, store=store, doris=doris,
                               clock_ms=clock_ms or (lambda: kinesis.now_ms))  # fmt: skip
-        return load_run(clients)
+        return list(load_ranges(clients))
 
     return run
-
-
-def load_run(clients: LoadClients) -> list[RangeReport]:
-    """A whole job in this thread with ``clients``, as a runner's driver and its one lane do it:
-    the label-window canary once, then every range."""
-    clients.label_window.check()
-    return list(load_ranges(clients))
 
 
 def run_in_memory(
@@ -67,7 +60,7 @@ def run_in_memory(
     ``options`` go to ``run_interval`` (``catch_up``, ``driver_concurrency``, ...)."""
     return run_interval(
         config, start_ms, end_ms, kinesis=kinesis, store=store, credentials=Credentials(),
-        runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, **options,
+        runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris, **options,
     )  # fmt: skip
 
 

@@ -116,11 +116,9 @@ def runner_with(wrap: ClientsWrap) -> Callable[[LoadJob, Credentials], list[Rang
 
     def run(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         reports: list[RangeReport] = []
-        for number, group in enumerate(job.partition_groups()):
+        for group in job.partition_groups():
             clients = wrap(LoadClients.from_job(job, credentials))
             try:
-                if number == 0:  # the driver's label-window canary, once per run
-                    clients.label_window.check()
                 reports.extend(load_ranges(clients, group))
             finally:
                 clients.doris.close()

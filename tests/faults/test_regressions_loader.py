@@ -36,10 +36,10 @@ from kinesis_doris_devstack.scenario import events_table_ddl
 
 
 
-def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, runner: Runner) -> IntervalResult:
+def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, runner: Runner, doris: Any) -> IntervalResult:
     return run_interval(
         config, T0, T0 + IV, kinesis=kinesis, store=store, credentials=Credentials(), runner=runner,
-        clock=lambda: kinesis.now_ms,
+        clock=lambda: kinesis.now_ms, doris=doris,
     )  # fmt: skip
 
 
@@ -75,7 +75,7 @@ def test_a_spark_retry_of_a_new_shard_start_range_whose_head_was_trimmed_loads_e
         del kinesis.shard(STREAM, SHARD).records[:1]  # retention trims event 0, loaded by the first attempt
         return load_in_thread(kinesis, store, doris)(job, credentials)  # Spark runs the task again, same job
 
-    result = _run(pipeline_config(initial_position="TRIM_HORIZON"), kinesis, store, spark_task_retried)
+    result = _run(pipeline_config(initial_position="TRIM_HORIZON"), kinesis, store, spark_task_retried, doris)
 
     assert len(crashes) == 1 and result.reports[0].failure is None
     assert doris.tally("t", "event_id") == Counter(range(8))
@@ -137,7 +137,7 @@ def test_dead_letters_follow_an_amendment_another_run_made_after_this_run_settle
 
     def run(doris: Any) -> IntervalResult:
         store = MemoryCheckpointStore("p", table, clock=lambda: kinesis.now_ms)  # a process of its own
-        return _run(config, kinesis, store, load_in_thread(kinesis, store, doris))
+        return _run(config, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     def run_a() -> None:
         # A's Stream Loads: the refused rows, the rows again without record 2, then the dead letters.
@@ -170,12 +170,12 @@ def test_a_replayer_whose_clock_is_behind_reports_a_label_doris_forgot_instead_o
     kinesis.now_ms = T0 + 2 * IV
     store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     with pytest.raises(InjectedCrash):  # Doris made the chunk visible; its outcome was never recorded
-        _run(config, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris))
+        _run(config, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris), doris)
 
     kinesis.now_ms += keep_seconds * 1000 + 1_000  # just past the label window ...
     doris.forget_labels()  # ... which Doris has applied
     behind_ms = 5 * 60_000  # within what AWS accepts of each worker's clock (see CLOCK_SKEW_MARGIN_SECONDS)
     with pytest.raises(UnresolvableLoad, match="Doris no longer knows its label"):
-        _run(config, kinesis, store, load_in_thread(kinesis, store, doris, clock_ms=lambda: kinesis.now_ms - behind_ms))
+        _run(config, kinesis, store, load_in_thread(kinesis, store, doris, clock_ms=lambda: kinesis.now_ms - behind_ms), doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})

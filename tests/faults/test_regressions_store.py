@@ -17,7 +17,7 @@ from moto import mock_aws
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
-from airflow_provider_kinesis_doris.core.load import LoadClients
+from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -27,7 +27,6 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, client_error
-from airflow_provider_kinesis_doris.testing.builders import load_run
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 
 PIPELINE = "p"
@@ -147,11 +146,11 @@ class _World:
         def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
             clients = LoadClients(job=job, kinesis=self.kinesis, store=loader_store or store, doris=self.doris,
                                   clock_ms=lambda: self.kinesis.now_ms)  # fmt: skip
-            return load_run(clients)
+            return list(load_ranges(clients))
 
         run_interval(
             self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=self.kinesis, store=store, credentials=Credentials(),
-            runner=runner, clock=lambda: self.kinesis.now_ms,
+            runner=runner, clock=lambda: self.kinesis.now_ms, doris=self.doris,
         )  # fmt: skip
 
     def visible(self) -> Counter[int]:

@@ -34,10 +34,10 @@ HOUR_MS = 3_600_000
 
 
 
-def _run(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: Any, runner: Runner) -> IntervalResult:
+def _run(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: Any, runner: Runner, doris: Any) -> IntervalResult:
     return run_interval(
         config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, credentials=Credentials(),
-        runner=runner, clock=lambda: kinesis.now_ms,
+        runner=runner, clock=lambda: kinesis.now_ms, doris=doris,
     )  # fmt: skip
 
 
@@ -84,12 +84,12 @@ def test_a_sweep_whose_failed_chunk_retention_trimmed_whole_fails_with_data_trim
         return error
 
     with pytest.raises(RetryableStreamLoadError):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)), doris)
     assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "NOT_LOADED"]
     _trim(kinesis, 4)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
     assert store.get_range(SHARD, T0).state is RangeState.PLANNED
@@ -101,11 +101,11 @@ def test_a_sweep_killed_before_its_next_chunk_was_recorded_fails_with_data_trimm
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
     killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris), doris)
     _trim(kinesis, 3)
 
     with pytest.raises(DataTrimmed, match=r"the last of the chunks loaded so far .* holds record \S+ first"):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
 
@@ -118,12 +118,12 @@ def test_a_sweep_whose_chunk_rows_loaded_without_its_dead_letters_fails_with_dat
     kinesis, store, doris = _sweep([_event(0), b"not json: event 1", _event(2), _event(3), _event(4)])
     sweep = replace(SWEEP, chunk_limits=ChunkLimits(max_rows=3))
     with pytest.raises(InjectedCrash):
-        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris))
+        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris), doris)
     assert [(chunk.label[:3], chunk.state) for chunk in store.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]
     _trim(kinesis, 1)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
-        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 2: 1})
     assert doris.rows.get("t_dl", []) == []
@@ -136,10 +136,10 @@ def test_a_sweep_retried_after_retention_trimmed_only_loaded_records_loads_the_r
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
     killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris), doris)
     _trim(kinesis, 1)  # event 0: the retry starts inside the loaded chunk [0,1] and skips its rest
 
-    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter(range(6))
 
@@ -156,13 +156,13 @@ def test_a_sweep_loaded_whole_whose_commit_died_commits_after_retention_trimmed_
         raise InjectedCrash("killed after the loads, before the commit")
 
     with pytest.raises(InjectedCrash):
-        _run(SWEEP, 0, kinesis, store, dies_before_the_commit)
+        _run(SWEEP, 0, kinesis, store, dies_before_the_commit, doris)
     end = store.get_boundary(SHARD, T0 + IV)
     assert end is not None and end.kind is BoundaryKind.AFTER
     _trim(kinesis, 4)
     _put(kinesis, T0 + 2 * IV, _event(4))  # the stream goes on
 
-    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert store.get_range(SHARD, T0).state is RangeState.LOADED
     assert doris.tally("t", "event_id") == Counter(range(4))
@@ -187,7 +187,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     doris.down = True
     with pytest.raises(RetryableStreamLoadError):
-        _run(pipeline_config(), 0, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(pipeline_config(), 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
     doris.down = False
     _put(kinesis, T0 + IV + 1_000, _event(6))
     kinesis.now_ms = T0 + 2 * IV + 100
@@ -195,7 +195,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     with pytest.raises(InjectedCrash):
         run_interval(
             pipeline_config(), T0 + IV, T0 + 2 * IV, kinesis=planned_only, store=store, credentials=Credentials(),
-            runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms,
+            runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris,
         )  # fmt: skip
     pending = Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     assert store.get_range(SHARD, T0 + IV).start == pending
@@ -206,7 +206,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
 
     instant = r"2023-11-14T22:14:20Z \(1700000060000\)"
     with pytest.raises(DataTrimmed, match=rf"from {instant} starts at .* a cut no reader has made"):
-        _run(pipeline_config(), 1, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(pipeline_config(), 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert store.get_boundary(SHARD, T0 + IV) == pending, "the start must not be cut after the trimmed records"
     assert doris.tally("t", "event_id") == Counter()
@@ -266,7 +266,7 @@ def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, MemoryCheckp
     with pytest.raises(InjectedCrash):
         run_interval(
             SWEEP, T0, T0 + IV, kinesis=planned_only, store=store, credentials=Credentials(),
-            runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms,
+            runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris,
         )  # fmt: skip
     assert store.get_range(SHARD, T0).end == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     _put(kinesis, T0 + IV + 1_000, _event(2))
@@ -303,14 +303,14 @@ def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it
     _trim(kinesis, trimmed)
     if order == "next-interval-first":
         with pytest.raises(DataTrimmed, match="a cut no reader has made"):
-            _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris))
+            _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     end = r"2023-11-14T22:14:20Z \(1700000060000\)"
     swept_to = rf"{SHARD} .* sweeps it from its start and ends at its first record arriving at or after {end}"
     with pytest.raises(DataTrimmed, match=rf"{swept_to}.*{first}"):
-        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
     with pytest.raises(DataTrimmed):
-        _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris))
+        _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert store.get_boundary(SHARD, T0 + IV) == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     assert doris.tally("t", "event_id") == Counter()
@@ -324,7 +324,7 @@ def test_a_sweep_whose_pending_end_is_read_after_retention_trimmed_only_its_own_
     kinesis, store, doris = _sweep_planned_only()
     _trim(kinesis, 1)
 
-    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris))
-    _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris))
+    _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
+    _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({1: 1, 2: 1, 3: 1})

@@ -71,7 +71,6 @@ from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
-from airflow_provider_kinesis_doris.testing.builders import load_run
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
@@ -842,7 +841,7 @@ class RunOrders(RuleBasedStateMachine):
         ``fault.rival`` records of its first shard meanwhile (as Spark's task retry or a
         speculative copy would)."""
         if fault.kind != "spark_task_retry":
-            return lambda job, credentials: load_run(self._clients(job, kinesis, store))
+            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, store)))
 
         def lost(method: str, call: int) -> Exception:
             return RuntimeError(f"executor lost at {method} call {call}")
@@ -850,7 +849,6 @@ class RunOrders(RuleBasedStateMachine):
         dying = FailOnNthCall(store, ("put_chunk_intent_with_content", "record_chunk_outcome"), fault.at, lost)
 
         def spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-            self._clients(job, kinesis, store).label_window.check()  # the driver's, before the tasks
             reports: list[RangeReport] = []
             for group in job.groups:
                 try:
@@ -885,6 +883,7 @@ class RunOrders(RuleBasedStateMachine):
                 self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
                 credentials=Credentials(), runner=self._runner(kinesis, fault, store),
                 clock=lambda: self.kinesis.now_ms, driver_concurrency=self.driver_concurrency, catch_up=catch_up,
+                doris=self.doris,
             )  # fmt: skip
         except ShardsWaiting as waiting:
             # The recovered intervals loaded before its own interval waited are marked loaded: its
@@ -1390,6 +1389,7 @@ def test_repro_replay_other_end_a_longer_interval_over_a_stored_range_is_refused
         run_interval(
             machine.config, T0, T0 + 2 * IV, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+            doris=machine.doris,
         )  # fmt: skip
 
 
@@ -1407,6 +1407,7 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
         run_interval(
             machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+            doris=machine.doris,
         )  # fmt: skip
     assert machine.store.ranges_for_shard("shardId-000000000000") == before
 
@@ -1428,6 +1429,7 @@ def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a
         run_interval(
             machine.config, T0 + IV // 2, T0 + IV + IV // 2, kinesis=machine.kinesis, store=store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+            doris=machine.doris,
         )  # fmt: skip
     assert _grid(store) == [(0, IV), (IV, 2 * IV)]
     assert store.ranges_for_shard("shardId-000000000000") == before
@@ -1568,6 +1570,7 @@ def test_an_interval_before_the_prune_horizon_without_a_stored_range_is_refused(
         run_interval(
             machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
             credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+            doris=machine.doris,
         )  # fmt: skip
 
 

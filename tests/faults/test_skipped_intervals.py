@@ -65,6 +65,7 @@ class World:
         return run_interval(
             self.config, *interval, kinesis=self.kinesis, store=self.store, credentials=Credentials(),
             runner=self.runner, clock=lambda: self.kinesis.now_ms, catch_up=self.catch_up(**changes),
+            doris=self.doris,
         )  # fmt: skip
 
     def visible(self) -> Counter[int]:
@@ -167,7 +168,7 @@ def test_a_gap_the_timetable_does_not_tile_fails_loudly() -> None:
     with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z"):
         run_interval(
             world.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
-            runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up,
+            runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up, doris=world.doris,
         )  # fmt: skip
 
 
@@ -200,7 +201,7 @@ def test_lag_is_measured_from_the_high_water_mark() -> None:
     shard = "shardId-000000000000"
     stalled_run = run_interval(
         stalled.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=stalled.kinesis, store=stalled.store,
-        credentials=Credentials(), runner=stalled.runner, clock=lambda: stalled.kinesis.now_ms,
+        credentials=Credentials(), runner=stalled.runner, clock=lambda: stalled.kinesis.now_ms, doris=stalled.doris,
     )  # fmt: skip
 
     now = stalled.kinesis.now_ms

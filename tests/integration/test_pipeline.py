@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import replace
 
 import pytest
@@ -92,6 +93,49 @@ def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
         world["run"](bounds[i], bounds[i + 1], runner=two_lanes)
 
     assert asked.count(canary.label) == 2, asked
+
+
+def test_the_label_window_canary_uses_the_drivers_store_not_the_executors_credentials(
+    world, kinesis_client, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """``executor_credentials="default_chain"`` on a Spark cluster: the executors have AWS
+    credentials of their own, the Airflow worker may have none. The canary is the driver's, asked
+    with the store ``run_interval`` was given before the runner starts; a runner whose executors
+    only load their ranges (as Spark's do) needs to ask nothing."""
+    from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
+    from airflow_provider_kinesis_doris.core.load import load_range_group
+
+    bounds, ids = _three_intervals(kinesis_client, world["stream"])
+    world["run"](bounds[0], bounds[1])
+    [canary] = world["store"].label_canaries()
+    asked: list[str] = []
+    get_load_state = DorisStreamLoadClient.get_load_state
+
+    def recording(self, database, label):  # type: ignore[no-untyped-def]
+        asked.append(label)
+        return get_load_state(self, database, label)
+
+    monkeypatch.setattr(DorisStreamLoadClient, "get_load_state", recording)
+    own_chain = replace(world["config"], aws=replace(world["config"].aws, executor_credentials="default_chain"))
+    executors_env = {name: os.environ[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    # The worker's own default chain finds nothing: an AWS client built from it fails its first call.
+    for name in executors_env:
+        monkeypatch.delenv(name)
+    for name in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        monkeypatch.setenv(name, "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    def on_the_cluster(job, credentials):  # type: ignore[no-untyped-def]
+        assert credentials.aws_access_key_id is None  # default_chain: the driver ships no AWS keys
+        with monkeypatch.context() as executor:
+            for name, value in executors_env.items():
+                executor.setenv(name, value)
+            return [report for group in job.groups for report in load_range_group(job, group, credentials)]
+
+    world["run"](bounds[1], bounds[2], cfg=own_chain, runner=on_the_cluster)
+
+    assert asked.count(canary.label) == 1, asked
+    assert [row[0] for row in world["rows"]()] == sorted(ids[:50])
 
 
 def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(world, kinesis_client) -> None:

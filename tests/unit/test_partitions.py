@@ -92,7 +92,7 @@ def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
         kinesis.now_ms = T0 + (k + 1) * IV + 10_000
         run_interval(
             _config(parallelism=6), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
-            credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms,
+            credentials=Credentials(), runner=runner, clock=lambda: kinesis.now_ms, doris=doris,
         )  # fmt: skip
 
     run(0)
