@@ -66,16 +66,10 @@ def test_the_in_process_runner_loads_range_groups_side_by_side_each_with_its_own
     assert [row[0] for row in world["rows"]()] == sorted(ids)
 
 
-def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
-    world, kinesis_client, monkeypatch
-) -> None:  # type: ignore[no-untyped-def]
-    """The canary is the driver's, asked before the lanes start: one label lookup per run, not one
-    per lane (nor per Spark partition)."""
+def _label_lookups(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
+    """The labels every Doris client asks about from now on, in order."""
     from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 
-    bounds, _ = _three_intervals(kinesis_client, world["stream"])
-    world["run"](bounds[0], bounds[1])
-    [canary] = world["store"].label_canaries()
     asked: list[str] = []
     get_load_state = DorisStreamLoadClient.get_load_state
 
@@ -84,6 +78,18 @@ def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
         return get_load_state(self, database, label)
 
     monkeypatch.setattr(DorisStreamLoadClient, "get_load_state", recording)
+    return asked
+
+
+def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
+    world, kinesis_client, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The canary is the driver's, asked before the lanes start: one label lookup per run, not one
+    per lane (nor per Spark partition)."""
+    bounds, _ = _three_intervals(kinesis_client, world["stream"])
+    world["run"](bounds[0], bounds[1])
+    [canary] = world["store"].label_canaries()
+    asked = _label_lookups(monkeypatch)
 
     def two_lanes(job, credentials):  # type: ignore[no-untyped-def]
         assert len(job.partition_groups()) == 2
@@ -102,20 +108,12 @@ def test_the_label_window_canary_uses_the_drivers_store_not_the_executors_creden
     credentials of their own, the Airflow worker may have none. The canary is the driver's, asked
     with the store ``run_interval`` was given before the runner starts; a runner whose executors
     only load their ranges (as Spark's do) needs to ask nothing."""
-    from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
     from airflow_provider_kinesis_doris.core.load import load_range_group
 
     bounds, ids = _three_intervals(kinesis_client, world["stream"])
     world["run"](bounds[0], bounds[1])
     [canary] = world["store"].label_canaries()
-    asked: list[str] = []
-    get_load_state = DorisStreamLoadClient.get_load_state
-
-    def recording(self, database, label):  # type: ignore[no-untyped-def]
-        asked.append(label)
-        return get_load_state(self, database, label)
-
-    monkeypatch.setattr(DorisStreamLoadClient, "get_load_state", recording)
+    asked = _label_lookups(monkeypatch)
     own_chain = replace(world["config"], aws=replace(world["config"].aws, executor_credentials="default_chain"))
     executors_env = {name: os.environ[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
     # The worker's own default chain finds nothing: an AWS client built from it fails its first call.
