@@ -58,7 +58,8 @@ import requests
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.chunks import cut_chunks
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY

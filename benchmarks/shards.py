@@ -58,7 +58,7 @@ import botocore.client
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
-from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS, AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS, AwsSettings, Credentials
 
 _CLIENTS_LOCK = threading.Lock()
 

@@ -40,7 +40,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     StreamLoadError,
     UnresolvableLoad,
 )
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, boundary_to_dict
+from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.doris.labels import DEAD_LETTER_NAMESPACE, chunk_label, dead_letter_label
 from airflow_provider_kinesis_doris.core.label_window import (
     CLOCK_SKEW_MARGIN_SECONDS,

@@ -18,7 +18,8 @@ from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedInterva
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, Phase, ShardsWaiting, in_phase, readme_section
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig, boundary_to_dict
+from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
+from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
@@ -314,7 +315,7 @@ def _run_one(
         # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
         topology = store.get_topology()
         assignment = topology.assignment if topology else None
-        job = config.job(to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
+        job = LoadJob.of(config, to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
     with in_phase(Phase.LOADING):
         if job is not None:
             check_label_window(job, store, credentials, clock, doris=doris)

@@ -20,12 +20,7 @@ from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettin
 from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
-from airflow_provider_kinesis_doris.core.load_job import (
-    DRIVER_CREDENTIALS,
-    AwsSettings,
-    Credentials,
-    check_executor_credentials,
-)
+from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS, AwsSettings, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 
@@ -83,7 +78,7 @@ class KinesisPipelineHook(KinesisHook):
         this hook's ``config``, else the connection's ``config_kwargs``, as for every AWS hook.
 
         :param executor_credentials: ``"driver"``, ``"default_chain"`` or an IAM role ARN (see
-            :class:`~airflow_provider_kinesis_doris.core.load_job.AwsSettings`).
+            :class:`~airflow_provider_kinesis_doris.core.settings.AwsSettings`).
         :raises ConfigurationError: a bad ``executor_credentials``, or botocore options that are
             not JSON (e.g. ``signature_version`` ``UNSIGNED``).
         """

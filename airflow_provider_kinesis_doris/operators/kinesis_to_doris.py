@@ -27,7 +27,7 @@ from airflow_provider_kinesis_doris.config import (
     check_groups_together,
 )
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, LabelWindowBroken, ShardsWaiting
-from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS
+from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook

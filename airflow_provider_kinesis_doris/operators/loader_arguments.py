@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_provider_kinesis_doris.config import GROUPS, check_group
-from airflow_provider_kinesis_doris.core.load_job import check_executor_credentials
+from airflow_provider_kinesis_doris.core.settings import check_executor_credentials
 from airflow_provider_kinesis_doris.core.value_checks import (
     check_flag,
     check_optional_mapping,

@@ -31,7 +31,7 @@ from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSu
 
 if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-    from airflow_provider_kinesis_doris.core.load_job import AwsSettings
+    from airflow_provider_kinesis_doris.core.settings import AwsSettings
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.hooks.doris import DorisHook
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 
 log = logging.getLogger(__name__)

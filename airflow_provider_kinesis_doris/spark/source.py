@@ -25,7 +25,7 @@ def _credentials(job: object) -> object:
     to the executor by ``spark-submit --files`` (``spark.runner.prepare_submission``)."""
     import os
 
-    from airflow_provider_kinesis_doris.core.load_job import Credentials
+    from airflow_provider_kinesis_doris.core.settings import Credentials
 
     path = job.credentials_file  # type: ignore[attr-defined]
     if path and not os.path.isabs(path):

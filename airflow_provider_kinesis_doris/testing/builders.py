@@ -15,7 +15,8 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import ChunkLimits, KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval

@@ -15,7 +15,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
 

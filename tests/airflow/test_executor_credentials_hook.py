@@ -17,7 +17,8 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.aws_clients import aws_client
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from tests.conftest import assumed_roles
 from tests.unit.test_job import config, job
 

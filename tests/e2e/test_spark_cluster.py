@@ -26,7 +26,8 @@ import pytest
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig

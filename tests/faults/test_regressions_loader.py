@@ -19,7 +19,8 @@ from airflow_provider_kinesis_doris.core.doris.connection import DorisConnection
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Runner, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable

@@ -19,7 +19,8 @@ from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval

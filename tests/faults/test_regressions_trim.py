@@ -18,7 +18,8 @@ from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Runner, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore

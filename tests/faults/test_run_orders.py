@@ -58,7 +58,8 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState

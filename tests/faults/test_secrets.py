@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
 from airflow_provider_kinesis_doris.core.plan import Plan
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
@@ -71,8 +72,8 @@ def test_no_secret_in_logs_summaries_errors_or_reprs_of_a_faulty_run(
         repr(result.last),
         repr(config),
         repr(CREDENTIALS),
-        repr(config.job(result.last.plan)),
-        config.job(result.last.plan).to_json(),
+        repr(LoadJob.of(config, result.last.plan)),
+        LoadJob.of(config, result.last.plan).to_json(),
         *(text for error in result.errors for text in _exception_texts(error)),
     ]
     assert len(caplog.records) > 50
@@ -116,7 +117,7 @@ def test_spark_submit_gets_files_not_secrets(proof_stack, tmp_path: Path, monkey
     config = pipeline_config(proof_stack, proof_stack.doris, "proof-spark", "spark_t")
     at = lambda sequence: Boundary("shardId-000000000000", sequence, BoundaryKind.AT, Position(sequence))  # noqa: E731
     shard_range = ShardRange(config.pipeline_id, config.stream_name, "shardId-000000000000", 1, 5, at(1), at(5))
-    job = replace(config.job(Plan(config.pipeline_id, config.stream_name, 1, 5, shards=())),
+    job = replace(LoadJob.of(config, Plan(config.pipeline_id, config.stream_name, 1, 5, shards=())),
                   ranges=(shard_range,), groups=((0,),))  # fmt: skip
 
     with caplog.at_level(logging.DEBUG), pytest.raises(Exception, match="Error code is: 1") as failure:

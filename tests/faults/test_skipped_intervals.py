@@ -16,7 +16,8 @@ from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipe
 from airflow_provider_kinesis_doris.core.catch_up import GAPLESS_STEP, CatchUp, Interval
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore

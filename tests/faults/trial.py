@@ -31,7 +31,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position, RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
-from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import run_here, run_interval
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past

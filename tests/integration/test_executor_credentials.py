@@ -19,7 +19,7 @@ from dateutil.tz import tzlocal
 
 from airflow_provider_kinesis_doris.core.aws_clients import _botocore_session, aws_client
 from airflow_provider_kinesis_doris.core.load import LoadClients
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
 from tests.conftest import assumed_roles
 from tests.unit.test_job import config, job
 

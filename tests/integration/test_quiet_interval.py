@@ -9,7 +9,7 @@ import json
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.plan import ShardDecision

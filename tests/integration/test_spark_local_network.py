@@ -15,7 +15,8 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from benchmarks.run import children_by_parent
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -73,7 +74,8 @@ def listening_in_tree(root: int) -> dict[int, list[str]]:
 # (tests/conftest.py), which would hide what the runner's own settings do.
 LOAD_AND_LOOK = """
 import json, os, sys
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from tests.integration.test_spark_local_network import listening_in_tree
 job = LoadJob.from_json(open(sys.argv[1]).read())

@@ -14,7 +14,8 @@ import pytest
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound, KinesisDorisError, RangeFailure
 from airflow_provider_kinesis_doris.core.load import load_range_group_or_failure
 from airflow_provider_kinesis_doris.core.report import raise_first_failure
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from tests.conftest import DORIS_PASSWORD

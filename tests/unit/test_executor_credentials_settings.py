@@ -8,7 +8,8 @@ import json
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import AwsSettings
 from tests.unit.test_job import config, job
 
 

@@ -9,7 +9,8 @@ import pytest
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob, pipeline_from_dict, pipeline_to_dict
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardPlan
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -85,7 +86,7 @@ def test_the_transform_is_imported_where_the_config_is_made_and_again_from_json(
 
     made = config(transform_path="kinesis_doris_devstack.scenario:prefix_user")
     assert made.mapping.transform is prefix_user  # the in-task runner maps with it too
-    assert PipelineConfig.from_dict(json.loads(json.dumps(made.to_dict()))).mapping.transform is prefix_user
+    assert pipeline_from_dict(json.loads(json.dumps(pipeline_to_dict(made)))).mapping.transform is prefix_user
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_traffic_weights_are_read_only_when_ranges_share_partitions(
         reads.append("read")
         return {"a": 5.0, "b": 1.0, "c": 1.0}
 
-    built = config(parallelism=parallelism).job(plan, weights, assignment)
+    built = LoadJob.of(config(parallelism=parallelism), plan, weights, assignment)
 
     assert bool(reads) is read
     assert sorted(i for group in built.groups for i in group) == [0, 1, 2]

@@ -20,7 +20,7 @@ SECRET = "doris-pw-4711"
 # What a task does while Spark runs: the credentials are on disk and the process waits.
 _CHILD = f"""
 import sys, time
-from airflow_provider_kinesis_doris.core.load_job import Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.spark.runner import private_folder
 with private_folder() as folder:
     Credentials(doris_password={SECRET!r}).write(str(folder / "credentials.json"))

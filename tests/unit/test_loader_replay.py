@@ -24,7 +24,7 @@ from airflow_provider_kinesis_doris.core.chunks import (
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
 from airflow_provider_kinesis_doris.core.errors import RetryableStreamLoadError, UnresolvableLoad
-from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
+from airflow_provider_kinesis_doris.core.settings import PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
-from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob, PipelineConfig
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardRange
 from airflow_provider_kinesis_doris.core.partitions import group_ranges

@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     RetryableStreamLoadError,
     ShardsWaiting,
 )
-from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
+from airflow_provider_kinesis_doris.core.settings import PipelineConfig
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions

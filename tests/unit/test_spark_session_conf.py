@@ -22,7 +22,8 @@ def test_a_cluster_or_connect_session_and_the_users_own_options_are_left_alone()
 
 
 def test_a_submission_ships_the_credentials_file_and_names_it_for_sparkfiles_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from airflow_provider_kinesis_doris.core.load_job import Credentials, LoadJob
+    from airflow_provider_kinesis_doris.core.load_job import LoadJob
+    from airflow_provider_kinesis_doris.core.settings import Credentials
     from airflow_provider_kinesis_doris.spark.runner import prepare_submission
     from tests.unit.test_job import job
 

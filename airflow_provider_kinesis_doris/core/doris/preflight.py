@@ -42,7 +42,7 @@ from airflow_provider_kinesis_doris.core.doris.result import SqlResult
 from airflow_provider_kinesis_doris.core.errors import DorisSqlError, readme_section
 
 if TYPE_CHECKING:
-    from airflow_provider_kinesis_doris.core.load_job import PipelineConfig
+    from airflow_provider_kinesis_doris.core.settings import PipelineConfig
 
 SqlRunner = Callable[[str], SqlResult]
 """Runs one statement with the pipeline's database as the default (``DorisHook.run_sql``)."""

@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightReport,
     doris_preflight,
 )
-from airflow_provider_kinesis_doris.core.load_job import AwsSettings, PipelineConfig
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import METADATA_COLUMNS, RecordMapping, dead_letter_ddl
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.scenario import events_table_ddl
