@@ -27,10 +27,6 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
-def check_concurrency(concurrency: int) -> int:
-    return check_whole_number("driver_concurrency", concurrency, 1)
-
-
 def map_bounded(function: Callable[[Item], Result], items: Sequence[Item], concurrency: int) -> list[Result]:
     """``[function(item) for item in items]``, at most ``concurrency`` calls at a time.
 
@@ -40,7 +36,7 @@ def map_bounded(function: Callable[[Item], Result], items: Sequence[Item], concu
 
     :return: the results in the order of ``items``.
     """
-    check_concurrency(concurrency)
+    check_whole_number("concurrency", concurrency, 1)
     if concurrency == 1 or len(items) <= 1:
         return [function(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="kinesis-doris") as pool:

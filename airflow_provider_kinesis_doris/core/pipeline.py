@@ -16,7 +16,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
-from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, check_concurrency, map_bounded
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
@@ -28,6 +28,7 @@ from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
+from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -454,7 +455,7 @@ def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRI
         DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
     """
     groups = job.partition_groups()
-    count = max(1, min(check_concurrency(lanes), len(groups)))
+    count = max(1, min(check_whole_number("lanes", lanes, 1), len(groups)))
     shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
     loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
     return [report for reports in loaded for report in reports]
