@@ -57,5 +57,5 @@ def test_a_failure_is_raised_and_items_not_started_are_never_started(concurrency
 
 @pytest.mark.parametrize("bad", [0, -2, 1.5, True, "4"])
 def test_a_bound_that_is_not_a_positive_whole_number_is_refused_naming_it(bad: object) -> None:
-    with pytest.raises(ConfigurationError, match=f"driver_concurrency .* got {bad!r}"):
+    with pytest.raises(ConfigurationError, match=f"^concurrency .* got {bad!r}"):
         map_bounded(lambda item: item, [1, 2], bad)  # type: ignore[arg-type]
