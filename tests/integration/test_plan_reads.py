@@ -4,11 +4,6 @@ write follows the read made just before the range was stored instead of reading 
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-from typing import Any
-
-import botocore.client
 import pytest
 
 from airflow_provider_kinesis_doris.core.plan import ShardDecision, plan_interval
@@ -18,22 +13,7 @@ from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_en
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def item_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    """The sort keys every GetItem of this process asks for (every client, every thread)."""
-    keys: Counter[str] = Counter()
-    original = botocore.client.BaseClient._make_api_call
-
-    def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "GetItem":
-            keys[params["Key"]["sk"]["S"]] += 1
-        return original(client, operation, params)
-
-    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
-    yield keys
-
-
-def test_a_first_interval_reads_each_shard_once(world, kinesis_client, item_reads) -> None:
+def test_a_first_interval_reads_each_shard_once(world, kinesis_client, dynamodb_reads) -> None:
     stream, store = world["stream"], world["store"]
     start = now_ms()
     wait_past(start)
@@ -42,7 +22,7 @@ def test_a_first_interval_reads_each_shard_once(world, kinesis_client, item_read
 
     plan = plan_interval(kinesis_client, store, store.pipeline_id, stream, start, end)
 
-    reads = {shard.shard_id: item_reads[shard_sk(shard.shard_id)] for shard in plan.shards}
+    reads = {shard.shard_id: dynamodb_reads[shard_sk(shard.shard_id)] for shard in plan.shards}
     assert {shard.decision for shard in plan.shards} == {ShardDecision.NEW}
     assert reads == dict.fromkeys(reads, 1), f"planning read a shard's item more than once: {reads}"
     # Registered at 0, fenced once: a commit that read a shard before its range was stored cannot
