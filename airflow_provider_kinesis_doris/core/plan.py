@@ -445,7 +445,9 @@ class _IntervalPlanner:
         :param fence: ``shard_range`` is stored: with no mark to pull back, the shard's counter is
             bumped all the same (``rewind_high_water_mark``), so a commit that read the shard
             before the range was stored cannot move the mark past it. A lost race is read again:
-            the commit that won it may have done just that."""
+            the commit that won it may have done just that. The first attempt writes fenced on the
+            shard as this run last read it (the listing, or the rewind before the range was
+            stored) instead of reading it again; a stale one costs that conflict."""
         empty = shard_range.start.kind is BoundaryKind.SHARD_END or (
             shard_range.start.kind is BoundaryKind.SHARD_START and shard_range.end.kind is BoundaryKind.SHARD_START
         )
@@ -457,8 +459,11 @@ class _IntervalPlanner:
             and (listed.pruned_through_ms or 0) <= start_ms
         )
         if shard_range.state is RangeState.PLANNED and not empty and not behind:
+            first = iter([self.rewound.get(shard_range.shard_id, listed)])
             shard = retry_on_conflict(
-                lambda: self.store.rewind_high_water_mark(shard_range.shard_id, start_ms, fence=fence),
+                lambda: self.store.rewind_high_water_mark(
+                    shard_range.shard_id, start_ms, fence=fence, known=next(first, None)
+                ),
                 f"shard {shard_range.shard_id}",
             )
             self.rewound[shard.shard_id] = shard

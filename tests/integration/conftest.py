@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 
+import botocore.client
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
@@ -59,3 +63,18 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
         return doris_server.execute_sql(DB, f"SELECT reason, payload_base64 FROM {table}_dead_letter")
 
     return {"stream": stream, "config": config, "store": store, "run": run, "rows": rows, "dead": dead, "table": table}
+
+
+@pytest.fixture
+def dynamodb_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
+    """The keys every GetItem of this process asks for (every client, every thread)."""
+    keys: Counter[str] = Counter()
+    original = botocore.client.BaseClient._make_api_call
+
+    def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "GetItem":
+            keys[params["Key"]["sk"]["S"]] += 1
+        return original(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
+    yield keys

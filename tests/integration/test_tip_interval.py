@@ -5,11 +5,6 @@ one GetItem per shard."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterator
-from typing import Any
-
-import botocore.client
 import pytest
 
 from airflow_provider_kinesis_doris.core.model import BoundaryKind
@@ -17,21 +12,6 @@ from airflow_provider_kinesis_doris.core.stores.items import boundary_sk
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def dynamodb_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
-    """The keys every GetItem of this process asks for (every client, every thread)."""
-    keys: Counter[str] = Counter()
-    original = botocore.client.BaseClient._make_api_call
-
-    def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        if operation == "GetItem":
-            keys[params["Key"]["sk"]["S"]] += 1
-        return original(client, operation, params)
-
-    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
-    yield keys
 
 
 def test_the_loaders_read_the_pending_ends_at_the_tip_in_batches(world, kinesis_client, dynamodb_reads) -> None:

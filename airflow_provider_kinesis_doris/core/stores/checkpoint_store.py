@@ -237,8 +237,10 @@ class CheckpointStore(StoreItems):
             last_interval_start_ms=last_interval_start_ms,
         )
 
-    def rewind_high_water_mark(self, shard_id: str, before_ms: int, *, fence: bool = False) -> ShardCheckpoint:
-        return self.marks.rewind_high_water_mark(shard_id, before_ms, fence=fence)
+    def rewind_high_water_mark(
+        self, shard_id: str, before_ms: int, *, fence: bool = False, known: ShardCheckpoint | None = None
+    ) -> ShardCheckpoint:
+        return self.marks.rewind_high_water_mark(shard_id, before_ms, fence=fence, known=known)
 
     def loaded_through(
         self, shard_id: str, since: Boundary | None = None, last_interval_start_ms: int | None = None

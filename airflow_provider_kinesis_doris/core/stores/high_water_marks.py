@@ -166,7 +166,9 @@ class HighWaterMarks:
                 ancestors.extend(checkpoint.parent_ids)
         return False
 
-    def rewind_high_water_mark(self, shard_id: str, before_ms: int, *, fence: bool = False) -> ShardCheckpoint:
+    def rewind_high_water_mark(
+        self, shard_id: str, before_ms: int, *, fence: bool = False, known: ShardCheckpoint | None = None
+    ) -> ShardCheckpoint:
         """Drop the shard's high-water mark if it lies past ``before_ms``, where a range that is
         not loaded starts (a backfill before the shard's earliest range): the mark claims that
         everything before it is loaded, so it restarts from that range. A DRAINED shard becomes
@@ -176,9 +178,13 @@ class HighWaterMarks:
             all the same (a fenced touch). A commit that read the shard before the range was
             stored walked from the ranges it saw then, past this one, and holds the counter it
             read: its mark write must fail, and its retry walks from the stored range.
+        :param known: the shard as this run last read or wrote it, instead of a read. The write is
+            fenced on its counter, so a stale one costs a conflict, never a mark left past the
+            range (a pruning only raises ``pruned_through_ms``, so a stale one refuses less, and its
+            write conflicts); with nothing to write, the shard is read after all.
         :raises CheckpointConflict: another writer updated the shard concurrently (re-plan).
         """
-        shard = self._ledger.require_shard(shard_id)
+        shard = known if known is not None else self._ledger.require_shard(shard_id)
         if shard.pruned_through_ms is not None and before_ms < shard.pruned_through_ms:
             raise PrunedHistory(
                 f"Shard {shard_id} of pipeline {self._items.pipeline_id}: a range starting at {describe_instant(before_ms)} is "
@@ -188,7 +194,10 @@ class HighWaterMarks:
             )
         mark = shard.high_water_mark
         if mark is None or mark.instant_ms <= before_ms:
-            return self._ledger.fenced_update(shard, {}, extra_expected={}, grouped=True) if fence else shard
+            if fence:
+                return self._ledger.fenced_update(shard, {}, extra_expected={}, grouped=True)
+            # Nothing to write means nothing fenced: a known shard must be read to be trusted.
+            return shard if known is None else self.rewind_high_water_mark(shard_id, before_ms)
         changes: dict[str, Any] = boundary_attributes(None, "hwm_")
         if shard.state is ShardState.DRAINED:
             changes["state"] = ShardState.CLOSED.value
