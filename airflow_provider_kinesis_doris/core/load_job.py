@@ -91,6 +91,17 @@ class LoadJob:
         )  # fmt: skip
         return cls(config, ranges, group_ranges(ranges, parents, partitions, weights, assignment), fresh=fresh)
 
+    def merged(self, partitions: int) -> LoadJob:
+        """This job in at most ``partitions`` groups: whole groups are joined, the largest first
+        into the group holding the fewest ranges, so each keeps its order (parents first) and
+        ranges that were apart may share a partition, never the other way round."""
+        if len(self.groups) <= partitions:
+            return self
+        bins: list[list[int]] = [[] for _ in range(partitions)]
+        for group in sorted(self.groups, key=len, reverse=True):
+            min(bins, key=len).extend(group)
+        return replace(self, groups=tuple(tuple(group) for group in bins))
+
     def partition_groups(self) -> list[list[int]]:
         """Range indices of each Spark partition (a list: PySpark rejects tuples)."""
         return [list(group) for group in self.groups]

@@ -158,16 +158,35 @@ def java_version(java: str) -> int | None:
     return int(found.group(2) or 0) if major == 1 else major
 
 
+TASKS_PER_LOCAL_CORE = 4
+"""Spark partitions per core of a local master, when the pipeline sets no ``parallelism``: each
+partition costs a Python worker's task start and its own AWS and Doris clients (about 0.1 s and
+0.15 CPU-s on ``local[2]``, docs/benchmarks.md), which one partition per range multiplies by the
+shards of the stream; a few per core still keep every core busy while one range loads slowly."""
+
+
+def local_cores(master: str) -> int:
+    """The task slots of a local master: ``local`` 1, ``local[N]`` / ``local[N,F]`` N, ``local[*]``
+    this machine's cores."""
+    found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
+    if found is None or found.group(1) is None:
+        return 1
+    return (os.cpu_count() or 1) if found.group(1) == "*" else int(found.group(1))
+
+
 def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSettings) -> list[RangeReport]:
     """Write the job's files, run it as ``settings`` say, and return one report per range.
 
     Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver, and
-    asks the label-window canary before it calls the runner.
+    asks the label-window canary before it calls the runner. On a local master a job without
+    ``parallelism`` is joined into at most ``TASKS_PER_LOCAL_CORE`` partitions per core.
 
     :raises ConfigurationError: PySpark or Java is missing (``check_prerequisites``).
     :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
     check_prerequisites(settings)
+    if job.pipeline.parallelism is None and settings.submitter is None and settings.remote is None:
+        job = job.merged(TASKS_PER_LOCAL_CORE * local_cores(settings.master))
     with private_folder() as folder:
         credentials_file = folder / f"credentials-{folder.name}.json"
         credentials.write(str(credentials_file))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -16,6 +17,7 @@ from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardP
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
+from airflow_provider_kinesis_doris.spark.runner import local_cores
 
 
 def shard_range(shard_id: str, start: Boundary | None = None) -> ShardRange:
@@ -127,3 +129,25 @@ def test_traffic_weights_are_read_only_when_ranges_share_partitions(
     if parallelism == 2:
         # The heavy shard gets a partition of its own.
         assert sorted(built.groups, key=len) == [(0,), (1, 2)]
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 3, 5, 9])
+def test_a_merged_job_keeps_each_group_whole_and_in_order(partitions: int) -> None:
+    ranges = tuple(shard_range(f"s{i}") for i in range(9))
+    groups = ((0, 1, 2), (3,), (4, 5), (6,), (7,), (8,))  # (0, 1, 2): a parent and its children, in order
+    merged = job(ranges=ranges, groups=groups).merged(partitions)
+
+    assert len(merged.groups) == min(partitions, len(groups))
+    assert sorted(i for group in merged.groups for i in group) == list(range(9))
+    for group in groups:
+        [holder] = [joined for joined in merged.groups if group[0] in joined]
+        start = holder.index(group[0])
+        assert holder[start:start + len(group)] == group
+    assert max(map(len, merged.groups)) - min(map(len, merged.groups)) <= len(groups[0])
+
+
+@pytest.mark.parametrize(
+    ("master", "cores"), [("local", 1), ("local[3]", 3), ("local[4,2]", 4), ("local[*]", os.cpu_count() or 1)]
+)
+def test_a_local_masters_task_slots(master: str, cores: int) -> None:
+    assert local_cores(master) == cores

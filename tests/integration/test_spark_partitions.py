@@ -1,0 +1,40 @@
+"""A local Spark master loads a job of many ranges in a few partitions per core: each partition
+costs a Python worker's task start and its own clients (docs/benchmarks.md, "Spark's cost per
+partition")."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kinesis_doris.spark import runner as spark_runner
+from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def _tasks_of_the_last_spark_job() -> int:
+    from pyspark.sql import SparkSession
+
+    tracker = SparkSession.builder.getOrCreate().sparkContext.statusTracker()
+    last = max(tracker.getJobIdsForGroup(None))
+    return sum(tracker.getStageInfo(stage).numTasks for stage in tracker.getJobInfo(last).stageIds)
+
+
+def test_a_local_master_joins_the_ranges_into_a_few_partitions_per_core(world, kinesis_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(spark_runner, "TASKS_PER_LOCAL_CORE", 1)
+    start = now_ms()
+    wait_past(start)
+    ids = list(range(20))
+    end = sealed_end(kinesis_client, world["stream"], put_events(kinesis_client, world["stream"], [event(i) for i in ids]))
+    partitions: list[int] = []
+
+    def local_spark(job, credentials):  # type: ignore[no-untyped-def]
+        partitions.append(len(job.groups))
+        return run_spark_job(job, credentials, SparkSettings(master="local[1]"))
+
+    world["run"](start, end, runner=local_spark)
+
+    assert partitions == [2], "the planner gave each shard's range a partition of its own"
+    assert _tasks_of_the_last_spark_job() == 1
+    assert [row[0] for row in world["rows"]()] == ids
