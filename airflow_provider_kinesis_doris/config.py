@@ -96,7 +96,8 @@ class SparkRunner(_Group):
         Connect, with the connection's host, port, user, token and ``use_ssl``.
     :param conf: Spark configuration. (templated)
     :param python: Python interpreter of the executors (default: the task's own).
-    :param parallelism: Spark partitions at most (default: one per shard range).
+    :param parallelism: Spark partitions at most (default: one per shard range; on a local
+        master at most four per core, as each partition costs a Python task start and its clients).
     """
 
     master: str = "local[*]"
