@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -507,6 +508,17 @@ def precommit(client: DorisStreamLoadClient, table: str, label: str) -> int:
     return outcome.result.txn_id
 
 
+@contextmanager
+def precommitted_behind(
+    server: DorisServer, table: str, proxy: BeProxy, label: str, answer: Answer
+) -> Iterator[DorisStreamLoadClient]:
+    """A client through ``proxy`` with ``label`` precommitted; from then on ``answer`` answers
+    the 2PC requests (``{txn}`` in its wording is the label's TxnId)."""
+    with proxied_client(server, proxy) as client:
+        proxy.answer_with(answer, precommit(client, table, label))
+        yield client
+
+
 WORDINGS = {
     "doris": as_doris_says,
     "old": failures_reworded(OLD_VISIBLE),
@@ -521,9 +533,7 @@ def test_repeated_commit_by_label_is_settled_by_state(
     """Doris answers a second commit by label "running transaction not found"; the old stand-in
     said "already visible". Either way the data is visible, and only the state says so."""
     label = label_for(f"recommit-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(WORDINGS[wording], txn_id)
+    with precommitted_behind(server, table, be_proxy, label, WORDINGS[wording]) as client:
         first = client.commit_transaction(DB, label=label)
         again = client.commit_transaction(DB, label=label)
     assert first.state is None and first.reply is not None
@@ -574,9 +584,7 @@ def test_repeated_abort_by_label_is_settled_by_state(
     server: DorisServer, table: str, be_proxy: BeProxy, wording: str
 ) -> None:
     label = label_for(f"reabort-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(ABORT_WORDINGS[wording], txn_id)
+    with precommitted_behind(server, table, be_proxy, label, ABORT_WORDINGS[wording]) as client:
         client.abort_transaction(DB, label=label)
         again = client.abort_transaction(DB, label=label)
     assert again.state is LabelState.ABORTED
@@ -595,9 +603,7 @@ def test_abort_after_commit_is_refused_by_state(
     server: DorisServer, table: str, be_proxy: BeProxy, wording: str
 ) -> None:
     label = label_for(f"abort-visible-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(NOT_ABORTABLE_WORDINGS[wording], txn_id)
+    with precommitted_behind(server, table, be_proxy, label, NOT_ABORTABLE_WORDINGS[wording]) as client:
         client.commit_transaction(DB, label=label)
         with pytest.raises(PermanentStreamLoadError, match="is VISIBLE"):
             client.abort_transaction(DB, label=label)
@@ -617,9 +623,7 @@ def test_commit_after_abort_is_refused_by_state(
 ) -> None:
     """Even a reply claiming "already visible" cannot make an aborted load count as committed."""
     label = label_for(f"commit-aborted-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(COMMIT_ABORTED_WORDINGS[wording], txn_id)
+    with precommitted_behind(server, table, be_proxy, label, COMMIT_ABORTED_WORDINGS[wording]) as client:
         client.abort_transaction(DB, label=label)
         with pytest.raises(PermanentStreamLoadError, match="is ABORTED"):
             client.commit_transaction(DB, label=label)
@@ -678,9 +682,7 @@ def test_replay_of_a_precommitted_label_is_settled_by_state(
     effect but its reply is lost or reads as a refusal. The replay still ends with the rows
     visible exactly once."""
     label = label_for(f"replay-{policy.value}-{answer}")
-    with proxied_client(server, be_proxy) as client:
-        precommit(client, table, label)
-        be_proxy.answer_with(REPLAY_ANSWERS[answer]())
+    with precommitted_behind(server, table, be_proxy, label, REPLAY_ANSWERS[answer]()) as client:
         outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES, precommitted_policy=policy)
         state = client.get_load_state(DB, label)
     committed = policy is PrecommittedPolicy.COMMIT
