@@ -10,35 +10,23 @@ from typing import Any
 
 import pytest
 
+import airflow_provider_kinesis_doris.core.value_checks as checks
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.value_checks import (
-    check_choice,
-    check_duration,
-    check_flag,
-    check_optional_mapping,
-    check_optional_text,
-    check_optional_whole_number,
-    check_ratio,
-    check_text,
-    check_texts,
-    check_verify,
-    check_whole_number,
-)
 
 Check = Callable[[str, Any], Any]
 
 CHECKS: dict[str, Check] = {
-    "whole number >= 1": lambda name, value: check_whole_number(name, value, 1),
-    "optional whole number >= 0": lambda name, value: check_optional_whole_number(name, value, 0),
-    "ratio": check_ratio,
-    "choice": lambda name, value: check_choice(name, value, ("polling", "efo")),
-    "flag choice": lambda name, value: check_choice(name, value, (True, False)),
-    "duration": check_duration,
-    "flag": check_flag,
-    "text": check_text,
-    "optional text": check_optional_text,
-    "texts": check_texts,
-    "verify": check_verify,
+    "whole number >= 1": lambda name, value: checks.check_whole_number(name, value, 1),
+    "optional whole number >= 0": lambda name, value: checks.check_optional_whole_number(name, value, 0),
+    "ratio": checks.check_ratio,
+    "choice": lambda name, value: checks.check_choice(name, value, ("polling", "efo")),
+    "flag choice": lambda name, value: checks.check_choice(name, value, (True, False)),
+    "duration": checks.check_duration,
+    "flag": checks.check_flag,
+    "text": checks.check_text,
+    "optional text": checks.check_optional_text,
+    "texts": checks.check_texts,
+    "verify": checks.check_verify,
 }
 
 ACCEPTED: list[tuple[str, Any]] = [
@@ -98,7 +86,7 @@ def test_a_bad_value_is_refused_naming_the_setting_the_rule_and_the_value(
 
 @pytest.mark.parametrize("value", [None, {}, {"a": 1}])
 def test_a_mapping_with_string_keys_passes(value: Any) -> None:
-    check_optional_mapping("conf", value)
+    checks.check_optional_mapping("conf", value)
 
 
 @pytest.mark.parametrize(
@@ -111,4 +99,4 @@ def test_a_mapping_with_string_keys_passes(value: Any) -> None:
 )
 def test_a_mapping_of_other_keys_or_values_is_refused(value: Any, text_values: bool, expected: str) -> None:
     with pytest.raises(ConfigurationError, match=f"^conf must be {expected}, got "):
-        check_optional_mapping("conf", value, text_values=text_values)
+        checks.check_optional_mapping("conf", value, text_values=text_values)

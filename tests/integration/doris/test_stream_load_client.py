@@ -591,43 +591,47 @@ def test_repeated_abort_by_label_is_settled_by_state(
     assert row_count(server, table) == 0
 
 
-NOT_ABORTABLE_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_NOT_ABORTABLE),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
+@dataclass(frozen=True)
+class SecondOperation:
+    """A 2PC operation refused after the other one settled the label: ``first`` then ``then``
+    (``"commit"`` or ``"abort"``), each reply of ``wordings``; the refusal names ``state`` and the
+    table holds ``rows``."""
+
+    first: str
+    then: str
+    wordings: dict[str, Answer]
+    state: str
+    rows: int
 
 
-@pytest.mark.parametrize("wording", sorted(NOT_ABORTABLE_WORDINGS))
-def test_abort_after_commit_is_refused_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+SECOND_OPERATIONS = {
+    "abort-after-commit": SecondOperation("commit", "abort", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_NOT_ABORTABLE),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, "VISIBLE", 3),
+    # Even a reply claiming "already visible" cannot make an aborted load count as committed.
+    "commit-after-abort": SecondOperation("abort", "commit", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_ABORTED),
+        "old-misleading": failures_reworded(OLD_VISIBLE),
+    }, "ABORTED", 0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "wording"), [(case, wording) for case, op in SECOND_OPERATIONS.items() for wording in sorted(op.wordings)]
+)
+def test_a_2pc_operation_after_the_other_is_refused_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, case: str, wording: str
 ) -> None:
-    label = label_for(f"abort-visible-{wording}")
-    with precommitted_behind(server, table, be_proxy, label, NOT_ABORTABLE_WORDINGS[wording]) as client:
-        client.commit_transaction(DB, label=label)
-        with pytest.raises(PermanentStreamLoadError, match="is VISIBLE"):
-            client.abort_transaction(DB, label=label)
-    assert row_count(server, table) == 3
-
-
-COMMIT_ABORTED_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_ABORTED),
-    "old-misleading": failures_reworded(OLD_VISIBLE),
-}
-
-
-@pytest.mark.parametrize("wording", sorted(COMMIT_ABORTED_WORDINGS))
-def test_commit_after_abort_is_refused_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
-) -> None:
-    """Even a reply claiming "already visible" cannot make an aborted load count as committed."""
-    label = label_for(f"commit-aborted-{wording}")
-    with precommitted_behind(server, table, be_proxy, label, COMMIT_ABORTED_WORDINGS[wording]) as client:
-        client.abort_transaction(DB, label=label)
-        with pytest.raises(PermanentStreamLoadError, match="is ABORTED"):
-            client.commit_transaction(DB, label=label)
-    assert row_count(server, table) == 0
+    op = SECOND_OPERATIONS[case]
+    label = label_for(f"{case}-{wording}")
+    with precommitted_behind(server, table, be_proxy, label, op.wordings[wording]) as client:
+        getattr(client, f"{op.first}_transaction")(DB, label=label)
+        with pytest.raises(PermanentStreamLoadError, match=f"is {op.state}"):
+            getattr(client, f"{op.then}_transaction")(DB, label=label)
+    assert row_count(server, table) == op.rows
 
 
 def unknown_shape(reply: dict[str, Any]) -> dict[str, Any] | None:
