@@ -35,7 +35,7 @@ from airflow_provider_kinesis_doris.core.doris.result import LoadDisposition
 from airflow_provider_kinesis_doris.core.doris.options import PrecommittedPolicy, StreamingBody, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.errors import DorisSqlError, LoadOutcomeUnknown
-from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome
+from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, LabelState, LoadOutcome
 from kinesis_doris_devstack.doris_server import DorisServer
 
 pytestmark = pytest.mark.integration
@@ -95,6 +95,15 @@ def client_for(
                                  sleep=sleep or RecordedSleeps())
 
 
+def load_once(
+    server: DorisServer, table: str, label: str, **client_settings: Any
+) -> tuple[IdempotentLoadResult, LabelState]:
+    """One idempotent load of ``ROWS`` under ``label`` by a fresh client (``client_settings`` as
+    :func:`client_for` takes them): its outcome, and the label's state after it."""
+    with client_for(server, **client_settings) as client:
+        return client.load_idempotently(DB, table, label, ROWS, JSON_LINES), client.get_load_state(DB, label)
+
+
 def row_count(server: DorisServer, table: str) -> int:
     return int(server.execute_sql(DB, f"SELECT COUNT(*) FROM {table}")[0][0])
 
@@ -108,9 +117,7 @@ def label_for(name: str, first: int = 1, last: int = 3) -> str:
 
 def test_load_goes_through_the_fe_redirect_and_becomes_visible(server: DorisServer, table: str) -> None:
     label = label_for("happy")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label)
     assert (outcome.disposition, outcome.state) == (LoadDisposition.LOADED, LabelState.VISIBLE)
     assert outcome.attempts == 1
     assert outcome.result is not None and outcome.result.number_loaded_rows == 3
@@ -164,9 +171,7 @@ def test_be_hosts_skip_the_fe_redirect(server: DorisServer, table: str) -> None:
 def test_publish_timeout_counts_as_loaded(server: DorisServer, table: str) -> None:
     server.inject_fault("publish_timeout")
     label = label_for("publish")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label)
     assert outcome.result is not None and outcome.result.is_publish_timeout
     assert (outcome.disposition, outcome.state) == (LoadDisposition.LOADED, LabelState.COMMITTED)
     assert outcome.attempts == 1
@@ -183,9 +188,7 @@ def test_transient_fault_is_retried_with_the_same_label_and_loads_once(
     server.inject_fault(fault)
     label = label_for(fault)
     sleeps = RecordedSleeps()
-    with client_for(server, sleep=sleeps) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label, sleep=sleeps)
     assert outcome.disposition is LoadDisposition.LOADED
     assert outcome.attempts == 2
     assert len(sleeps.seconds) == 1 and sleeps.seconds[0] > 0
@@ -220,9 +223,7 @@ def test_reset_after_commit_is_resolved_through_get_load_state(server: DorisServ
 
 def test_ambiguous_first_attempt_is_resolved_before_resending(server: DorisServer, table: str) -> None:
     server.inject_fault("reset_after_commit")
-    label = label_for("reset-then-resolve")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
+    outcome, _ = load_once(server, table, label_for("reset-then-resolve"))
     # The first load committed; the retry found it VISIBLE instead of sending the rows again.
     assert (outcome.disposition, outcome.attempts) == (LoadDisposition.ALREADY_LOADED, 2)
     assert row_count(server, table) == 3
@@ -232,9 +233,7 @@ def test_slow_be_beyond_the_client_timeout_is_resolved_without_duplicates(
     server: DorisServer, table: str
 ) -> None:
     server.inject_fault("slow", seconds=2.0)
-    label = label_for("slow")
-    with client_for(server, sleep=time.sleep, read_timeout_seconds=0.5) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
+    outcome, _ = load_once(server, table, label_for("slow"), sleep=time.sleep, read_timeout_seconds=0.5)
     assert outcome.state is LabelState.VISIBLE
     assert outcome.attempts >= 2
     assert row_count(server, table) == 3
