@@ -518,27 +518,48 @@ def precommitted_behind(
         yield client
 
 
-WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_VISIBLE),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
+@dataclass(frozen=True)
+class RepeatedOperation:
+    """The same 2PC operation by label twice (``"commit"`` or ``"abort"``), each reply of
+    ``wordings``: the second is settled by the label's ``state``, and the table holds ``rows``."""
+
+    operation: str
+    wordings: dict[str, Answer]
+    state: LabelState
+    rows: int
 
 
-@pytest.mark.parametrize("wording", sorted(WORDINGS))
-def test_repeated_commit_by_label_is_settled_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+REPEATED_OPERATIONS = {
+    # Doris answers a second commit by label "running transaction not found"; the old stand-in
+    # said "already visible". Either way the data is visible, and only the state says so.
+    "recommit": RepeatedOperation("commit", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_VISIBLE),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, LabelState.VISIBLE, 3),
+    "reabort": RepeatedOperation("abort", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_ABORTED),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, LabelState.ABORTED, 0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "wording"), [(case, wording) for case, op in REPEATED_OPERATIONS.items() for wording in sorted(op.wordings)]
+)
+def test_a_repeated_2pc_operation_by_label_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, case: str, wording: str
 ) -> None:
-    """Doris answers a second commit by label "running transaction not found"; the old stand-in
-    said "already visible". Either way the data is visible, and only the state says so."""
-    label = label_for(f"recommit-{wording}")
-    with precommitted_behind(server, table, be_proxy, label, WORDINGS[wording]) as client:
-        first = client.commit_transaction(DB, label=label)
-        again = client.commit_transaction(DB, label=label)
+    op = REPEATED_OPERATIONS[case]
+    label = label_for(f"{case}-{wording}")
+    with precommitted_behind(server, table, be_proxy, label, op.wordings[wording]) as client:
+        first = getattr(client, f"{op.operation}_transaction")(DB, label=label)
+        again = getattr(client, f"{op.operation}_transaction")(DB, label=label)
     assert first.state is None and first.reply is not None
-    assert again.state is LabelState.VISIBLE
+    assert again.state is op.state
     assert again.reply is not None and again.reply.outcome is not LoadOutcome.SUCCESS
-    assert row_count(server, table) == 3
+    assert row_count(server, table) == op.rows
 
 
 @pytest.mark.parametrize("be_hosts", [False, True], ids=["via-fe", "be-hosts"])
@@ -569,25 +590,6 @@ def test_lost_reply_without_a_label_is_an_unknown_outcome(
             client.commit_transaction(DB, txn_id=txn_id)
         # The commit went through all the same: the state is the only witness.
         assert client.get_load_state(DB, label) is LabelState.VISIBLE
-
-
-ABORT_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_ABORTED),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
-
-
-@pytest.mark.parametrize("wording", sorted(ABORT_WORDINGS))
-def test_repeated_abort_by_label_is_settled_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
-) -> None:
-    label = label_for(f"reabort-{wording}")
-    with precommitted_behind(server, table, be_proxy, label, ABORT_WORDINGS[wording]) as client:
-        client.abort_transaction(DB, label=label)
-        again = client.abort_transaction(DB, label=label)
-    assert again.state is LabelState.ABORTED
-    assert row_count(server, table) == 0
 
 
 @dataclass(frozen=True)
