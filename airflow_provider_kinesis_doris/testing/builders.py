@@ -1,6 +1,7 @@
 """Builders for tests of a pipeline, ours and a user's: a pipeline config with every setting a
-test does not care about filled in, a runner that loads in the calling thread against fakes, a
-Kinesis record, and the wait for a stream an emulator is still creating.
+test does not care about filled in (in memory or on a local stack), a runner that loads in the
+calling thread against fakes, a Kinesis record, and the wait for a stream an emulator is still
+creating.
 
 Every value a builder picks is visible in its docstring, so a test that asserts on one (a shard
 id, an arrival time) can pass it explicitly instead of relying on the default.
@@ -36,6 +37,30 @@ def pipeline_config(**changes: Any) -> PipelineConfig:
         load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_limits=ChunkLimits(max_rows=2),
     )  # fmt: skip
     return replace(base, **changes)
+
+
+def local_pipeline_config(
+    stream: str,
+    database: str,
+    table: str,
+    *,
+    doris_port: int,
+    doris_user: str,
+    kinesis_endpoint: str,
+    dynamodb_endpoint: str,
+    **changes: Any,
+) -> PipelineConfig:
+    """:func:`pipeline_config` against a local stack (the Doris stand-in or a Doris at
+    ``127.0.0.1:doris_port``, Kinesis and DynamoDB emulators in ``us-east-1``): pipeline
+    ``{stream}.{database}.{table}`` into ``database.table``, dead letters in
+    ``{table}_dead_letter``; ``changes`` replace any field."""
+    local = {
+        "pipeline_id": f"{stream}.{database}.{table}", "stream_name": stream, "doris_database": database,
+        "doris_table": table, "dead_letter_table": f"{table}_dead_letter",
+        "doris": DorisConnectionConfig(host="127.0.0.1", port=doris_port, user=doris_user),
+        "aws": AwsSettings("us-east-1", kinesis_endpoint, dynamodb_endpoint),
+    }  # fmt: skip
+    return pipeline_config(**{**local, **changes})
 
 
 def load_in_thread(

@@ -28,13 +28,12 @@ from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
+from airflow_provider_kinesis_doris.core.pipeline import Runner, run_interval
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
+from airflow_provider_kinesis_doris.testing.builders import local_pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, sealed_end, wait_past
 from kinesis_doris_devstack.stack import ServiceProcess, start_spark_cluster
 from tests.conftest import DORIS_PASSWORD, DORIS_USER, REPO_ROOT
@@ -130,11 +129,11 @@ def load_interval(  # type: ignore[no-untyped-def]
                                  "sequence_number VARCHAR(64), sub_sequence_number INT, arrival_ms BIGINT, "
                                  "partition_key VARCHAR(256), reason STRING, payload_base64 STRING) "
                                  "DUPLICATE KEY(stream_name) DISTRIBUTED BY HASH(shard_id) BUCKETS 1")  # fmt: skip
-    config = replace(PipelineConfig(
-        pipeline_id=f"{stream}.{table}", stream_name=stream, checkpoint_table="cluster_checkpoints",
-        doris_database=DB, doris_table=table, dead_letter_table=f"{table}_dl",
-        doris=DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER), aws=aws,
-        load_options=StreamLoadOptions.json_lines(), chunk_limits=ChunkLimits(max_rows=20),
+    config = replace(local_pipeline_config(
+        stream, DB, table, doris_port=doris_server.fe_port, doris_user=DORIS_USER,
+        kinesis_endpoint=aws.kinesis_endpoint_url, dynamodb_endpoint=aws.dynamodb_endpoint_url,
+        pipeline_id=f"{stream}.{table}", checkpoint_table="cluster_checkpoints", dead_letter_table=f"{table}_dl",
+        chunk_limits=ChunkLimits(max_rows=20),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
     ), **pipeline)  # fmt: skip
     store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)

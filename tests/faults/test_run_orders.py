@@ -1762,6 +1762,25 @@ def test_a_run_whose_rows_another_run_loaded_after_amending_sends_the_amended_de
     assert machine._landed() == (Counter({(0, 0): 1}), Counter({1: 1, 2: 1}))
 
 
+def recover_interval_1_in_2s_run_then_prune_to_2(m: RunOrders, later_records: list[int]) -> None:
+    """The steps two counterexamples share: reshards around paused seals until interval 2's run
+    takes on skipped interval 1, then ``later_records``, a split and a prune up to interval 2."""
+    m.split(6)
+    m.seal(8679, paused=True)
+    m.split(6)
+    m.schedule(4)
+    m.produce([151888908])
+    m.seal(172, paused=True)
+    m.produce([816])
+    m.run(2, Fault("none"))
+    assert m.adopted_by == {1: 2}
+    m.schedule(2)
+    m.produce(later_records)
+    m.split(5)
+    m.prune(2, None)
+    assert m.pruned_below == 2
+
+
 def test_a_rerun_of_a_run_that_recovered_an_interval_since_pruned_does_not_replay_it() -> None:
     """Machine counterexample (2,000 random examples): the run of interval 2 recovered skipped
     interval 1, the history before interval 2 was pruned, then interval 2 ran again. Its stored
@@ -1776,20 +1795,7 @@ def test_a_rerun_of_a_run_that_recovered_an_interval_since_pruned_does_not_repla
     m.produce([712])
     m.run(4, Fault("read_dies", 3))
     m.run(0, Fault("none"))
-    m.split(6)
-    m.seal(8679, paused=True)
-    m.split(6)
-    m.schedule(4)
-    m.produce([151888908])
-    m.seal(172, paused=True)
-    m.produce([816])
-    m.run(2, Fault("none"))
-    assert m.adopted_by == {1: 2}
-    m.schedule(2)
-    m.produce([43200, 43200])
-    m.split(5)
-    m.prune(2, None)
-    assert m.pruned_below == 2
+    recover_interval_1_in_2s_run_then_prune_to_2(m, later_records=[43200, 43200])
     m.run(5, Fault("none"))
     assert m.outcome[2] == "green"
     m.teardown()
@@ -1855,19 +1861,7 @@ def test_pruning_past_a_trim_horizon_floor_leaves_no_false_gap_behind_it() -> No
              max_intervals=1)  # fmt: skip
     m.seal(330, paused=True)
     m.run(0, Fault("none"))
-    m.split(6)
-    m.seal(8679, paused=True)
-    m.split(6)
-    m.schedule(4)
-    m.produce([151888908])
-    m.seal(172, paused=True)
-    m.produce([816])
-    m.run(2, Fault("none"))
-    m.schedule(2)
-    m.produce([43200])
-    m.split(5)
-    m.prune(2, None)
-    assert m.pruned_below == 2
+    recover_interval_1_in_2s_run_then_prune_to_2(m, later_records=[43200])
     m.teardown()  # the scheduler's next run: interval 3, catch-up finds no gap
 
 

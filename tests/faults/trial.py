@@ -31,19 +31,19 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
-from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.doris.labels import chunk_label
 from airflow_provider_kinesis_doris.core.model import Position, RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
+from airflow_provider_kinesis_doris.core.doris.connection import RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.efo_server import EfoServer
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, client_error, runner_with, with_clients
 from tests.faults.tally import Delivery, ProofTally
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl, now_ms, put_records, sealed_end, wait_past
-from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
+from airflow_provider_kinesis_doris.testing.builders import local_pipeline_config, wait_stream_active
 
 DB = "proof"
 CHECKPOINT_TABLE = "proof_checkpoints"
@@ -212,15 +212,10 @@ def pipeline_config(stack: Stack, doris: DorisServer, stream: str, table: str, *
     UNIQUE tables, strict mode as the operator sets it (None: Doris's default, not strict)."""
     keep = SHORT_LABEL_KEEP_SECONDS if doris is stack.doris_short_labels else 43200
     sequence = {"sequence_col": "_kinesis_arrival"} if model == "UNIQUE" else {}
-    return PipelineConfig(
-        pipeline_id=f"{stream}.{DB}.{table}",
-        stream_name=stream,
+    config = local_pipeline_config(
+        stream, DB, table, doris_port=doris.fe_port, doris_user=DORIS_USER,
+        kinesis_endpoint=stack.kinesis_endpoint, dynamodb_endpoint=stack.dynamodb_endpoint,
         checkpoint_table=CHECKPOINT_TABLE,
-        doris_database=DB,
-        doris_table=table,
-        dead_letter_table=f"{table}_dead_letter",
-        doris=DorisConnectionConfig(host="127.0.0.1", port=doris.fe_port, user=DORIS_USER, label_keep_seconds=keep),
-        aws=AwsSettings("us-east-1", stack.kinesis_endpoint, stack.dynamodb_endpoint),
         load_options=StreamLoadOptions.json_lines(strict_mode=strict_mode, **sequence),
         mapping=RecordMapping(
             metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), required_fields=("event_id",)
@@ -228,6 +223,7 @@ def pipeline_config(stack: Stack, doris: DorisServer, stream: str, table: str, *
         chunk_limits=ChunkLimits(max_rows=chunk_rows),
         retry_policy=TIGHT_RETRIES,
     )
+    return replace(config, doris=replace(config.doris, label_keep_seconds=keep))
 
 
 CREDENTIALS = Credentials(

@@ -12,11 +12,11 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
-from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
+from airflow_provider_kinesis_doris.core.doris.connection import RetryPolicy
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
+from airflow_provider_kinesis_doris.testing.builders import local_pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
@@ -33,16 +33,10 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
     doris_server.execute_sql(DB, events_table_ddl(table))
     doris_server.execute_sql(DB, dead_letter_ddl(DB, f"{table}_dead_letter"))
-    config = PipelineConfig(
-        pipeline_id=f"{stream}.{DB}.{table}",
-        stream_name=stream,
+    config = local_pipeline_config(
+        stream, DB, table, doris_port=doris_server.fe_port, doris_user=DORIS_USER,
+        kinesis_endpoint=kinesis_mock_endpoint, dynamodb_endpoint=dynamodb_endpoint,
         checkpoint_table="checkpoints_it",
-        doris_database=DB,
-        doris_table=table,
-        dead_letter_table=f"{table}_dead_letter",
-        doris=DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER),
-        aws=AwsSettings("us-east-1", kinesis_mock_endpoint, dynamodb_endpoint),
-        load_options=StreamLoadOptions.json_lines(),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
         chunk_limits=ChunkLimits(max_rows=7),
         retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1, running_wait_seconds=20),

@@ -17,6 +17,7 @@ from botocore.eventstream import ChecksumMismatch, EventStreamBuffer
 from botocore.exceptions import ClientError, EventStreamError
 
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 from kinesis_doris_devstack.efo_server import EfoServer, encode_message, exception_message
 from kinesis_doris_devstack.scenario import split
 
@@ -59,7 +60,7 @@ def client(efo: EfoServer) -> Any:
 def stream(kinesis_client: Any) -> Iterator[Stream]:
     name = f"efo-{uuid.uuid4().hex[:12]}"
     kinesis_client.create_stream(StreamName=name, ShardCount=1)
-    kinesis_client.get_waiter("stream_exists").wait(StreamName=name, WaiterConfig={"Delay": 0.1, "MaxAttempts": 200})
+    wait_stream_active(kinesis_client, name)
     arn = kinesis_client.describe_stream_summary(StreamName=name)["StreamDescriptionSummary"]["StreamARN"]
     (shard,) = kinesis_client.list_shards(StreamName=name)["Shards"]
     yield Stream(name, arn, shard["ShardId"], shard["SequenceNumberRange"]["StartingSequenceNumber"])

@@ -11,6 +11,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 from kinesis_doris_devstack.stack import LocalStack
 
 pytestmark = pytest.mark.integration
@@ -54,7 +55,7 @@ def test_emulators_listen_on_loopback_only_and_stop_by_pid(tmp_path: Path) -> No
             assert addresses == {"0100007F"}, f"{name} listens on {addresses}"
         kinesis = boto3.client("kinesis", endpoint_url=recorded["kinesis_mock"]["endpoint"])
         kinesis.create_stream(StreamName="stack-smoke", ShardCount=1)
-        kinesis.get_waiter("stream_exists").wait(StreamName="stack-smoke", WaiterConfig={"Delay": 0.2})
+        wait_stream_active(kinesis, "stack-smoke")
         assert kinesis.describe_stream_summary(StreamName="stack-smoke")["StreamDescriptionSummary"]["OpenShardCount"] == 1
     assert not any(_pid_alive(pid) for pid in pids.values())
     assert not stack.endpoints_file.exists()

@@ -22,7 +22,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpoint
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
-from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig, run_interval
@@ -30,12 +30,12 @@ from airflow_provider_kinesis_doris.core.errors import ShardsWaiting
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from airflow_provider_kinesis_doris.core.rebalance import rebalance, weights_for_plan
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
+from airflow_provider_kinesis_doris.core.doris.connection import RetryPolicy
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, runner_with
 from kinesis_doris_devstack.scenario import events_table_ddl, merge, now_ms, split, wait_past
-from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
+from airflow_provider_kinesis_doris.testing.builders import local_pipeline_config, wait_stream_active
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 pytestmark = pytest.mark.integration
@@ -160,15 +160,10 @@ def stack(  # type: ignore[no-untyped-def]
         metadata = ("_kinesis_arrival",) if unique_by_user else ("_kinesis_shard", "_kinesis_sequence")
         doris_server.execute_sql(DB, ddl)
         doris_server.execute_sql(DB, DEAD_LETTER_DDL.format(table=f"{table}_dead_letter"))
-        config = PipelineConfig(
-            pipeline_id=f"{stream}.{DB}.{table}",
-            stream_name=stream,
+        config = local_pipeline_config(
+            stream, DB, table, doris_port=doris_server.fe_port, doris_user=DORIS_USER,
+            kinesis_endpoint=kinesis_mock_endpoint, dynamodb_endpoint=dynamodb_endpoint,
             checkpoint_table=CHECKPOINT_TABLE,
-            doris_database=DB,
-            doris_table=table,
-            dead_letter_table=f"{table}_dead_letter",
-            doris=DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER),
-            aws=AwsSettings("us-east-1", kinesis_mock_endpoint, dynamodb_endpoint),
             load_options=(
                 StreamLoadOptions.json_lines(sequence_col="_kinesis_arrival")
                 if unique_by_user else StreamLoadOptions.json_lines()

@@ -10,15 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_provider_kinesis_doris.core.kinesis.kpl import may_be_aggregate
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.model import KinesisRecord
 from airflow_provider_kinesis_doris.core.mapping import METADATA_COLUMNS, RecordMapping, Row, map_record
+from airflow_provider_kinesis_doris.testing.builders import kinesis_record
 
 SHARD = "shardId-000000000002"
 ALL_METADATA = RecordMapping(metadata_columns=tuple(METADATA_COLUMNS))
 
 
 def record(data: bytes) -> KinesisRecord:
-    return KinesisRecord(SHARD, Position(4242, 3), 1_700_000_000_456, 'pk "quoted" ü', data)
+    return kinesis_record(data, 4242, 3, shard_id=SHARD, arrival_ms=1_700_000_000_456, partition_key='pk "quoted" ü')
 
 
 def mapped_line(data: bytes, mapping: RecordMapping = ALL_METADATA) -> bytes:

@@ -14,8 +14,9 @@ from airflow_provider_kinesis_doris.core.chunks import RECORDED_DEAD_LETTER
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.result import LoadOutcome
-from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.model import KinesisRecord
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, RecordMapping, Row, dead_letter_ddl, map_record
+from airflow_provider_kinesis_doris.testing.builders import kinesis_record
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 USAGE = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
@@ -29,7 +30,8 @@ def _normal(sql: str) -> str:
 
 
 def _record(data: bytes, sub: int = 0) -> KinesisRecord:
-    return KinesisRecord("shardId-000000000004", Position(SEQUENCE, sub), 1767225600123, "user-3", data)
+    return kinesis_record(data, SEQUENCE, sub, shard_id="shardId-000000000004", arrival_ms=1767225600123,
+                          partition_key="user-3")
 
 
 def test_the_dead_letter_ddl_is_the_operators() -> None:

@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightReport,
     doris_preflight,
 )
-from airflow_provider_kinesis_doris.core.settings import AwsSettings, PipelineConfig
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.mapping import METADATA_COLUMNS, RecordMapping, dead_letter_ddl
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.scenario import events_table_ddl
@@ -214,10 +214,10 @@ def test_be_hosts_skip_the_redirect_and_are_checked_to_resolve(doris: DorisServe
 
 
 def test_settings_come_from_the_pipeline_and_their_digest_follows_every_setting() -> None:
-    config = PipelineConfig(
-        pipeline_id="s.pf.events", stream_name="s", checkpoint_table="cp", doris_database=DB, doris_table="events",
-        dead_letter_table="events_dead_letter", doris=DorisConnectionConfig(host="fe", label_keep_seconds=7200),
-        aws=AwsSettings("us-east-1"), load_options=StreamLoadOptions(columns=("a", "b"), sequence_col="b"),
+    config = pipeline_config(
+        doris_database=DB, doris_table="events", dead_letter_table="events_dead_letter",
+        doris=DorisConnectionConfig(host="fe", label_keep_seconds=7200),
+        load_options=StreamLoadOptions(columns=("a", "b"), sequence_col="b"),
         mapping=RecordMapping(metadata_columns=tuple(METADATA_COLUMNS)),
     )  # fmt: skip
     settings = DorisPreflightSettings.from_pipeline(config, max_concurrent_loads=3)

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -34,7 +35,7 @@ from airflow_provider_kinesis_doris.core.doris.result import LoadDisposition
 from airflow_provider_kinesis_doris.core.doris.options import PrecommittedPolicy, StreamingBody, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.errors import DorisSqlError, LoadOutcomeUnknown
-from airflow_provider_kinesis_doris.core.doris.result import LabelState, LoadOutcome
+from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, LabelState, LoadOutcome
 from kinesis_doris_devstack.doris_server import DorisServer
 
 pytestmark = pytest.mark.integration
@@ -94,6 +95,15 @@ def client_for(
                                  sleep=sleep or RecordedSleeps())
 
 
+def load_once(
+    server: DorisServer, table: str, label: str, **client_settings: Any
+) -> tuple[IdempotentLoadResult, LabelState]:
+    """One idempotent load of ``ROWS`` under ``label`` by a fresh client (``client_settings`` as
+    :func:`client_for` takes them): its outcome, and the label's state after it."""
+    with client_for(server, **client_settings) as client:
+        return client.load_idempotently(DB, table, label, ROWS, JSON_LINES), client.get_load_state(DB, label)
+
+
 def row_count(server: DorisServer, table: str) -> int:
     return int(server.execute_sql(DB, f"SELECT COUNT(*) FROM {table}")[0][0])
 
@@ -107,9 +117,7 @@ def label_for(name: str, first: int = 1, last: int = 3) -> str:
 
 def test_load_goes_through_the_fe_redirect_and_becomes_visible(server: DorisServer, table: str) -> None:
     label = label_for("happy")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label)
     assert (outcome.disposition, outcome.state) == (LoadDisposition.LOADED, LabelState.VISIBLE)
     assert outcome.attempts == 1
     assert outcome.result is not None and outcome.result.number_loaded_rows == 3
@@ -163,9 +171,7 @@ def test_be_hosts_skip_the_fe_redirect(server: DorisServer, table: str) -> None:
 def test_publish_timeout_counts_as_loaded(server: DorisServer, table: str) -> None:
     server.inject_fault("publish_timeout")
     label = label_for("publish")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label)
     assert outcome.result is not None and outcome.result.is_publish_timeout
     assert (outcome.disposition, outcome.state) == (LoadDisposition.LOADED, LabelState.COMMITTED)
     assert outcome.attempts == 1
@@ -182,9 +188,7 @@ def test_transient_fault_is_retried_with_the_same_label_and_loads_once(
     server.inject_fault(fault)
     label = label_for(fault)
     sleeps = RecordedSleeps()
-    with client_for(server, sleep=sleeps) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
-        state = client.get_load_state(DB, label)
+    outcome, state = load_once(server, table, label, sleep=sleeps)
     assert outcome.disposition is LoadDisposition.LOADED
     assert outcome.attempts == 2
     assert len(sleeps.seconds) == 1 and sleeps.seconds[0] > 0
@@ -219,9 +223,7 @@ def test_reset_after_commit_is_resolved_through_get_load_state(server: DorisServ
 
 def test_ambiguous_first_attempt_is_resolved_before_resending(server: DorisServer, table: str) -> None:
     server.inject_fault("reset_after_commit")
-    label = label_for("reset-then-resolve")
-    with client_for(server) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
+    outcome, _ = load_once(server, table, label_for("reset-then-resolve"))
     # The first load committed; the retry found it VISIBLE instead of sending the rows again.
     assert (outcome.disposition, outcome.attempts) == (LoadDisposition.ALREADY_LOADED, 2)
     assert row_count(server, table) == 3
@@ -231,9 +233,7 @@ def test_slow_be_beyond_the_client_timeout_is_resolved_without_duplicates(
     server: DorisServer, table: str
 ) -> None:
     server.inject_fault("slow", seconds=2.0)
-    label = label_for("slow")
-    with client_for(server, sleep=time.sleep, read_timeout_seconds=0.5) as client:
-        outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES)
+    outcome, _ = load_once(server, table, label_for("slow"), sleep=time.sleep, read_timeout_seconds=0.5)
     assert outcome.state is LabelState.VISIBLE
     assert outcome.attempts >= 2
     assert row_count(server, table) == 3
@@ -507,29 +507,59 @@ def precommit(client: DorisStreamLoadClient, table: str, label: str) -> int:
     return outcome.result.txn_id
 
 
-WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_VISIBLE),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
+@contextmanager
+def precommitted_behind(
+    server: DorisServer, table: str, proxy: BeProxy, label: str, answer: Answer
+) -> Iterator[DorisStreamLoadClient]:
+    """A client through ``proxy`` with ``label`` precommitted; from then on ``answer`` answers
+    the 2PC requests (``{txn}`` in its wording is the label's TxnId)."""
+    with proxied_client(server, proxy) as client:
+        proxy.answer_with(answer, precommit(client, table, label))
+        yield client
 
 
-@pytest.mark.parametrize("wording", sorted(WORDINGS))
-def test_repeated_commit_by_label_is_settled_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+@dataclass(frozen=True)
+class RepeatedOperation:
+    """The same 2PC operation by label twice (``"commit"`` or ``"abort"``), each reply of
+    ``wordings``: the second is settled by the label's ``state``, and the table holds ``rows``."""
+
+    operation: str
+    wordings: dict[str, Answer]
+    state: LabelState
+    rows: int
+
+
+REPEATED_OPERATIONS = {
+    # Doris answers a second commit by label "running transaction not found"; the old stand-in
+    # said "already visible". Either way the data is visible, and only the state says so.
+    "recommit": RepeatedOperation("commit", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_VISIBLE),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, LabelState.VISIBLE, 3),
+    "reabort": RepeatedOperation("abort", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_ABORTED),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, LabelState.ABORTED, 0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "wording"), [(case, wording) for case, op in REPEATED_OPERATIONS.items() for wording in sorted(op.wordings)]
+)
+def test_a_repeated_2pc_operation_by_label_is_settled_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, case: str, wording: str
 ) -> None:
-    """Doris answers a second commit by label "running transaction not found"; the old stand-in
-    said "already visible". Either way the data is visible, and only the state says so."""
-    label = label_for(f"recommit-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(WORDINGS[wording], txn_id)
-        first = client.commit_transaction(DB, label=label)
-        again = client.commit_transaction(DB, label=label)
+    op = REPEATED_OPERATIONS[case]
+    label = label_for(f"{case}-{wording}")
+    with precommitted_behind(server, table, be_proxy, label, op.wordings[wording]) as client:
+        first = getattr(client, f"{op.operation}_transaction")(DB, label=label)
+        again = getattr(client, f"{op.operation}_transaction")(DB, label=label)
     assert first.state is None and first.reply is not None
-    assert again.state is LabelState.VISIBLE
+    assert again.state is op.state
     assert again.reply is not None and again.reply.outcome is not LoadOutcome.SUCCESS
-    assert row_count(server, table) == 3
+    assert row_count(server, table) == op.rows
 
 
 @pytest.mark.parametrize("be_hosts", [False, True], ids=["via-fe", "be-hosts"])
@@ -562,68 +592,47 @@ def test_lost_reply_without_a_label_is_an_unknown_outcome(
         assert client.get_load_state(DB, label) is LabelState.VISIBLE
 
 
-ABORT_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_ABORTED),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
+@dataclass(frozen=True)
+class SecondOperation:
+    """A 2PC operation refused after the other one settled the label: ``first`` then ``then``
+    (``"commit"`` or ``"abort"``), each reply of ``wordings``; the refusal names ``state`` and the
+    table holds ``rows``."""
+
+    first: str
+    then: str
+    wordings: dict[str, Answer]
+    state: str
+    rows: int
 
 
-@pytest.mark.parametrize("wording", sorted(ABORT_WORDINGS))
-def test_repeated_abort_by_label_is_settled_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
+SECOND_OPERATIONS = {
+    "abort-after-commit": SecondOperation("commit", "abort", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_NOT_ABORTABLE),
+        "unforeseen": failures_reworded(UNFORESEEN),
+    }, "VISIBLE", 3),
+    # Even a reply claiming "already visible" cannot make an aborted load count as committed.
+    "commit-after-abort": SecondOperation("abort", "commit", {
+        "doris": as_doris_says,
+        "old": failures_reworded(OLD_ABORTED),
+        "old-misleading": failures_reworded(OLD_VISIBLE),
+    }, "ABORTED", 0),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("case", "wording"), [(case, wording) for case, op in SECOND_OPERATIONS.items() for wording in sorted(op.wordings)]
+)
+def test_a_2pc_operation_after_the_other_is_refused_by_state(
+    server: DorisServer, table: str, be_proxy: BeProxy, case: str, wording: str
 ) -> None:
-    label = label_for(f"reabort-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(ABORT_WORDINGS[wording], txn_id)
-        client.abort_transaction(DB, label=label)
-        again = client.abort_transaction(DB, label=label)
-    assert again.state is LabelState.ABORTED
-    assert row_count(server, table) == 0
-
-
-NOT_ABORTABLE_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_NOT_ABORTABLE),
-    "unforeseen": failures_reworded(UNFORESEEN),
-}
-
-
-@pytest.mark.parametrize("wording", sorted(NOT_ABORTABLE_WORDINGS))
-def test_abort_after_commit_is_refused_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
-) -> None:
-    label = label_for(f"abort-visible-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(NOT_ABORTABLE_WORDINGS[wording], txn_id)
-        client.commit_transaction(DB, label=label)
-        with pytest.raises(PermanentStreamLoadError, match="is VISIBLE"):
-            client.abort_transaction(DB, label=label)
-    assert row_count(server, table) == 3
-
-
-COMMIT_ABORTED_WORDINGS = {
-    "doris": as_doris_says,
-    "old": failures_reworded(OLD_ABORTED),
-    "old-misleading": failures_reworded(OLD_VISIBLE),
-}
-
-
-@pytest.mark.parametrize("wording", sorted(COMMIT_ABORTED_WORDINGS))
-def test_commit_after_abort_is_refused_by_state(
-    server: DorisServer, table: str, be_proxy: BeProxy, wording: str
-) -> None:
-    """Even a reply claiming "already visible" cannot make an aborted load count as committed."""
-    label = label_for(f"commit-aborted-{wording}")
-    with proxied_client(server, be_proxy) as client:
-        txn_id = precommit(client, table, label)
-        be_proxy.answer_with(COMMIT_ABORTED_WORDINGS[wording], txn_id)
-        client.abort_transaction(DB, label=label)
-        with pytest.raises(PermanentStreamLoadError, match="is ABORTED"):
-            client.commit_transaction(DB, label=label)
-    assert row_count(server, table) == 0
+    op = SECOND_OPERATIONS[case]
+    label = label_for(f"{case}-{wording}")
+    with precommitted_behind(server, table, be_proxy, label, op.wordings[wording]) as client:
+        getattr(client, f"{op.first}_transaction")(DB, label=label)
+        with pytest.raises(PermanentStreamLoadError, match=f"is {op.state}"):
+            getattr(client, f"{op.then}_transaction")(DB, label=label)
+    assert row_count(server, table) == op.rows
 
 
 def unknown_shape(reply: dict[str, Any]) -> dict[str, Any] | None:
@@ -678,9 +687,7 @@ def test_replay_of_a_precommitted_label_is_settled_by_state(
     effect but its reply is lost or reads as a refusal. The replay still ends with the rows
     visible exactly once."""
     label = label_for(f"replay-{policy.value}-{answer}")
-    with proxied_client(server, be_proxy) as client:
-        precommit(client, table, label)
-        be_proxy.answer_with(REPLAY_ANSWERS[answer]())
+    with precommitted_behind(server, table, be_proxy, label, REPLAY_ANSWERS[answer]()) as client:
         outcome = client.load_idempotently(DB, table, label, ROWS, JSON_LINES, precommitted_policy=policy)
         state = client.get_load_state(DB, label)
     committed = policy is PrecommittedPolicy.COMMIT

@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -107,3 +108,16 @@ class RawDoris:
 def start_server(**kwargs: Any) -> DorisServer:
     """A started stand-in with the suite's credentials."""
     return DorisServer(user=USER, password=PASSWORD, **kwargs).start()
+
+
+@contextmanager
+def events_server(**settings: Any) -> Iterator[RawDoris]:
+    """A stand-in started with ``settings``, holding database ``DB`` and its ``events`` table,
+    stopped on the way out."""
+    server = start_server(**settings)
+    try:
+        server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
+        server.execute_sql(DB, EVENTS_DDL)
+        yield RawDoris(server)
+    finally:
+        server.stop()

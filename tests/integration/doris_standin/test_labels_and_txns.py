@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from doris_raw import DB, EVENTS_DDL, RawDoris, start_server
+from doris_raw import DB, EVENTS_DDL, RawDoris, events_server, start_server
 
 from kinesis_doris_devstack.doris_server import DorisServer
 
@@ -69,19 +69,13 @@ def test_failed_load_aborts_and_its_label_is_reusable(raw: RawDoris, dup_table: 
 
 
 def test_labels_expire_after_the_keep_window() -> None:
-    server = start_server(label_keep_seconds=0.3)
-    try:
-        server.execute_sql("", f"CREATE DATABASE {DB}")
-        server.execute_sql(DB, EVENTS_DDL)
-        raw = RawDoris(server)
+    with events_server(label_keep_seconds=0.3) as raw:
         raw.stream_load("events", _ROW, label="exp_1")
         assert raw.load_state("exp_1") == "VISIBLE"
         time.sleep(0.4)
         assert raw.load_state("exp_1") == "UNKNOWN"
         assert raw.stream_load("events", _ROW, label="exp_1")["Status"] == "Success"
         assert raw.rows("SELECT count(*) FROM events") == [[2]]
-    finally:
-        server.stop()
 
 
 def test_two_phase_commit_by_txn_id(raw: RawDoris, dup_table: str) -> None:
@@ -119,19 +113,13 @@ def test_two_phase_errors(raw: RawDoris, dup_table: str) -> None:
 
 
 def test_precommitted_transaction_is_aborted_after_the_precommit_timeout() -> None:
-    server = start_server(precommit_timeout_seconds=0.3)
-    try:
-        server.execute_sql("", f"CREATE DATABASE {DB}")
-        server.execute_sql(DB, EVENTS_DDL)
-        raw = RawDoris(server)
+    with events_server(precommit_timeout_seconds=0.3) as raw:
         txn_id = raw.stream_load("events", _ROW, label="pc_t", two_phase_commit="true")["TxnId"]
         time.sleep(0.4)
         assert raw.load_state("pc_t") == "ABORTED"
         late = raw.two_pc("commit", txn_id=str(txn_id))
         assert f"transaction [{txn_id}] is already aborted. abort reason: " in late["msg"]
         assert raw.rows("SELECT count(*) FROM events") == [[0]]
-    finally:
-        server.stop()
 
 
 def test_prepare_transaction_aborts_after_the_load_timeout(raw: RawDoris, dup_table: str) -> None:
@@ -143,13 +131,8 @@ def test_prepare_transaction_aborts_after_the_load_timeout(raw: RawDoris, dup_ta
 
 
 def test_data_and_labels_survive_a_restart_with_a_data_dir(tmp_path: Path) -> None:
-    first = start_server(data_dir=str(tmp_path))
-    try:
-        first.execute_sql("", f"CREATE DATABASE {DB}")
-        first.execute_sql(DB, EVENTS_DDL)
-        txn_id = RawDoris(first).stream_load("events", _ROW, label="keep_1")["TxnId"]
-    finally:
-        first.stop()
+    with events_server(data_dir=str(tmp_path)) as first:
+        txn_id = first.stream_load("events", _ROW, label="keep_1")["TxnId"]
     second = start_server(data_dir=str(tmp_path))
     try:
         raw = RawDoris(second)

@@ -88,41 +88,38 @@ def test_data_quality_failure_is_permanent_and_keeps_error_url() -> None:
     assert url in result.describe()
 
 
-@pytest.mark.parametrize(
-    "message",
-    [
-        "[E-235]failed to init rowset builder. version count: 2001, exceed limit: 2000, tablet: 10087. "
-        "Please reduce the frequency of loading data",
-        "tablet writer write failed, tablet_id=1, txn_id=2, err=-235",
-        "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = current running txns on db 10 is 1000, "
-        "larger than limit 1000",
-        "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = get tableList write lock timeout, tables=t",
-        "[CANCELLED]load cancelled by timeout",
-        "[NETWORK_ERROR]receive body don't equal with body bytes",
-    ],
-)
-def test_transient_failures_are_retryable(message: str) -> None:
-    assert StreamLoadResult.from_http(200, be_result("Fail", message)).outcome is LoadOutcome.RETRYABLE
+TRANSIENT_FAILURES = [
+    "[E-235]failed to init rowset builder. version count: 2001, exceed limit: 2000, tablet: 10087. "
+    "Please reduce the frequency of loading data",
+    "tablet writer write failed, tablet_id=1, txn_id=2, err=-235",
+    "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = current running txns on db 10 is 1000, "
+    "larger than limit 1000",
+    "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = get tableList write lock timeout, tables=t",
+    "[CANCELLED]load cancelled by timeout",
+    "[NETWORK_ERROR]receive body don't equal with body bytes",
+]
+REQUEST_FAULTS_AND_UNKNOWN_FAILURES = [
+    "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = unknown database, database=nope",
+    "[NOT_FOUND]TStatus: errCode = 7, detailMessage = table not found, tableName=nope",
+    "[NOT_AUTHORIZED]no valid Basic authorization",
+    "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Access denied for user 'root@127.0.0.1'",
+    "[ANALYSIS_ERROR]Label format error. regex: ^[-_A-Za-z0-9:]{1,128}$, label: a.b",
+    "[INVALID_ARGUMENT]Invalid timeout format",
+    "[INVALID_ARGUMENT]label and group_commit can't be set at the same time",
+    "[DATA_FILE_TYPE_ERROR]unknown data format, format=xml",
+    # Doris's own text (status.h prints DATA_FILE_TYPE_ERROR, code -1101, as E-1101).
+    "[E-1101]unknown data format, format=xml",
+    "[INTERNAL_ERROR]something nobody has seen before",
+]
 
 
 @pytest.mark.parametrize(
-    "message",
-    [
-        "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = unknown database, database=nope",
-        "[NOT_FOUND]TStatus: errCode = 7, detailMessage = table not found, tableName=nope",
-        "[NOT_AUTHORIZED]no valid Basic authorization",
-        "[ANALYSIS_ERROR]TStatus: errCode = 2, detailMessage = Access denied for user 'root@127.0.0.1'",
-        "[ANALYSIS_ERROR]Label format error. regex: ^[-_A-Za-z0-9:]{1,128}$, label: a.b",
-        "[INVALID_ARGUMENT]Invalid timeout format",
-        "[INVALID_ARGUMENT]label and group_commit can't be set at the same time",
-        "[DATA_FILE_TYPE_ERROR]unknown data format, format=xml",
-        # Doris's own text (status.h prints DATA_FILE_TYPE_ERROR, code -1101, as E-1101).
-        "[E-1101]unknown data format, format=xml",
-        "[INTERNAL_ERROR]something nobody has seen before",
-    ],
+    ("message", "outcome"),
+    [(message, LoadOutcome.RETRYABLE) for message in TRANSIENT_FAILURES]
+    + [(message, LoadOutcome.PERMANENT) for message in REQUEST_FAULTS_AND_UNKNOWN_FAILURES],
 )
-def test_request_faults_and_unknown_failures_are_permanent(message: str) -> None:
-    assert StreamLoadResult.from_http(200, be_result("Fail", message)).outcome is LoadOutcome.PERMANENT
+def test_transient_failures_are_retryable_and_the_rest_permanent(message: str, outcome: LoadOutcome) -> None:
+    assert StreamLoadResult.from_http(200, be_result("Fail", message)).outcome is outcome
 
 
 def test_fe_rest_base_result_is_classified_by_message() -> None:
