@@ -148,3 +148,12 @@ def sealed_end(kinesis: Any, stream: str, results: Iterable[dict[str, Any]]) -> 
         end = max(end, arrival_ms(record["ApproximateArrivalTimestamp"]))
     wait_past(end + 1)
     return end + 1
+
+
+def sealed_interval(kinesis: Any, stream: str, events: Sequence[dict[str, Any]]) -> tuple[int, int, list[dict[str, Any]]]:
+    """An interval holding ``events`` and nothing else of this writer: its start, its end (waited
+    past, :func:`sealed_end`) and the put result entries."""
+    start = now_ms()
+    wait_past(start)
+    results = put_events(kinesis, stream, events)
+    return start, sealed_end(kinesis, stream, results), results

@@ -8,17 +8,14 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.plan import ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.core.stores.items import shard_sk
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
+from kinesis_doris_devstack.scenario import event, sealed_interval
 
 pytestmark = pytest.mark.integration
 
 
 def test_a_first_interval_reads_each_shard_once(world, kinesis_client, dynamodb_reads) -> None:
     stream, store = world["stream"], world["store"]
-    start = now_ms()
-    wait_past(start)
-    put = put_events(kinesis_client, stream, [event(i) for i in range(10)])
-    end = sealed_end(kinesis_client, stream, put)
+    start, end, _ = sealed_interval(kinesis_client, stream, [event(i) for i in range(10)])
 
     plan = plan_interval(kinesis_client, store, store.pipeline_id, stream, start, end)
 

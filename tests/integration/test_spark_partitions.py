@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.spark import runner as spark_runner
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
+from kinesis_doris_devstack.scenario import event, sealed_interval
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -23,10 +23,8 @@ def _tasks_of_the_last_spark_job() -> int:
 
 def test_a_local_master_joins_the_ranges_into_a_few_partitions_per_core(world, kinesis_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setattr(spark_runner, "TASKS_PER_LOCAL_CORE", 1)
-    start = now_ms()
-    wait_past(start)
     ids = list(range(20))
-    end = sealed_end(kinesis_client, world["stream"], put_events(kinesis_client, world["stream"], [event(i) for i in ids]))
+    start, end, _ = sealed_interval(kinesis_client, world["stream"], [event(i) for i in ids])
     partitions: list[int] = []
 
     def local_spark(job, credentials):  # type: ignore[no-untyped-def]

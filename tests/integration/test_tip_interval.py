@@ -9,17 +9,14 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.model import BoundaryKind
 from airflow_provider_kinesis_doris.core.stores.items import boundary_sk
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
+from kinesis_doris_devstack.scenario import event, sealed_interval
 
 pytestmark = pytest.mark.integration
 
 
 def test_the_loaders_read_the_pending_ends_at_the_tip_in_batches(world, kinesis_client, dynamodb_reads) -> None:
     stream, store = world["stream"], world["store"]
-    start = now_ms()
-    wait_past(start)
-    put = put_events(kinesis_client, stream, [event(i) for i in range(10)])
-    end = sealed_end(kinesis_client, stream, put)
+    start, end, put = sealed_interval(kinesis_client, stream, [event(i) for i in range(10)])
     shards = [shard["ShardId"] for shard in kinesis_client.list_shards(StreamName=stream)["Shards"]]
     assert {entry["ShardId"] for entry in put} == set(shards), "every shard needs records inside the interval"
 
