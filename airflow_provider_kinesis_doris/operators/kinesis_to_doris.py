@@ -47,11 +47,7 @@ from airflow_provider_kinesis_doris.operators.loader_messages import (
     failed_step,
     interval_of,
 )
-from airflow_provider_kinesis_doris.operators.loader_preflight import (
-    preflight_report,
-    preflight_settings,
-    unchecked_digest,
-)
+from airflow_provider_kinesis_doris.operators.loader_preflight import deployment_report, run_preflight
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
 
@@ -60,8 +56,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings
-    from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
+    from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 
@@ -273,7 +268,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
         if self.state.create_checkpoint_table:
             store.create_table_if_missing()
-        self._preflight(doris_hook, store, config)
+        run_preflight(doris_hook, self.aws_hook, store, config, self.read, self.state, self.log)
         try:
             doris_hook.ensure_dead_letter_table(
                 config.doris_database, config.doris_table, config.dead_letter_table,
@@ -294,27 +289,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
     # -- preflight --------------------------------------------------------------------------------
 
-    def _preflight(self, hook: DorisHook, store: CheckpointStore, config: PipelineConfig) -> None:
-        """Check the Doris and AWS deployment against the pipeline's settings before its first
-        load and whenever they change (the checkpoint table keeps the digest of those that
-        passed): what breaks exactly-once fails the task before anything is planned, the rest is
-        logged."""
-        doris_settings, aws_settings = self._preflight_settings(config)
-        digest = unchecked_digest(store, doris_settings, aws_settings)
-        if digest is None:
-            return
-        report = self._preflight_report(hook, doris_settings, aws_settings)
-        for item in report.warnings:
-            self.log.warning("Preflight: %s", item.line())
-        if report.fatal:
-            wrong = "\n".join(item.line() for item in report.fatal)
-            raise AirflowException(
-                f"The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded. "
-                f"{report.text().splitlines()[0]}:\n{wrong}"
-            )
-        self.log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
-        store.record_passed_preflight(digest)
-
     def check_deployment(self) -> PreflightReport:
         """Both halves of the preflight for this task's settings, as its next run would make them
         and whether or not they passed before (``python -m airflow_provider_kinesis_doris check``).
@@ -325,19 +299,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             config = self._pipeline_config(doris_hook)
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid: {exc}") from exc
-        return self._preflight_report(doris_hook, *self._preflight_settings(config))
-
-    def _preflight_settings(self, config: PipelineConfig) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
-        return preflight_settings(
-            config, max_concurrent_loads=config.parallelism or self.state.driver_concurrency,
-            efo_consumer=self.read.consumer_name(config.pipeline_id) if self.read.mode == "efo" else None,
-            creates_checkpoint_table=self.state.create_checkpoint_table,
-        )  # fmt: skip
-
-    def _preflight_report(
-        self, hook: DorisHook, doris: DorisPreflightSettings, aws: AwsPreflightSettings
-    ) -> PreflightReport:
-        return preflight_report(hook, self.aws_hook, doris, aws)
+        return deployment_report(doris_hook, self.aws_hook, config, self.read, self.state)
 
     # -- lineage ----------------------------------------------------------------------------------
 
