@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from copy import deepcopy
 from dataclasses import replace
+from functools import cached_property
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
 from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
 from airflow_provider_kinesis_doris.operators import loader_setup as setup
@@ -159,7 +161,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 self.outlets = [create_asset(database=database, table=table, conn_id=doris_conn_id)]
         self._submitter: LoadJobSubmitter | None = None
         self._run_totals: dict[str, Any] | None = None
-        self._stream_arn: str | None = None
 
     def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
         # Rendering sets the groups' fields in place: copies keep the DAG's own objects templates.
@@ -305,33 +306,23 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """The stream and the table this run loads, without counts (``lineage`` names them)."""
-        return self._lineage(None)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """The stream, the table and, when the run sent rows to it, the dead-letter table, with
         what the run read and loaded and the tables' columns."""
-        return self._lineage(self._run_totals, with_schema=True)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), self._run_totals,
+                                with_schema=True)  # fmt: skip
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         """As on completion, with what a run that failed with ``ShardsWaiting`` loaded of the
         rest (no counts otherwise), and without asking Doris for the columns."""
-        return self._lineage(self._run_totals)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), self._run_totals)
 
-    def _lineage(self, totals: dict[str, Any] | None, *, with_schema: bool = False) -> OperatorLineage:
-        from airflow_provider_kinesis_doris.lineage import loader_lineage
-
-        database, table, dead_letter_table = self._table_names()
-        if self._stream_arn is None:  # asked once per task: on start, reused on completion
-            summary = self.aws_hook.kinesis.describe_stream_summary(StreamName=self.stream_name)
-            self._stream_arn = summary["StreamDescriptionSummary"]["StreamARN"]
-        dead_lettered = bool(totals and totals.get("dead_lettered"))
-        hook = DorisHook(doris_conn_id=self.doris_conn_id) if with_schema else None
-        return loader_lineage(
-            stream_arn=self._stream_arn, doris_conn_id=self.doris_conn_id, database=database, table=table,
-            dead_letter_table=dead_letter_table, totals=totals,
-            columns=hook.column_types(database, table) if hook else (),
-            dead_letter_columns=hook.column_types(database, dead_letter_table) if hook and dead_lettered else (),
-        )  # fmt: skip
+    @cached_property
+    def _stream_arn(self) -> str:
+        # Asked once per task: on start, reused on completion or failure.
+        return stream_arn_of(self.aws_hook.kinesis, self.stream_name)
 
     # -- helpers ----------------------------------------------------------------------------------
 
