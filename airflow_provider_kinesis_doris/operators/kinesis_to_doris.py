@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from copy import deepcopy
-from dataclasses import replace
-from functools import cached_property
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
 
 from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.config import (
+    DRIVER_CREDENTIALS,
     GROUPS,
     LoadConfig,
     MappingConfig,
@@ -27,16 +27,14 @@ from airflow_provider_kinesis_doris.config import (
     StateConfig,
     check_groups_together,
 )
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError, LabelWindowBroken, ShardsWaiting
-from airflow_provider_kinesis_doris.core.load_job import DRIVER_CREDENTIALS
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, ShardsWaiting
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
-from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
 from airflow_provider_kinesis_doris.operators import loader_setup as setup
-from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for
+from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for, epoch_ms, interval_of
 from airflow_provider_kinesis_doris.operators.loader_arguments import (
     PARSE_TIME_CHECKS,
     RENDERED_CHECKS,
@@ -46,8 +44,8 @@ from airflow_provider_kinesis_doris.operators.loader_messages import (
     PREPARING_FAILED,
     explain_failure,
     explain_waiting,
-    failed_step,
-    interval_of,
+    report_totals,
+    run_failure,
 )
 from airflow_provider_kinesis_doris.operators.loader_preflight import deployment_report, run_preflight
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
@@ -198,11 +196,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             database, table, _ = self._table_names()
             DorisTableLink.persist(context, doris_hook.connection_config().fe_url, database, table)
             config = self._pipeline_config(doris_hook)
-            settings = self._spark_settings()  # a spark connection is looked up only if Spark may run
-            if isinstance(self.runner, SparkRunner):
-                from airflow_provider_kinesis_doris.spark.runner import check_prerequisites
-
-                check_prerequisites(settings)  # SparkOrInProcess checks only if it chooses Spark
+            settings, self._submitter = setup.spark_settings(self.runner)
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         try:
@@ -216,7 +210,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         runner, auto = setup.build_runner(self.runner, store, settings, self.state.driver_concurrency)
         try:
             result = run_interval(
-                config, _ms(start), _ms(end), kinesis=self.aws_hook.kinesis, store=store,
+                config, epoch_ms(start), epoch_ms(end), kinesis=self.aws_hook.kinesis, store=store,
                 credentials=self.aws_hook.load_job_credentials(doris_hook.connection_config().password,
                                                                self.executor_credentials),
                 runner=runner, warn_waiting_after_ms=int(self.read.waiting_warn_after.total_seconds() * 1000),
@@ -231,9 +225,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
             raise AirflowException(explain_waiting(exc, context["dag"].dag_id, end - start)) from exc
         except Exception as exc:
-            if isinstance(exc, LabelWindowBroken):
-                emit_label_window_broken(config.pipeline_id)
-            raise AirflowException(explain_failure(exc, failed_step(exc, setup.loading_step(self.runner, auto)))) from exc
+            raise run_failure(exc, config.pipeline_id, setup.loading_step(self.runner, auto)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         self._report(config.pipeline_id, result.summary())
@@ -243,25 +235,18 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         return summary
 
     def _report(self, pipeline_id: str, totals: dict[str, Any]) -> None:
-        """Log each shard's line, send the run's metrics and keep its totals for lineage."""
-        for shard_id, shard in totals["shards"].items():
-            self.log.info("shard %s: %s", shard_id, shard)
-        for recovered in totals["skipped_intervals"]["loaded"]:
-            self.log.warning("loaded interval %s, which no DAG run covered: %s", recovered["interval"], recovered)
-        emit_interval_metrics(pipeline_id, totals)
+        """Log and send the run's totals, and keep them for lineage."""
+        report_totals(self.log, pipeline_id, totals)
         self._run_totals = totals
 
     def _pipeline_config(self, doris_hook: DorisHook) -> PipelineConfig:
         """The pipeline's settings, with the transform and the decoder imported (before anything
         is planned)."""
-        names = self._table_names()
-        options = setup.stream_load_options(self.load, self.mapping)
         return setup.pipeline_config(
             pipeline_id=self.resolved_pipeline_id, stream_name=self.stream_name, checkpoint_table=self.checkpoint_table,
-            names=names, doris=doris_hook.connection_config(), aws=self.aws_hook.aws_settings(self.executor_credentials),
-            mapping=self.mapping, load=self.load, options=options,
-            csv_columns=setup.csv_columns(doris_hook, names[0], names[1], self.mapping, options),
-            initial_position=self.read.initial_position, relaxed_order=self.read.relaxed_order, runner=self.runner,
+            doris_table=self.doris_table, doris_hook=doris_hook, aws_hook=self.aws_hook,
+            executor_credentials=self.executor_credentials, runner=self.runner, mapping=self.mapping, read=self.read,
+            load=self.load,
         )  # fmt: skip
 
     def _prepare(self, doris_hook: DorisHook, store: CheckpointStore, config: PipelineConfig) -> PipelineConfig:
@@ -277,16 +262,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             )  # fmt: skip
         except ConfigurationError as exc:
             raise AirflowException(str(exc)) from exc
-        if self.read.mode != "efo":
-            return config
-        name = self.read.consumer_name(config.pipeline_id)
-        try:
-            return replace(config, efo_consumer_arn=self.aws_hook.register_consumer(self.stream_name, name))
-        except Exception as exc:
-            raise AirflowException(
-                f"Registering the stream consumer {name!r} for read.mode='efo' failed; nothing was planned or loaded: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+        return setup.with_stream_consumer(config, self.read, self.aws_hook)
 
     # -- preflight --------------------------------------------------------------------------------
 
@@ -326,14 +302,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
 
     # -- helpers ----------------------------------------------------------------------------------
 
-    def _spark_settings(self) -> Any:
-        """How Spark runs, None when the runner never starts it; a submitter is kept for ``on_kill``."""
-        spark = setup.spark_runner_of(self.runner)
-        if spark is None:
-            return None
-        settings, self._submitter = setup.spark_settings(spark)
-        return settings
-
     def _table_names(self) -> tuple[str, str, str]:
         return setup.table_names(self.doris_table, self.mapping.dead_letter_table)
 
@@ -342,6 +310,3 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self._submitter is not None:
             self._submitter.on_kill()
 
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
