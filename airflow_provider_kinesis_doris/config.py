@@ -26,6 +26,7 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.decoders import JSON, check_decoder, check_load_options
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name
+from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS
 from airflow_provider_kinesis_doris.core.plan import InitialPosition
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS
 from airflow_provider_kinesis_doris.core.value_checks import (
@@ -42,6 +43,7 @@ from airflow_provider_kinesis_doris.core.value_checks import (
 )
 
 __all__ = [
+    "DRIVER_CREDENTIALS",
     "ConfigurationError",
     "InProcessRunner",
     "LoadConfig",

@@ -127,6 +127,35 @@ def loader_lineage(
     )
 
 
+def stream_arn_of(kinesis: Any, stream_name: str) -> str:
+    """The ARN of the stream ``stream_name``, which names it as a dataset."""
+    summary = kinesis.describe_stream_summary(StreamName=stream_name)
+    return summary["StreamDescriptionSummary"]["StreamARN"]
+
+
+def operator_lineage(
+    stream_arn: str, doris_conn_id: str, names: tuple[str, str, str], totals: Mapping[str, Any] | None,
+    *, with_schema: bool = False,
+) -> OperatorLineage:  # fmt: skip
+    """:func:`loader_lineage` of a ``KinesisToDorisOperator`` run.
+
+    :param names: the table's database and name and the dead-letter table.
+    :param with_schema: ask Doris for the table's columns, and for the dead-letter table's when
+        the run sent rows to it.
+    """
+    from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+
+    database, table, dead_letter_table = names
+    dead_lettered = bool(totals and totals.get("dead_lettered"))
+    hook = DorisHook(doris_conn_id=doris_conn_id) if with_schema else None
+    return loader_lineage(
+        stream_arn=stream_arn, doris_conn_id=doris_conn_id, database=database, table=table,
+        dead_letter_table=dead_letter_table, totals=totals,
+        columns=hook.column_types(database, table) if hook else (),
+        dead_letter_columns=hook.column_types(database, dead_letter_table) if hook and dead_lettered else (),
+    )  # fmt: skip
+
+
 def _count(totals: Mapping[str, Any] | None, name: str) -> int | None:
     """The run's count, with what it loaded of the intervals no DAG run covered."""
     if totals is None:

@@ -13,7 +13,7 @@ from airflow_provider_kinesis_doris.core.audit import AuditTarget
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
-from airflow_provider_kinesis_doris.operators.dag_runs import _ms
+from airflow_provider_kinesis_doris.operators.dag_runs import epoch_ms
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
 if TYPE_CHECKING:
@@ -106,4 +106,4 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
             raise AirflowException("The audit needs a run with a data interval (its span ends at the interval's end)")
         if self.since is not None:
             start = self.since if isinstance(self.since, datetime) else datetime.fromisoformat(str(self.since))
-        return _ms(start), _ms(end)
+        return epoch_ms(start), epoch_ms(end)

@@ -1,5 +1,6 @@
-"""What a run needs to know of its DAG to find the intervals Airflow never ran (``core.catch_up``):
-the intervals of the DAG's timetable, and which of them a DAG run exists for.
+"""What a run needs to know of its DAG: its own data interval, and, to find the intervals Airflow
+never ran (``core.catch_up``), the intervals of the DAG's timetable and which of them a DAG run
+exists for.
 
 How a task asks whether a run of an interval exists: on Airflow 3 through the Task SDK
 (``RuntimeTaskInstance.get_dr_count``, answered by the API server: tasks have no database), on
@@ -14,11 +15,30 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowException
+
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval
+from airflow_provider_kinesis_doris.operators.loader_messages import empty_interval_message
 from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
+
+
+def interval_of(context: Context) -> tuple[datetime, datetime]:
+    """The run's data interval ``[start, end)``.
+
+    :raises AirflowException: the DAG's timetable gives no interval, or an empty one.
+    """
+    start, end = context.get("data_interval_start"), context.get("data_interval_end")
+    if start is None or end is None or end <= start:
+        raise AirflowException(empty_interval_message(start, end, context.get("dag")))
+    return start, end
+
+
+def epoch_ms(moment: datetime) -> int:
+    """``moment`` in epoch milliseconds, as ``core`` keys intervals."""
+    return int(moment.timestamp() * 1000)
 
 
 def catch_up_for(context: Context, *, load: bool, max_intervals: int) -> CatchUp:
@@ -26,12 +46,12 @@ def catch_up_for(context: Context, *, load: bool, max_intervals: int) -> CatchUp
     dag = context["dag"]
     timetable = _core_timetable(dag.timetable)
     anchor: datetime = context["data_interval_start"]
-    anchor_ms = _ms(anchor)
+    anchor_ms = epoch_ms(anchor)
     logical_dates: dict[Interval, datetime] = {}
 
-    def moment(epoch_ms: int) -> datetime:
+    def moment(at_ms: int) -> datetime:
         # The context's own datetime type (pendulum's), which timetables compute with.
-        return anchor + timedelta(milliseconds=epoch_ms - anchor_ms)
+        return anchor + timedelta(milliseconds=at_ms - anchor_ms)
 
     def next_interval(start_ms: int, end_ms: int) -> Interval | None:
         from airflow.timetables.base import DataInterval, TimeRestriction
@@ -42,7 +62,7 @@ def catch_up_for(context: Context, *, load: bool, max_intervals: int) -> CatchUp
         )
         if info is None:
             return None
-        interval = (_ms(info.data_interval.start), _ms(info.data_interval.end))
+        interval = (epoch_ms(info.data_interval.start), epoch_ms(info.data_interval.end))
         logical_dates[interval] = info.logical_date
         return interval
 
@@ -92,6 +112,3 @@ def _existing(dag_id: str, dates: Sequence[datetime]) -> set[datetime]:
     runs = DagRun.find(dag_id=dag_id, execution_date=list(dates))
     return {run.execution_date for run in runs if run.state in _PENDING}
 
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from copy import deepcopy
-from dataclasses import replace
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
 
 from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.config import (
+    DRIVER_CREDENTIALS,
     GROUPS,
     LoadConfig,
     MappingConfig,
@@ -26,15 +27,14 @@ from airflow_provider_kinesis_doris.config import (
     StateConfig,
     check_groups_together,
 )
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError, LabelWindowBroken, ShardsWaiting
-from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, ShardsWaiting
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
+from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
-from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
 from airflow_provider_kinesis_doris.operators import loader_setup as setup
-from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for
+from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for, epoch_ms, interval_of
 from airflow_provider_kinesis_doris.operators.loader_arguments import (
     PARSE_TIME_CHECKS,
     RENDERED_CHECKS,
@@ -44,14 +44,10 @@ from airflow_provider_kinesis_doris.operators.loader_messages import (
     PREPARING_FAILED,
     explain_failure,
     explain_waiting,
-    failed_step,
-    interval_of,
+    report_totals,
+    run_failure,
 )
-from airflow_provider_kinesis_doris.operators.loader_preflight import (
-    preflight_report,
-    preflight_settings,
-    unchecked_digest,
-)
+from airflow_provider_kinesis_doris.operators.loader_preflight import deployment_report, run_preflight
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
 
@@ -60,8 +56,7 @@ if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings
-    from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
+    from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 
@@ -164,7 +159,6 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 self.outlets = [create_asset(database=database, table=table, conn_id=doris_conn_id)]
         self._submitter: LoadJobSubmitter | None = None
         self._run_totals: dict[str, Any] | None = None
-        self._stream_arn: str | None = None
 
     def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
         # Rendering sets the groups' fields in place: copies keep the DAG's own objects templates.
@@ -202,11 +196,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             database, table, _ = self._table_names()
             DorisTableLink.persist(context, doris_hook.connection_config().fe_url, database, table)
             config = self._pipeline_config(doris_hook)
-            settings = self._spark_settings()  # a spark connection is looked up only if Spark may run
-            if isinstance(self.runner, SparkRunner):
-                from airflow_provider_kinesis_doris.spark.runner import check_prerequisites
-
-                check_prerequisites(settings)  # SparkOrInProcess checks only if it chooses Spark
+            settings, self._submitter = setup.spark_settings(self.runner)
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid; nothing was planned or loaded: {exc}") from exc
         try:
@@ -220,7 +210,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         runner, auto = setup.build_runner(self.runner, store, settings, self.state.driver_concurrency)
         try:
             result = run_interval(
-                config, _ms(start), _ms(end), kinesis=self.aws_hook.kinesis, store=store,
+                config, epoch_ms(start), epoch_ms(end), kinesis=self.aws_hook.kinesis, store=store,
                 credentials=self.aws_hook.load_job_credentials(doris_hook.connection_config().password,
                                                                self.executor_credentials),
                 runner=runner, warn_waiting_after_ms=int(self.read.waiting_warn_after.total_seconds() * 1000),
@@ -235,9 +225,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             self._report(config.pipeline_id, exc.result.summary())  # its metrics count the waiting shards
             raise AirflowException(explain_waiting(exc, context["dag"].dag_id, end - start)) from exc
         except Exception as exc:
-            if isinstance(exc, LabelWindowBroken):
-                emit_label_window_broken(config.pipeline_id)
-            raise AirflowException(explain_failure(exc, failed_step(exc, setup.loading_step(self.runner, auto)))) from exc
+            raise run_failure(exc, config.pipeline_id, setup.loading_step(self.runner, auto)) from exc
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         self._report(config.pipeline_id, result.summary())
@@ -247,25 +235,18 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         return summary
 
     def _report(self, pipeline_id: str, totals: dict[str, Any]) -> None:
-        """Log each shard's line, send the run's metrics and keep its totals for lineage."""
-        for shard_id, shard in totals["shards"].items():
-            self.log.info("shard %s: %s", shard_id, shard)
-        for recovered in totals["skipped_intervals"]["loaded"]:
-            self.log.warning("loaded interval %s, which no DAG run covered: %s", recovered["interval"], recovered)
-        emit_interval_metrics(pipeline_id, totals)
+        """Log and send the run's totals, and keep them for lineage."""
+        report_totals(self.log, pipeline_id, totals)
         self._run_totals = totals
 
     def _pipeline_config(self, doris_hook: DorisHook) -> PipelineConfig:
         """The pipeline's settings, with the transform and the decoder imported (before anything
         is planned)."""
-        names = self._table_names()
-        options = setup.stream_load_options(self.load, self.mapping)
         return setup.pipeline_config(
             pipeline_id=self.resolved_pipeline_id, stream_name=self.stream_name, checkpoint_table=self.checkpoint_table,
-            names=names, doris=doris_hook.connection_config(), aws=self.aws_hook.aws_settings(self.executor_credentials),
-            mapping=self.mapping, load=self.load, options=options,
-            csv_columns=setup.csv_columns(doris_hook, names[0], names[1], self.mapping, options),
-            initial_position=self.read.initial_position, relaxed_order=self.read.relaxed_order, runner=self.runner,
+            doris_table=self.doris_table, doris_hook=doris_hook, aws_hook=self.aws_hook,
+            executor_credentials=self.executor_credentials, runner=self.runner, mapping=self.mapping, read=self.read,
+            load=self.load,
         )  # fmt: skip
 
     def _prepare(self, doris_hook: DorisHook, store: CheckpointStore, config: PipelineConfig) -> PipelineConfig:
@@ -273,7 +254,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
         if self.state.create_checkpoint_table:
             store.create_table_if_missing()
-        self._preflight(doris_hook, store, config)
+        run_preflight(doris_hook, self.aws_hook, store, config, self.read, self.state, self.log)
         try:
             doris_hook.ensure_dead_letter_table(
                 config.doris_database, config.doris_table, config.dead_letter_table,
@@ -281,39 +262,9 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             )  # fmt: skip
         except ConfigurationError as exc:
             raise AirflowException(str(exc)) from exc
-        if self.read.mode != "efo":
-            return config
-        name = self.read.consumer_name(config.pipeline_id)
-        try:
-            return replace(config, efo_consumer_arn=self.aws_hook.register_consumer(self.stream_name, name))
-        except Exception as exc:
-            raise AirflowException(
-                f"Registering the stream consumer {name!r} for read.mode='efo' failed; nothing was planned or loaded: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+        return setup.with_stream_consumer(config, self.read, self.aws_hook)
 
     # -- preflight --------------------------------------------------------------------------------
-
-    def _preflight(self, hook: DorisHook, store: CheckpointStore, config: PipelineConfig) -> None:
-        """Check the Doris and AWS deployment against the pipeline's settings before its first
-        load and whenever they change (the checkpoint table keeps the digest of those that
-        passed): what breaks exactly-once fails the task before anything is planned, the rest is
-        logged."""
-        doris_settings, aws_settings = self._preflight_settings(config)
-        digest = unchecked_digest(store, doris_settings, aws_settings)
-        if digest is None:
-            return
-        report = self._preflight_report(hook, doris_settings, aws_settings)
-        for item in report.warnings:
-            self.log.warning("Preflight: %s", item.line())
-        if report.fatal:
-            wrong = "\n".join(item.line() for item in report.fatal)
-            raise AirflowException(
-                f"The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded. "
-                f"{report.text().splitlines()[0]}:\n{wrong}"
-            )
-        self.log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
-        store.record_passed_preflight(digest)
 
     def check_deployment(self) -> PreflightReport:
         """Both halves of the preflight for this task's settings, as its next run would make them
@@ -325,61 +276,31 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             config = self._pipeline_config(doris_hook)
         except ConfigurationError as exc:
             raise AirflowException(f"The operator's settings are invalid: {exc}") from exc
-        return self._preflight_report(doris_hook, *self._preflight_settings(config))
-
-    def _preflight_settings(self, config: PipelineConfig) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
-        return preflight_settings(
-            config, max_concurrent_loads=config.parallelism or self.state.driver_concurrency,
-            efo_consumer=self.read.consumer_name(config.pipeline_id) if self.read.mode == "efo" else None,
-            creates_checkpoint_table=self.state.create_checkpoint_table,
-        )  # fmt: skip
-
-    def _preflight_report(
-        self, hook: DorisHook, doris: DorisPreflightSettings, aws: AwsPreflightSettings
-    ) -> PreflightReport:
-        return preflight_report(hook, self.aws_hook, doris, aws)
+        return deployment_report(doris_hook, self.aws_hook, config, self.read, self.state)
 
     # -- lineage ----------------------------------------------------------------------------------
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         """The stream and the table this run loads, without counts (``lineage`` names them)."""
-        return self._lineage(None)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         """The stream, the table and, when the run sent rows to it, the dead-letter table, with
         what the run read and loaded and the tables' columns."""
-        return self._lineage(self._run_totals, with_schema=True)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), self._run_totals,
+                                with_schema=True)  # fmt: skip
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         """As on completion, with what a run that failed with ``ShardsWaiting`` loaded of the
         rest (no counts otherwise), and without asking Doris for the columns."""
-        return self._lineage(self._run_totals)
+        return operator_lineage(self._stream_arn, self.doris_conn_id, self._table_names(), self._run_totals)
 
-    def _lineage(self, totals: dict[str, Any] | None, *, with_schema: bool = False) -> OperatorLineage:
-        from airflow_provider_kinesis_doris.lineage import loader_lineage
-
-        database, table, dead_letter_table = self._table_names()
-        if self._stream_arn is None:  # asked once per task: on start, reused on completion
-            summary = self.aws_hook.kinesis.describe_stream_summary(StreamName=self.stream_name)
-            self._stream_arn = summary["StreamDescriptionSummary"]["StreamARN"]
-        dead_lettered = bool(totals and totals.get("dead_lettered"))
-        hook = DorisHook(doris_conn_id=self.doris_conn_id) if with_schema else None
-        return loader_lineage(
-            stream_arn=self._stream_arn, doris_conn_id=self.doris_conn_id, database=database, table=table,
-            dead_letter_table=dead_letter_table, totals=totals,
-            columns=hook.column_types(database, table) if hook else (),
-            dead_letter_columns=hook.column_types(database, dead_letter_table) if hook and dead_lettered else (),
-        )  # fmt: skip
+    @cached_property
+    def _stream_arn(self) -> str:
+        # Asked once per task: on start, reused on completion or failure.
+        return stream_arn_of(self.aws_hook.kinesis, self.stream_name)
 
     # -- helpers ----------------------------------------------------------------------------------
-
-    def _spark_settings(self) -> Any:
-        """How Spark runs, None when the runner never starts it; a submitter is kept for ``on_kill``."""
-        spark = setup.spark_runner_of(self.runner)
-        if spark is None:
-            return None
-        settings, self._submitter = setup.spark_settings(spark)
-        return settings
 
     def _table_names(self) -> tuple[str, str, str]:
         return setup.table_names(self.doris_table, self.mapping.dead_letter_table)
@@ -389,6 +310,3 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         if self._submitter is not None:
             self._submitter.on_kill()
 
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)

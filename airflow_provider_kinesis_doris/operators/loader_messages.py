@@ -1,14 +1,17 @@
-"""What ``KinesisToDorisOperator`` says when a run cannot load: the step that failed and what to
-do, for the task log. Errors of this package keep their class across Spark (the job returns them
-typed, ``core.errors.RangeFailure``), and ``core.pipeline.run_interval`` marks each error with
-the phase it came from (``core.errors.failed_phase``), so the message names the step without
-wrapping the runner or the store.
+"""What ``KinesisToDorisOperator`` says of a run: each shard's line and the run's metrics, and when
+it cannot load, the step that failed and what to do, for the task log. Errors of this package keep
+their class across Spark (the job returns them typed, ``core.errors.RangeFailure``), and
+``core.pipeline.run_interval`` marks each error with the phase it came from
+(``core.errors.failed_phase``), so the message names the step without wrapping the runner or the
+store.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.providers.common.compat.sdk import AirflowException
 
@@ -24,17 +27,18 @@ from airflow_provider_kinesis_doris.core.errors import (
     failed_phase,
     readme_section,
 )
+from airflow_provider_kinesis_doris.metrics import emit_interval_metrics, emit_label_window_broken
 from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
-if TYPE_CHECKING:
-    from airflow.providers.common.compat.sdk import Context
 
-
-def interval_of(context: Context) -> tuple[datetime, datetime]:
-    start, end = context.get("data_interval_start"), context.get("data_interval_end")
-    if start is None or end is None or end <= start:
-        raise AirflowException(empty_interval_message(start, end, context.get("dag")))
-    return start, end
+def report_totals(log: logging.Logger, pipeline_id: str, totals: Mapping[str, Any]) -> None:
+    """Log each shard's line and each interval no DAG run covered that the run loaded, and send
+    the run's metrics."""
+    for shard_id, shard in totals["shards"].items():
+        log.info("shard %s: %s", shard_id, shard)
+    for recovered in totals["skipped_intervals"]["loaded"]:
+        log.warning("loaded interval %s, which no DAG run covered: %s", recovered["interval"], recovered)
+    emit_interval_metrics(pipeline_id, totals)
 
 
 def empty_interval_message(start: Any, end: Any, dag: Any) -> str:
@@ -90,6 +94,17 @@ def failed_step(exc: BaseException, loading: str) -> str:
     if phase is Phase.PLANNING:
         return PLANNING_FAILED
     return f"{loading[0].upper()}{loading[1:]} failed"
+
+
+def run_failure(exc: BaseException, pipeline_id: str, loading: str) -> AirflowException:
+    """The task's error for a run that raised ``exc`` (other than ``ShardsWaiting``); a broken
+    label window is also counted in the metrics, as it needs an operator's hand.
+
+    :param loading: the load the runner ran, as :func:`failed_step` takes it.
+    """
+    if isinstance(exc, LabelWindowBroken):
+        emit_label_window_broken(pipeline_id)
+    return AirflowException(explain_failure(exc, failed_step(exc, loading)))
 
 
 def explain_failure(exc: BaseException, failed: str) -> str:

@@ -4,8 +4,10 @@ table so a pipeline is checked again only when they change."""
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
+from airflow.providers.common.compat.sdk import AirflowException
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight, preflight_digest
@@ -13,24 +15,56 @@ from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSe
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
 
 if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.config import ReadConfig, StateConfig
     from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.hooks.doris import DorisHook
     from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 
 
-def preflight_settings(
-    config: PipelineConfig, *, max_concurrent_loads: int, efo_consumer: str | None, creates_checkpoint_table: bool
-) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
-    """What each half checks of ``config``.
+def run_preflight(
+    doris_hook: DorisHook, aws_hook: KinesisPipelineHook, store: CheckpointStore, config: PipelineConfig,
+    read: ReadConfig, state: StateConfig, log: logging.Logger,
+) -> None:  # fmt: skip
+    """Check the Doris and AWS deployment against the pipeline's settings before its first load
+    and whenever they change (the checkpoint table keeps the digest of those that passed): what
+    breaks exactly-once fails the task before anything is planned, the rest is logged."""
+    doris, aws = preflight_settings(config, read, state)
+    digest = unchecked_digest(store, doris, aws)
+    if digest is None:
+        return
+    report = preflight_report(doris_hook, aws_hook, doris, aws)
+    for item in report.warnings:
+        log.warning("Preflight: %s", item.line())
+    if report.fatal:
+        wrong = "\n".join(item.line() for item in report.fatal)
+        raise AirflowException(
+            f"The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded. "
+            f"{report.text().splitlines()[0]}:\n{wrong}"
+        )
+    log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
+    store.record_passed_preflight(digest)
 
-    :param efo_consumer: the stream consumer's name when the pipeline reads with enhanced fan-out.
-    """
+
+def deployment_report(
+    doris_hook: DorisHook, aws_hook: KinesisPipelineHook, config: PipelineConfig, read: ReadConfig, state: StateConfig
+) -> PreflightReport:
+    """Both halves of the preflight for ``config``, whether or not its settings passed before."""
+    return preflight_report(doris_hook, aws_hook, *preflight_settings(config, read, state))
+
+
+def preflight_settings(
+    config: PipelineConfig, read: ReadConfig, state: StateConfig
+) -> tuple[DorisPreflightSettings, AwsPreflightSettings]:
+    """What each half checks of ``config``, as ``read`` and ``state`` run the pipeline: the
+    stream consumer's name when it reads with enhanced fan-out, how many loads run at once."""
+    max_concurrent_loads = config.parallelism or state.driver_concurrency
     doris = DorisPreflightSettings.from_pipeline(config, max_concurrent_loads=max_concurrent_loads)
     aws = AwsPreflightSettings(
         stream_name=config.stream_name, checkpoint_table=config.checkpoint_table, pipeline_id=config.pipeline_id,
-        label_keep_seconds=config.doris.label_keep_seconds, efo_consumer=efo_consumer,
-        creates_checkpoint_table=creates_checkpoint_table,
+        label_keep_seconds=config.doris.label_keep_seconds,
+        efo_consumer=read.consumer_name(config.pipeline_id) if read.mode == "efo" else None,
+        creates_checkpoint_table=state.create_checkpoint_table,
     )  # fmt: skip
     return doris, aws
 

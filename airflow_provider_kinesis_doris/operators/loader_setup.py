@@ -1,5 +1,6 @@
 """What ``KinesisToDorisOperator`` builds from its grouped settings before a run: the Doris names,
-the Stream Load options, the pipeline's ``PipelineConfig``, the Spark settings and the runner.
+the Stream Load options, the pipeline's ``PipelineConfig`` (with its stream consumer), the Spark
+settings and the runner.
 
 Kept apart from the operator so that it reads as seal → prepare → run → report, and so that each
 rule lives once (``core`` and ``config`` check the values, this module only assembles them).
@@ -11,11 +12,14 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.common.compat.sdk import AirflowException
+
 from airflow_provider_kinesis_doris.config import (
     ARRIVAL_COLUMN,
     InProcessRunner,
     LoadConfig,
     MappingConfig,
+    ReadConfig,
     RunnerConfig,
     SparkOrInProcess,
     SparkRunner,
@@ -30,10 +34,9 @@ from airflow_provider_kinesis_doris.core.runner_choice import SPARK, AutoRunner
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 
 if TYPE_CHECKING:
-    from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-    from airflow_provider_kinesis_doris.core.settings import AwsSettings
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.hooks.doris import DorisHook
+    from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings
 
 
@@ -95,31 +98,38 @@ def spark_runner_of(runner: RunnerConfig) -> SparkRunner | None:
 
 
 def pipeline_config(
-    *, pipeline_id: str, stream_name: str, checkpoint_table: str, names: tuple[str, str, str],
-    doris: DorisConnectionConfig, aws: AwsSettings, mapping: MappingConfig, load: LoadConfig,
-    options: StreamLoadOptions, csv_columns: tuple[str, ...] | None, initial_position: str, relaxed_order: bool,
-    runner: RunnerConfig,
+    *, pipeline_id: str, stream_name: str, checkpoint_table: str, doris_table: str, doris_hook: DorisHook,
+    aws_hook: KinesisPipelineHook, executor_credentials: str, runner: RunnerConfig, mapping: MappingConfig,
+    read: ReadConfig, load: LoadConfig,
 ) -> PipelineConfig:  # fmt: skip
     """The pipeline's ``PipelineConfig`` (which imports the transform and the decoder), without
-    the Doris password."""
-    database, table, dead_letter_table = names
+    the Doris password; ``DESC`` of the table names the fields of ``decoder="csv"``."""
+    database, table, dead_letter_table = table_names(doris_table, mapping.dead_letter_table)
+    options = stream_load_options(load, mapping)
     spark = spark_runner_of(runner)
     return PipelineConfig(
         pipeline_id=pipeline_id, stream_name=stream_name, checkpoint_table=checkpoint_table,
         doris_database=database, doris_table=table, dead_letter_table=dead_letter_table,
-        doris=replace(doris, password=""), aws=aws, load_options=options, decoder=mapping.decoder,
-        csv_columns=csv_columns, max_bad_record_ratio=load.max_bad_record_ratio,
+        doris=replace(doris_hook.connection_config(), password=""), aws=aws_hook.aws_settings(executor_credentials),
+        load_options=options, decoder=mapping.decoder,
+        csv_columns=csv_columns(doris_hook, database, table, mapping, options),
+        max_bad_record_ratio=load.max_bad_record_ratio,
         mapping=RecordMapping(metadata_columns=mapping.all_metadata_columns, required_fields=tuple(mapping.required_fields)),
-        transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=initial_position,
-        relaxed_order=relaxed_order, parallelism=spark.parallelism if spark else None,
+        transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=read.initial_position,
+        relaxed_order=read.relaxed_order, parallelism=spark.parallelism if spark else None,
     )  # fmt: skip
 
 
-def spark_settings(spark: SparkRunner) -> tuple[SparkSettings, LoadJobSubmitter | None]:
-    """How to run the Spark job, and the ``spark-submit`` submitter (for ``on_kill``) when it
-    goes through a ``spark`` connection."""
-    from airflow_provider_kinesis_doris.spark.runner import SparkSettings
+def spark_settings(runner: RunnerConfig) -> tuple[SparkSettings | None, LoadJobSubmitter | None]:
+    """How to run the Spark job, None when ``runner`` never starts Spark (a ``spark`` connection is
+    looked up only if it may), and the ``spark-submit`` submitter (for ``on_kill``) when it goes
+    through a ``spark`` connection. A :class:`SparkRunner`'s prerequisites are checked here, a
+    :class:`SparkOrInProcess`'s only if it chooses Spark."""
+    from airflow_provider_kinesis_doris.spark.runner import SparkSettings, check_prerequisites
 
+    spark = spark_runner_of(runner)
+    if spark is None:
+        return None, None
     submitter = LoadJobSubmitter(spark.spark_conn_id) if spark.spark_conn_id else None
     settings = SparkSettings(
         master=spark.master,
@@ -129,7 +139,24 @@ def spark_settings(spark: SparkRunner) -> tuple[SparkSettings, LoadJobSubmitter 
         python=spark.python,
         auth_secret=submitter.auth_secret if submitter else "",
     )
+    if isinstance(runner, SparkRunner):
+        check_prerequisites(settings)
     return settings, submitter
+
+
+def with_stream_consumer(config: PipelineConfig, read: ReadConfig, aws_hook: KinesisPipelineHook) -> PipelineConfig:
+    """``config`` with the ARN of its stream consumer, registered if missing, when the pipeline
+    reads with enhanced fan-out; ``config`` itself otherwise."""
+    if read.mode != "efo":
+        return config
+    name = read.consumer_name(config.pipeline_id)
+    try:
+        return replace(config, efo_consumer_arn=aws_hook.register_consumer(config.stream_name, name))
+    except Exception as exc:
+        raise AirflowException(
+            f"Registering the stream consumer {name!r} for read.mode='efo' failed; nothing was planned or loaded: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def build_runner(

@@ -220,16 +220,16 @@ def test_each_warning_item_is_reported_by_the_task_and_does_not_stop_its_preflig
     """With one item broken that does not break exactly-once, the task's preflight names that
     item alone and lets the run go on: the settings are recorded as checked. (The run itself may
     then fail for the same cause, e.g. without the load privilege; that is the load's business.)"""
-    from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+    from airflow_provider_kinesis_doris.operators import loader_preflight
 
     reports: list[Any] = []
-    report_of = KinesisToDorisOperator._preflight_report
+    report_of = loader_preflight.preflight_report
 
-    def recording(self: Any, *args: Any) -> Any:
-        reports.append(report_of(self, *args))
+    def recording(*args: Any) -> Any:
+        reports.append(report_of(*args))
         return reports[-1]
 
-    monkeypatch.setattr(KinesisToDorisOperator, "_preflight_report", recording)
+    monkeypatch.setattr(loader_preflight, "preflight_report", recording)
     dag = deployment(half, check)
 
     run(dag, sealed_interval_end())
