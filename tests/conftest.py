@@ -199,6 +199,19 @@ def use_local_stack_connections(
          "extra": {"query_port": doris_server.query_port}}))  # fmt: skip
 
 
+def events_table_on_local_stack(
+    monkeypatch: pytest.MonkeyPatch, kinesis_endpoint: str, dynamodb_endpoint: str, doris_server: Any, database: str,
+    table: str,
+) -> None:
+    """An events table ``database.table`` on the Doris stand-in, with ``aws_default`` and
+    ``doris_default`` pointing at the local stack (:func:`use_local_stack_connections`)."""
+    from kinesis_doris_devstack.scenario import events_table_ddl
+
+    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {database}")
+    doris_server.execute_sql(database, events_table_ddl(table))
+    use_local_stack_connections(monkeypatch, kinesis_endpoint, dynamodb_endpoint, doris_server, database)
+
+
 def dag_file_in_a_bundle(monkeypatch: pytest.MonkeyPatch, folder: Path, bundle: str, file_name: str, text: str) -> Path:
     """Write a DAG file into ``folder`` and add the folder to Airflow's DAG bundles (Airflow 3's
     ``dag.test()`` runs only DAGs it finds in a bundle); the file's path."""

@@ -17,9 +17,9 @@ import pytest
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_events, put_records, wait_past
+from kinesis_doris_devstack.scenario import create_stream, event, put_events, put_records, wait_past
 from tests.airflow.test_operator_messages import next_interval_end, run
-from tests.conftest import DORIS_PASSWORD, DORIS_USER, dag_file_in_a_bundle, use_local_stack_connections
+from tests.conftest import DORIS_PASSWORD, DORIS_USER, dag_file_in_a_bundle, events_table_on_local_stack
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
 
@@ -66,9 +66,7 @@ def audited(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, k
     stamp = datetime.now().strftime("%H%M%S%f")
     stream, table = f"audited-{stamp}", f"events_{stamp}"
     create_stream(kinesis_client, stream, 2)
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    events_table_on_local_stack(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB, table)
     monkeypatch.setenv("KD_AUDIT_STREAM", stream)
     monkeypatch.setenv("KD_AUDIT_TABLE", f"{DB}.{table}")
     outcomes: list[Any] = []

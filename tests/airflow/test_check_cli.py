@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
-from tests.conftest import REPO_ROOT, use_local_stack_connections
+from tests.conftest import REPO_ROOT, events_table_on_local_stack, use_local_stack_connections
 from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -55,9 +55,7 @@ def deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     n = f"{next(_names)}-{datetime.now():%H%M%S%f}"
     stream, table = f"check-cli-{n}", f"events_{n.replace('-', '_')}"
     create_stream(kinesis_client, stream, 1)
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    events_table_on_local_stack(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB, table)
     monkeypatch.setenv("KD_CHECK_STREAM", stream)
     monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.{table}")
     monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence")

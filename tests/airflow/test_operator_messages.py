@@ -21,13 +21,12 @@ import pytest
 from kinesis_doris_devstack.scenario import (
     create_stream,
     event,
-    events_table_ddl,
     now_ms,
     put_events,
     put_records,
     wait_past,
 )
-from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
+from tests.conftest import dag_file_in_a_bundle, events_table_on_local_stack, use_local_stack_connections
 
 pytestmark = [pytest.mark.airflow]
 
@@ -111,9 +110,7 @@ def stack(monkeypatch: pytest.MonkeyPatch, kinesis_client: Any, kinesis_mock_end
     """Connections to the local stack and a Doris table; the stream is the test's to create."""
     n = next(_names)
     stream, table = f"messages-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    events_table_on_local_stack(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB, table)
     monkeypatch.setenv("KD_MESSAGES_STREAM", stream)
     monkeypatch.setenv("KD_MESSAGES_TABLE", f"{DB}.{table}")
     return {"stream": stream, "table": table}

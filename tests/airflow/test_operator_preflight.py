@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, now_ms, put_events, wait_past
-from tests.conftest import dag_file_in_a_bundle, use_local_stack_connections
+from tests.conftest import dag_file_in_a_bundle, events_table_on_local_stack, use_local_stack_connections
 from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
 pytestmark = [pytest.mark.airflow, pytest.mark.integration]
@@ -66,9 +66,7 @@ def stack(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kin
           dynamodb_endpoint: str, doris_server: Any) -> dict[str, Any]:  # fmt: skip
     n = next(_names)
     stream, table = f"preflight-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    events_table_on_local_stack(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB, table)
     monkeypatch.setenv("KD_PREFLIGHT_STREAM", stream)
     monkeypatch.setenv("KD_PREFLIGHT_TABLE", f"{DB}.{table}")
     monkeypatch.setenv("KD_PREFLIGHT_METADATA", "_kinesis_shard,_kinesis_sequence")

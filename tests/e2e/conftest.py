@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_events, wait_past
-from tests.conftest import REPO_ROOT, use_local_stack_connections
+from kinesis_doris_devstack.scenario import create_stream, event, put_events, wait_past
+from tests.conftest import REPO_ROOT, events_table_on_local_stack
 
 DB = "e2e"
 INTERVAL_S = 2
@@ -24,9 +24,7 @@ def example(monkeypatch, airflow_db, kinesis_client, kinesis_mock_endpoint, dyna
     n = next(_names)
     stream, table = f"e2e-dag-{n}-{datetime.now().strftime('%H%M%S%f')}", f"events_{n}"
     create_stream(kinesis_client, stream, 2)
-    doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    doris_server.execute_sql(DB, events_table_ddl(table))
-    use_local_stack_connections(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB)
+    events_table_on_local_stack(monkeypatch, kinesis_mock_endpoint, dynamodb_endpoint, doris_server, DB, table)
     env = {
         "KD_EXAMPLE_STREAM": stream,
         "KD_EXAMPLE_TABLE": f"{DB}.{table}",

@@ -1366,6 +1366,15 @@ def test_a_pruning_killed_among_its_deletes_then_a_lower_horizon_keeps_every_cut
     _play(seal, seal, run(0), run(1), lambda m: m.prune(2, 3), lambda m: m.prune(1, None), run(1))
 
 
+def _plan_without_loading(machine: Any, start: int, end: int, store: Any = None) -> None:
+    """``run_interval`` of ``[start, end)`` on the machine's world with a runner that loads nothing."""
+    run_interval(
+        machine.config, start, end, kinesis=machine.kinesis, store=store or machine.store,
+        credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
+        doris=machine.doris,
+    )  # fmt: skip
+
+
 def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None:
     """Interval 1 runs first (the mark passes it), then interval 0 is planned: the mark must not
     stay past interval 0's records until they are loaded, and the child of a later split waits."""
@@ -1387,11 +1396,7 @@ def test_repro_replay_other_end_a_longer_interval_over_a_stored_range_is_refused
     the stored [T0, T0+IV) and never plan its second half. It is refused, naming the cause."""
     machine = _play(produce(2), seal, produce(2), seal, run(0))
     with pytest.raises(ConfigurationError, match=r"overlaps the stored range .*\(was the schedule changed"):
-        run_interval(
-            machine.config, T0, T0 + 2 * IV, kinesis=machine.kinesis, store=machine.store,
-            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
-            doris=machine.doris,
-        )  # fmt: skip
+        _plan_without_loading(machine, T0, T0 + 2 * IV)
 
 
 @pytest.mark.parametrize(
@@ -1405,11 +1410,7 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
     machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
     before = machine.store.ranges_for_shard("shardId-000000000000")
     with pytest.raises(ConfigurationError, match=r"overlaps the stored range of interval \[\S+Z, \S+Z\) \(\d+, \d+\) without matching it"):
-        run_interval(
-            machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
-            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
-            doris=machine.doris,
-        )  # fmt: skip
+        _plan_without_loading(machine, start, end)
     assert machine.store.ranges_for_shard("shardId-000000000000") == before
 
 
@@ -1427,11 +1428,7 @@ def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a
     store = KillableStore("p", machine.store.table, clock=lambda: machine.kinesis.now_ms)
     before = store.ranges_for_shard("shardId-000000000000")
     with pytest.raises(ConfigurationError, match=r"Interval \[\S+Z, \S+Z\) \(\d+, \d+\) overlaps the stored range of interval"):
-        run_interval(
-            machine.config, T0 + IV // 2, T0 + IV + IV // 2, kinesis=machine.kinesis, store=store,
-            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
-            doris=machine.doris,
-        )  # fmt: skip
+        _plan_without_loading(machine, T0 + IV // 2, T0 + IV + IV // 2, store=store)
     assert _grid(store) == [(0, IV), (IV, 2 * IV)]
     assert store.ranges_for_shard("shardId-000000000000") == before
 
@@ -1568,11 +1565,7 @@ def test_an_interval_before_the_prune_horizon_without_a_stored_range_is_refused(
     machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(2), seal, run(2))
     machine.prune(2, None)
     with pytest.raises(PrunedHistory, match=rf"starts before the pipeline's prune horizon {re.escape(describe_instant(T0 + 2 * IV))} and has no stored range"):
-        run_interval(
-            machine.config, start, end, kinesis=machine.kinesis, store=machine.store,
-            credentials=Credentials(), runner=lambda job, credentials: [], clock=lambda: machine.kinesis.now_ms,
-            doris=machine.doris,
-        )  # fmt: skip
+        _plan_without_loading(machine, start, end)
 
 
 def test_a_range_planned_below_the_pruned_span_is_refused_when_its_mark_is_rewound() -> None:
