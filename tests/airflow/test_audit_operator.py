@@ -91,6 +91,9 @@ def audited(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, k
 def test_the_audit_passes_after_the_loader_then_fails_the_task_on_a_row_loaded_twice(
     audited: dict[str, Any], kinesis_client: Any, doris_server: Any
 ) -> None:
+    # A whole interval ahead: put near its end, the last record's arrival stamp (kinesis-mock's
+    # clock, on a loaded machine later than ours) fell into the next interval.
+    wait_past(next_interval_end())
     end_ms = next_interval_end()
     put_events(kinesis_client, audited["stream"], [event(i) for i in range(12)])
     put_records(kinesis_client, audited["stream"], [("k", b"not json")])
