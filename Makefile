@@ -82,18 +82,26 @@ lock: $(UV)
 	$(UV) pip compile --quiet --python-version 3.11 requirements/executor.in -c requirements/airflow3.txt -o requirements/executor.txt
 	$(UV) pip compile --quiet --python-version 3.11 --resolution lowest-direct --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt -c /tmp/kd-floors.txt pyproject.toml -o requirements/lowest.txt
 
+# The suite runs in 4 xdist workers: most tests wait on emulators, Spark and Airflow, so 4
+# processes keep 2 cores busy. Each test module is one unit of work (tests/conftest.py), the
+# end-to-end ones handed out first; XDIST= runs in one process.
+XDIST ?= -n 4 --dist loadgroup --no-loadscope-reorder
+
 test: install
 	$(MAKE) test-af3
 	$(MAKE) test-af2
 	$(MAKE) test-lowest
 
 test-af3:
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest $(XDIST) $(PYTEST_ARGS)
 
+# Airflow 2.11 end to end (dag.test, `airflow dags backfill`, the scheduler, the demo): what differs
+# between the majors past the operator's own code. The other Airflow-facing tests run on 2.11 in
+# the floors' environment (test-lowest), so each runs once per major.
 test-af2:
-	$(VENV2)/bin/python -m pytest -m airflow $(PYTEST_ARGS)
+	$(VENV2)/bin/python -m pytest -m "airflow and e2e" $(XDIST) $(PYTEST_ARGS)
 
-# The floors (.venv-lowest, ~5 min on 2 cores): the Airflow-facing tests but the end-to-end runs,
+# The floors (.venv-lowest, Airflow 2.11.0): the Airflow-facing tests but the end-to-end runs,
 # then the tests of the code that meets each dependency's API: the unit tests, Kinesis, EFO and
 # DynamoDB through boto3 (moto, kinesis-mock), Stream Load through requests, a Spark job through
 # pyspark and pyarrow. Left out: test_docker_compose.py (the Compose binary is in .venv only) and
@@ -103,8 +111,8 @@ LOWEST_TESTS := tests/unit tests/integration/kinesis tests/integration/stores te
 	tests/integration/test_pipeline.py tests/integration/test_efo_pipeline.py \
 	tests/integration/test_reshard_pipeline.py tests/integration/test_typed_failures.py
 test-lowest:
-	$(VENV_LOWEST)/bin/python -m pytest -m "airflow and not e2e" $(PYTEST_ARGS)
-	$(VENV_LOWEST)/bin/python -m pytest -m "not airflow and not e2e" $(LOWEST_TESTS) \
+	$(VENV_LOWEST)/bin/python -m pytest -m "airflow and not e2e" $(XDIST) $(PYTEST_ARGS)
+	$(VENV_LOWEST)/bin/python -m pytest -m "not airflow and not e2e" $(XDIST) $(LOWEST_TESTS) \
 		--ignore=tests/unit/test_docker_compose.py \
 		--deselect tests/unit/test_production_docs.py::test_the_scan_reads_every_way_of_reaching_an_operation \
 		$(PYTEST_ARGS)

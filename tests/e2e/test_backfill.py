@@ -21,7 +21,8 @@ from tests.e2e.conftest import DB, events_per_interval
 
 # Spark itself is covered by the dag.test and cluster tests; here each task loads in its own
 # process, so several backfill runs at once do not start a JVM each on a 2-core machine.
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900)]
+# One at a time with the paused-DAG test (xdist group): both run Airflow's scheduler on short intervals.
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.xdist_group("airflow_scheduler")]
 
 DAG_ID = "kinesis_to_doris_example"
 
