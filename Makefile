@@ -83,9 +83,9 @@ lock: $(UV)
 	$(UV) pip compile --quiet --python-version 3.11 --resolution lowest-direct --extra spark --extra apache-spark --extra openlineage --extra test --override requirements/overrides.txt -c /tmp/kd-floors.txt pyproject.toml -o requirements/lowest.txt
 
 # The suite runs in 4 xdist workers: most tests wait on emulators, Spark and Airflow, so 4
-# processes keep 2 cores busy. Each test module is one unit of work (tests/conftest.py), the
-# end-to-end ones handed out first; XDIST= runs in one process.
-XDIST ?= -n 4 --dist loadgroup --no-loadscope-reorder
+# processes keep 2 cores busy. Each test module is one unit of work (its fixtures and its tests'
+# order hold), the end-to-end ones handed out first (tests/conftest.py); XDIST= runs in one process.
+XDIST ?= -n 4 --dist loadfile --no-loadscope-reorder
 
 test: install
 	$(MAKE) test-af3

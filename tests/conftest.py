@@ -44,16 +44,11 @@ for _var in ("AWS_PROFILE", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under xdist's ``--dist loadgroup`` (``make test``), each test module is one unit of work, so
-    a module's fixtures and a test that reads what an earlier test of its module recorded stay in
-    one worker; modules marked ``xdist_group`` with one name share a unit. The end-to-end units go
-    out first: handed out last, they would all run at once at the end, on a machine they load."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
+    """In xdist's workers (``make test`` runs ``--dist loadfile --no-loadscope-reorder``, one test
+    module per unit of work), the end-to-end modules come first: handed out last, they would all
+    run at once at the end, on a machine they load."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        items.sort(key=lambda item: item.get_closest_marker("e2e") is None)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

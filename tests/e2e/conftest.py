@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import itertools
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
@@ -16,6 +18,16 @@ DB = "e2e"
 INTERVAL_S = 2
 CHECKPOINT_TABLE = "e2e_checkpoints"
 _names = itertools.count()
+
+
+@pytest.fixture
+def one_airflow_scheduler_at_a_time() -> Iterator[None]:
+    """Held while a test runs Airflow's scheduler on short intervals (the backfill and paused-DAG
+    tests): in parallel xdist workers, two of them load the machine until the scheduler lags
+    behind their intervals. A lock file of this checkout, so other checkouts' runs are not held."""
+    with open(REPO_ROOT / ".pytest-airflow-scheduler.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 @pytest.fixture

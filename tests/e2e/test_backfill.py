@@ -21,8 +21,7 @@ from tests.e2e.conftest import DB, events_per_interval
 
 # Spark itself is covered by the dag.test and cluster tests; here each task loads in its own
 # process, so several backfill runs at once do not start a JVM each on a 2-core machine.
-# One at a time with the paused-DAG test (xdist group): both run Airflow's scheduler on short intervals.
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.xdist_group("airflow_scheduler")]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.usefixtures("one_airflow_scheduler_at_a_time")]
 
 DAG_ID = "kinesis_to_doris_example"
 

@@ -26,8 +26,7 @@ from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
 from tests.e2e.airflow_services import airflow2_services, airflow3_services, airflow_cli
 from tests.e2e.conftest import DB
 
-# One at a time with the backfill test (xdist group): both run Airflow's scheduler on short intervals.
-pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.xdist_group("airflow_scheduler")]
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.usefixtures("one_airflow_scheduler_at_a_time")]
 
 DAG_ID = "kinesis_to_doris_example"
 TASK_ID = "load_interval"
