@@ -649,13 +649,32 @@ def timestamp_probe_seconds(kinesis: Any, stream: str, instant_ms: int) -> float
     return time.perf_counter() - started
 
 
-def stop_spark() -> None:
-    """Stop this process's Spark session so the next run starts one on another master."""
+def stop_spark(workers_timeout_s: float = 60.0) -> None:
+    """Stop this process's Spark session so the next run starts one on another master, and wait
+    for its Python workers to end: one still ending in the next run's window would move its CPU
+    from the workers' part to the JVM's there (on a loaded machine it took seconds)."""
     from pyspark.sql import SparkSession
 
     session = SparkSession.getActiveSession()
     if session is not None:
         session.stop()
+    deadline = time.monotonic() + workers_timeout_s
+    while spark_python_workers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def spark_python_workers() -> list[int]:
+    """PIDs of the processes under this process's JVMs: Spark's Python workers."""
+    children = children_by_parent()
+    workers: list[int] = []
+    pending = [(os.getpid(), False)]
+    while pending:
+        pid, under_jvm = pending.pop()
+        if under_jvm:
+            workers.append(pid)
+        under_jvm = under_jvm or _command_name(pid) == "java"
+        pending.extend((child, under_jvm) for child in children.get(pid, ()))
+    return workers
 
 
 # --- one size ------------------------------------------------------------------------------------
