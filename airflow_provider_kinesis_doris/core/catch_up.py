@@ -152,14 +152,19 @@ def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[i
         interval = previous
         while interval[1] < following_start:
             following = next_interval(*interval)
-            if following is None or not interval[1] <= following[0] < following[1] <= following_start:
+            # The next interval starts where this one ends: a timetable whose intervals leave a span
+            # between them (a cron trigger with a shorter interval=) would never load its records.
+            if following is None or not interval[1] == following[0] < following[1] <= following_start:
+                uncovered = (interval[1], following_start)
+                if following is not None and interval[1] < following[0] < following_start:
+                    uncovered = (interval[1], following[0])
                 raise IntervalsSkipped(
-                    f"No interval of the DAG's timetable fills {describe_interval((interval[1], following_start))}, "
+                    f"No interval of the DAG's timetable fills {describe_interval(uncovered)}, "
                     "which lies between intervals this pipeline loaded"
                     + (f" (the timetable's next one is {describe_interval(following)})" if following else "")
                     + ": records that arrived then would never be loaded. Was the schedule changed? Use a new "
                     "pipeline_id for a new schedule, or load that span with a DAG whose schedule covers it.",
-                    intervals=((interval[1], following_start),),
+                    intervals=(uncovered,),
                 )
             missing.append(following)
             interval = following

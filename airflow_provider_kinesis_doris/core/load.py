@@ -20,6 +20,7 @@ import itertools
 import logging
 import re
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
@@ -382,13 +383,16 @@ def _load_chunk(
         return
     ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
     first_label = chunk_label(*ids) if chunk.line_count else dead_letter_label(*ids)
-    settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label))
+    # Names this pass in the intents it writes: only the attempt that wrote an intent may record
+    # that its send did not reach Doris.
+    attempt = uuid.uuid4().hex
+    settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label), attempt)
     if chunk.line_count:
         label = chunk_label(*ids)
         try:
             loaded = _load_once(
                 clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body,
-                recorded.get(label), report, intent_put=intent_put,
+                recorded.get(label), report, attempt, intent_put=intent_put,
             )  # fmt: skip
         except PermanentStreamLoadError as error:
             if (failed := refused_rows(error)) is None:
@@ -410,7 +414,7 @@ def _load_chunk(
         label = dead_letter_label(*ids)
         loaded = _load_once(
             clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body,
-            recorded.get(label), report, intent_put=intent_put and label == first_label,
+            recorded.get(label), report, attempt, intent_put=intent_put and label == first_label,
         )  # fmt: skip
         if loaded is None:
             report.dead_letters_already_loaded += len(chunk.dead_letters)
@@ -488,19 +492,20 @@ def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[P
 
 
 def _settle_content(
-    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None
-) -> tuple[str, bool]:
+    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None,
+    attempt: str,
+) -> tuple[str, bool]:  # fmt: skip
     """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
     sent; the first run to settle it wins and every later or concurrent run follows. A chunk whose
     first label (``first_label``, recorded as ``known``) has no intent yet gets it in the same
-    write, when its content is not settled either.
+    write (owned by ``attempt``), when its content is not settled either.
 
     :return: the stored content, and whether this call put the intent of ``first_label``.
     """
     content = chunk.content.encode()
     interval_start_ms = shard_range.interval_start_ms
     if known is None and store.put_chunk_intent_with_content(
-        first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content
+        first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content, attempt=attempt
     ):
         return content, True
     stored = store.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
@@ -524,6 +529,7 @@ def _load_once(
     body: bytes,
     known: ChunkRecord | None,
     report: RangeReport,
+    attempt: str,
     *,
     intent_put: bool = False,
 ) -> Any:
@@ -533,7 +539,9 @@ def _load_once(
         records after that is not missed: ours is put once, so we then load as a run that did not
         settle every attempt (Doris refuses a label it holds).
     :param report: counts a load that needed more than one attempt (``chunks_retried``).
-    :param intent_put: this pass put the label's intent already (with the chunk's content).
+    :param attempt: names this pass in the intent it writes.
+    :param intent_put: this pass put the label's intent already (with the chunk's content), as
+        ``attempt``.
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
     store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
@@ -559,25 +567,29 @@ def _load_once(
             )
         # UNKNOWN inside the window or ABORTED: the label is free and nothing of it is visible.
         # PREPARE: another attempt is still running; load_idempotently waits for it.
-    # Whether every attempt that may have sent this label was settled by this run: only then can a
-    # failure of our own send prove the chunk not loaded.
-    settled_by_us = True
+    # Whether this attempt owns the intent, so that no other send of this label can be under way:
+    # only then can a failure of our own send prove the chunk not loaded. An intent found written
+    # by another attempt is never taken over: that attempt may still be sending.
+    owned = intent_put
     if known is None:
         if not intent_put:
-            settled_by_us = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms)
+            owned = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
     elif known.state != CHUNK_INTENT:
-        # Known not loaded (never sent, or a definite Fail): a fresh intent, so the label window of
-        # this attempt starts now.
-        store.record_chunk_outcome(label, CHUNK_INTENT, shard_id=shard_id, interval_start_ms=interval_start_ms)
+        # Known not loaded (never sent, or refused for certain): a fresh intent, so the label window
+        # of this attempt starts now; only over the chunk as this pass read it.
+        owned = store.renew_chunk_intent(known, attempt)
+        if not owned:
+            current = store.get_chunk(label, shard_id, interval_start_ms)
+            if current is not None and current.state in _LOADED_STATES:
+                return None
     try:
         result = doris.load_idempotently(database, table, label, body, options)
     except StreamLoadError as error:
-        if error.definitely_not_loaded and settled_by_us:
-            # Provably not in Doris: a retry after the label window sends it again. Conditional, so
-            # an outcome a concurrent run recorded meanwhile is never overwritten.
+        if error.definitely_not_loaded and owned:
+            # Provably not in Doris: a retry after the label window sends it again. Only while the
+            # intent is still ours: an outcome another attempt recorded meanwhile stays.
             store.record_chunk_outcome(
-                label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms,
-                expected_state=CHUNK_INTENT,
+                label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms, owner=attempt
             )  # fmt: skip
         raise
     report.chunks_retried += result.attempts > 1

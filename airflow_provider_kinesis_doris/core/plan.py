@@ -181,12 +181,7 @@ def plan_interval(
     :raises ConfigurationError: bad interval, initial position or pipeline id.
     """
     _validate(store, pipeline_id, interval_start_ms, interval_end_ms)
-    try:
-        position = InitialPosition(initial_position)
-    except ValueError:
-        raise ConfigurationError(
-            f"initial_position must be one of {[p.value for p in InitialPosition]}, got {initial_position!r}"
-        ) from None
+    position = settle_initial_position(store, initial_position)
     floor = store.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
     if floor is not None:
         _check_aligned(floor, interval_start_ms, interval_end_ms)
@@ -215,6 +210,40 @@ def plan_interval(
         map_bounded(planner.plan_shard, generation, concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
     return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
+
+
+def settle_initial_position(store: CheckpointStore, setting: str | InitialPosition) -> InitialPosition:
+    """The pipeline's initial position, recorded with its first plan; a run's ``setting`` cannot
+    move it, since a shard's first range decides where all its later ranges lie (I1). A
+    TRIM_HORIZON pipeline stays one (its floor sweeps what a run set to INTERVAL would plan again);
+    an INTERVAL pipeline set to TRIM_HORIZON would sweep over the ranges it loaded: refused.
+
+    :raises ConfigurationError: ``setting`` is no initial position, or TRIM_HORIZON for a pipeline
+        that started at INTERVAL.
+    """
+    try:
+        wanted = InitialPosition(setting)
+    except ValueError:
+        raise ConfigurationError(
+            f"initial_position must be one of {[p.value for p in InitialPosition]}, got {setting!r}"
+        ) from None
+    recorded = InitialPosition(store.settle_initial_position(wanted.value))
+    if recorded is wanted:
+        return recorded
+    if recorded is InitialPosition.TRIM_HORIZON:
+        log.warning(
+            "pipeline %s started with initial_position TRIM_HORIZON (recorded with its first plan) and keeps it: "
+            "initial_position %s applies to a new pipeline_id only",
+            store.pipeline_id, wanted.value,
+        )  # fmt: skip
+        return recorded
+    raise ConfigurationError(
+        f"initial_position {wanted.value} applies to a new pipeline_id only: pipeline {store.pipeline_id!r} "
+        f"started with initial_position {recorded.value} (recorded with its first plan) and has planned ranges "
+        "from there; sweeping its shards from their start now would load those records again. Set "
+        f"initial_position back to {recorded.value} for this pipeline; to load what the stream still keeps from "
+        "before it, start a new pipeline_id with TRIM_HORIZON into another table."
+    )
 
 
 def _validate(store: CheckpointStore, pipeline_id: str, start_ms: int, end_ms: int) -> None:

@@ -32,7 +32,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -47,7 +47,7 @@ from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, Skip
 from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
-from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, LabelCanary, adopted_sk
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, INITIAL_POSITION_KEY, LabelCanary, adopted_sk
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryNotFound,
     CheckpointConflict,
@@ -310,6 +310,23 @@ class FlakyDoris(MemoryDoris):
         return result
 
 
+class RefusingDoris:
+    """The machine's Doris as one try sees it while its connections are refused: every Stream Load
+    fails before reaching Doris (``definitely_not_loaded``); the other try reaches Doris."""
+
+    def __init__(self, doris: MemoryDoris) -> None:
+        self._doris = doris
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._doris, name)
+
+    def load_idempotently(self, database: str, table: str, label: str, *args: Any, **kwargs: Any) -> IdempotentLoadResult:
+        EXPLORED["lockstep: a try's sends refused"] += 1
+        error = RetryableStreamLoadError(f"Doris unreachable for label {label}: connection refused")
+        error.definitely_not_loaded = True
+        raise error
+
+
 class _RowsRefusedSeen(logging.Handler):
     """Counts the loader's re-reads after refused rows (``load_range`` logs each ``RowsRefused``):
     the amendment of this run, and the one of another run that a pass followed."""
@@ -338,6 +355,9 @@ class Fault:
     rival: int = 0
     turns: tuple[bool, ...] = ()
     """``lockstep``: whose store write is next, write after write (True: this run's; :class:`Lockstep`)."""
+    refused: str = ""
+    """``lockstep``: whose Stream Loads Doris refuses (connection refused: certainly not loaded),
+    ``first``, ``rival`` or neither: one try fails its sends while the other loads the same chunks."""
 
     def __str__(self) -> str:
         return self.kind if self.kind in ("none", "doris_down") else f"{self.kind}@{self.at}"
@@ -355,7 +375,7 @@ FAULTS = st.one_of(
     # The rival: the same interval again (0), or another one this many intervals later (mod the sealed ones).
     st.builds(
         Fault, st.just("lockstep"), st.just(0), st.one_of(st.just(0), st.integers(1, INTERVALS - 1)),
-        st.lists(st.booleans(), max_size=40).map(tuple),
+        st.lists(st.booleans(), max_size=40).map(tuple), st.sampled_from(("", "first", "rival")),
     ),
 )
 
@@ -686,7 +706,7 @@ class RunOrders(RuleBasedStateMachine):
             else:
                 self.trimmed.setdefault(event, len(self.loud))
                 EXPLORED["trimmed unloaded"] += 1
-                if self.config.initial_position == "TRIM_HORIZON" and not self._swept(shard.shard_id):
+                if self._initial_position() == "TRIM_HORIZON" and not self._swept(shard.shard_id):
                     self.before_floor[event] = record.arrival_ms
         EXPLORED["trimmed"] += deleted
 
@@ -767,13 +787,41 @@ class RunOrders(RuleBasedStateMachine):
         self.store.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
         EXPLORED["label window passed"] += 1
 
+    @precondition(lambda self: self.current > 0)
+    @rule(pick=st.integers(0, INTERVALS - 1))
+    def switch_initial_position(self, pick: int) -> None:
+        """The user changes ``ReadConfig(initial_position)`` of the running pipeline. Where its
+        shards started is a fact of its first plan: a TRIM_HORIZON pipeline keeps its floor whatever
+        the setting (every later run here plans with INTERVAL set); an INTERVAL one refuses
+        TRIM_HORIZON before planning anything (and the setting is put back)."""
+        switched = "INTERVAL" if self.config.initial_position == "TRIM_HORIZON" else "TRIM_HORIZON"
+        recorded = self.store.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
+        if recorded != "INTERVAL":
+            self.config = replace(self.config, initial_position=switched)
+            EXPLORED[f"initial position set to {switched} on a {recorded or 'new'} pipeline"] += 1
+            return
+        k, kept, floor = pick % self.sealed, self.config, self.store.get_floor()
+        self.config = replace(self.config, initial_position=switched)
+        try:
+            with pytest.raises(ConfigurationError, match="initial_position TRIM_HORIZON applies to a new pipeline_id only"):
+                self._run_interval(k, self.kinesis, Fault("none"))
+        finally:
+            self.config = kept
+        assert self.store.get_floor() == floor, "a refused setting planned nothing"
+        EXPLORED["initial position TRIM_HORIZON refused on an INTERVAL pipeline"] += 1
+
+    def _initial_position(self) -> str:
+        """Where the pipeline's shards started: recorded by its first plan, else the setting."""
+        recorded = self.store.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
+        return str(recorded or self.config.initial_position)
+
     def _status(self, k: int) -> str | None:
         """How interval k stands: its own run's outcome, or, for a skipped one, its loader's."""
         if k in self.runs or k not in self.adopted_by:
             return self.outcome.get(k)
         return self.outcome.get(self.adopted_by[k])
 
-    def _run(self, k: int, fault: Fault, store: KillableStore | None = None) -> None:
+    def _run(self, k: int, fault: Fault, store: KillableStore | None = None, doris: Any = None) -> None:
         if k not in self.runs and k in self.adopted_by:
             EXPLORED["backfill of a recovered interval"] += 1
         self.runs.add(k)
@@ -794,7 +842,7 @@ class RunOrders(RuleBasedStateMachine):
         elif fault.kind == "read_dies":
             kinesis = FailOnNthCall(self.kinesis, "get_records", fault.at)
         try:
-            self._run_interval(k, kinesis, fault, store)
+            self._run_interval(k, kinesis, fault, store, doris)
         except FAILED_RUN as error:
             self.outcome[k] = type(error).__name__
         except (DataTrimmed, BoundaryNotFound) as error:
@@ -832,17 +880,19 @@ class RunOrders(RuleBasedStateMachine):
             self._trim(shard, count)
         EXPLORED["trimmed mid-read"] += 1
 
-    def _clients(self, job: LoadJob, kinesis: Any, store: Any) -> LoadClients:
-        return LoadClients(job=job, kinesis=kinesis, store=store, doris=self.doris, clock_ms=lambda: self.kinesis.now_ms)
+    def _clients(self, job: LoadJob, kinesis: Any, store: Any, doris: Any = None) -> LoadClients:
+        return LoadClients(job=job, kinesis=kinesis, store=store, doris=doris or self.doris, clock_ms=lambda: self.kinesis.now_ms)
 
-    def _runner(self, kinesis: Any, fault: Fault, store: KillableStore) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
+    def _runner(
+        self, kinesis: Any, fault: Fault, store: KillableStore, doris: Any = None
+    ) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
         """The in-process runner, or for ``spark_task_retry`` a Spark-like one: the task of a range
         group whose executor is lost part-way (an error that is no KinesisDorisError, after
         ``fault.at`` chunk writes) is run again with the same job, after retention trimmed
         ``fault.rival`` records of its first shard meanwhile (as Spark's task retry or a
         speculative copy would)."""
         if fault.kind != "spark_task_retry":
-            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, store)))
+            return lambda job, credentials: list(load_ranges(self._clients(job, kinesis, store, doris)))
 
         def lost(method: str, call: int) -> Exception:
             return RuntimeError(f"executor lost at {method} call {call}")
@@ -873,8 +923,10 @@ class RunOrders(RuleBasedStateMachine):
             return set(intervals)
         return {interval for interval in intervals if (interval[0] - T0) // IV in self.runs}
 
-    def _run_interval(self, k: int, kinesis: Any, fault: Fault, store: KillableStore | None = None) -> None:
-        """Run interval ``k`` on ``store`` (the machine's by default)."""
+    def _run_interval(
+        self, k: int, kinesis: Any, fault: Fault, store: KillableStore | None = None, doris: Any = None
+    ) -> None:
+        """Run interval ``k`` on ``store`` and ``doris`` (the machine's by default)."""
         if fault.kind == "lockstep":
             self._in_lockstep(k, kinesis, fault)
             return
@@ -886,7 +938,7 @@ class RunOrders(RuleBasedStateMachine):
         try:
             result = run_interval(
                 self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
-                credentials=Credentials(), runner=self._runner(kinesis, fault, store),
+                credentials=Credentials(), runner=self._runner(kinesis, fault, store, doris),
                 clock=lambda: self.kinesis.now_ms, driver_concurrency=self.driver_concurrency, catch_up=catch_up,
                 doris=self.doris,
             )  # fmt: skip
@@ -906,6 +958,7 @@ class RunOrders(RuleBasedStateMachine):
         ``fault.turns`` says. The rival is booked as ``concurrent_run`` books it: by its own
         :meth:`_run`, done before this one's outcome is."""
         rival = (k + fault.rival) % self.sealed
+        first_doris, rival_doris = (RefusingDoris(self.doris) if fault.refused == side else None for side in ("first", "rival"))
         lockstep = Lockstep(fault.turns)
         rival_store = self.store.sibling()
         self.store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
@@ -913,7 +966,7 @@ class RunOrders(RuleBasedStateMachine):
 
         def run_rival() -> None:
             try:
-                self._run(rival, Fault("none"), rival_store)
+                self._run(rival, Fault("none"), rival_store, rival_doris)
             except BaseException as error:  # noqa: BLE001 - raised again in the test's thread
                 errors.append(error)
             finally:
@@ -922,7 +975,7 @@ class RunOrders(RuleBasedStateMachine):
         thread = threading.Thread(target=run_rival, name=f"lockstep-rival-{rival}")
         thread.start()
         try:
-            self._run_interval(k, kinesis, Fault("none"))
+            self._run_interval(k, kinesis, Fault("none"), doris=first_doris)
         finally:
             lockstep.finish(True)
             thread.join(2 * Lockstep.WAIT_S)
@@ -1167,6 +1220,11 @@ def test_the_orders_explored() -> None:
     if "KD_ORDERS_EXAMPLES" in os.environ:
         assert EXPLORED["DataTrimmed past the horizon: skipped intervals"]
         assert EXPLORED["DataTrimmed past the horizon: a start located by time"]
+    settings_moved = (
+        "initial position set to INTERVAL on a TRIM_HORIZON pipeline",
+        "initial position TRIM_HORIZON refused on an INTERVAL pipeline", "lockstep: a try's sends refused",
+    )  # fmt: skip
+    assert [path for path in settings_moved if not EXPLORED[path]] == []
     store_writes = (
         "lockstep of one interval", "lockstep of two intervals", "grouped writes 0", "grouped writes 2",
         "grouped writes 3", "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",

@@ -128,6 +128,26 @@ def test_at_most_max_intervals_per_run_oldest_first_the_rest_next_run() -> None:
     assert world.visible() == Counter(world.produced)
 
 
+def test_a_backlog_left_for_later_runs_fails_once_its_oldest_is_half_the_retention_old() -> None:
+    """docs/design.md (I11) says a run beyond max_skipped_intervals fails; it left the rest to the
+    next run and stayed green, so a schedule that skips more than runs take on grew a backlog that
+    was green until retention deleted its records. Now the run loads what it takes on, commits, and
+    fails once the oldest interval left is older than half the stream's retention."""
+    world = World(intervals=6, retention_hours=24)
+    world.run(0)
+    world.kinesis.now_ms = T0 + 11 * 3_600_000  # the oldest skipped interval is 11 h old: not yet
+    assert [start for start, _ in world.run(5, max_intervals=1).skipped.deferred] == [T0 + 2 * IV, T0 + 3 * IV, T0 + 4 * IV]
+
+    world.kinesis.now_ms = T0 + 13 * 3_600_000
+    with pytest.raises(IntervalsSkipped, match=r"2 interval\(s\) that no DAG run covered are left for later runs.*"
+                                               r"older than 50% of the stream's retention \(24 h\).*max_skipped_intervals") as red:
+        world.run(6, max_intervals=1)
+    assert red.value.intervals == ((T0 + 3 * IV, T0 + 4 * IV), (T0 + 4 * IV, T0 + 5 * IV))
+    assert set(world.visible()) == set(world.produced) - {30, 31, 32, 40, 41, 42}, "its own and the oldest skipped loaded"
+    world.run(7, max_intervals=10)
+    assert world.visible() == Counter(world.produced)
+
+
 def test_a_retry_loads_what_its_first_attempt_took_on() -> None:
     """The first attempt registers the skipped interval, then dies before loading it: the retry
     no longer sees a gap in the grid, and loads it because the adoption was stored."""
@@ -173,6 +193,26 @@ def test_a_gap_the_timetable_does_not_tile_fails_loudly() -> None:
         )  # fmt: skip
 
 
+def test_a_timetable_that_leaves_a_span_between_its_intervals_fails_loudly_even_past_a_skipped_run() -> None:
+    """Suspected in the fourth round: a timetable whose intervals leave a span uncovered (a cron
+    trigger with a shorter ``interval=``) passed silently when the run right after the span was
+    itself skipped: the next run took that interval on, green, and the span's records were never
+    loaded. Now the walk requires each interval to start where the one before it ended."""
+    world = World()
+    world.run(0)
+
+    def with_a_span_after_the_first(start: int, end: int) -> Interval:
+        return (end + IV, end + 2 * IV) if end == T0 + IV else (end, end + IV)
+
+    catch_up = CatchUp(next_interval=with_a_span_after_the_first)
+    with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z\)"):
+        run_interval(
+            world.config, T0 + 3 * IV, T0 + 4 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
+            runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up, doris=world.doris,
+        )  # fmt: skip
+    assert set(world.visible()) == {0, 1, 2}
+
+
 def test_a_skipped_interval_past_retention_fails_loudly() -> None:
     world = World(retention_hours=24)
     world.run(0)
@@ -183,6 +223,22 @@ def test_a_skipped_interval_past_retention_fails_loudly() -> None:
         world.run(1440 + 1)
 
     assert set(world.visible()) == {0, 1, 2}
+
+
+def test_an_interval_left_to_a_run_that_never_runs_fails_loudly_once_past_retention() -> None:
+    """Suspected in the fourth round: an interval left to its own DAG run (a paused backfill's
+    queued run) was never checked against the trim horizon; once pruning passed it, its records
+    were lost without a DataTrimmed. Now a run fails loudly naming it once it is past retention."""
+    world = World(retention_hours=24)
+    world.run(0)
+    world.runs.add((T0 + IV, T0 + 2 * IV))  # queued by a backfill that was paused and never runs
+    assert world.run(2).skipped.left_to_own_runs == ((T0 + IV, T0 + 2 * IV),)
+    world.kinesis.now_ms = T0 + 24 * 3_600_000 + 2 * IV  # interval 1 is past the 24 h retention now
+
+    with pytest.raises(DataTrimmed, match=r"1 of them, from \[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z\).*"
+                                          r"left to a DAG run of their own that has not loaded them"):
+        world.run(1440 + 1)
+    assert 10 not in world.visible()
 
 
 def test_a_trim_horizon_pipeline_loads_an_interval_skipped_after_its_floor() -> None:

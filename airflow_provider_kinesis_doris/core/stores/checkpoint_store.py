@@ -132,6 +132,9 @@ class CheckpointStore(StoreItems):
     def get_floor(self) -> Floor | None:
         return self.ranges.get_floor()
 
+    def settle_initial_position(self, position: str) -> str:
+        return self.ranges.settle_initial_position(position)
+
     def register_interval(self, start_ms: int, end_ms: int, *, register: bool = True) -> tuple[int, int] | None:
         return self.ranges.register_interval(start_ms, end_ms, register=register)
 
@@ -167,14 +170,20 @@ class CheckpointStore(StoreItems):
     # chunks and label canaries (ChunkLog) ------------------------------------------------
 
     def put_chunk_intent(
-        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, *, attempt: str
     ) -> bool:
-        return self.chunks.put_chunk_intent(label, shard_id, first, last, interval_start_ms)
+        return self.chunks.put_chunk_intent(label, shard_id, first, last, interval_start_ms, attempt=attempt)
 
     def put_chunk_intent_with_content(
-        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str
-    ) -> bool:
-        return self.chunks.put_chunk_intent_with_content(label, shard_id, first, last, interval_start_ms, content)
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str,
+        *, attempt: str,
+    ) -> bool:  # fmt: skip
+        return self.chunks.put_chunk_intent_with_content(
+            label, shard_id, first, last, interval_start_ms, content, attempt=attempt
+        )
+
+    def renew_chunk_intent(self, read: ChunkRecord, attempt: str) -> bool:
+        return self.chunks.renew_chunk_intent(read, attempt)
 
     def record_chunk_outcome(
         self,
@@ -186,11 +195,11 @@ class CheckpointStore(StoreItems):
         interval_start_ms: int,
         rows_loaded: int = 0,
         rows_filtered: int = 0,
-        expected_state: str | None = None,
+        owner: str | None = None,
     ) -> ChunkRecord:
         return self.chunks.record_chunk_outcome(
             label, state, txn_id, shard_id=shard_id, interval_start_ms=interval_start_ms, rows_loaded=rows_loaded,
-            rows_filtered=rows_filtered, expected_state=expected_state,
+            rows_filtered=rows_filtered, owner=owner,
         )
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:

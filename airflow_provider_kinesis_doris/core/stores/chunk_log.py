@@ -10,6 +10,7 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Position
 from airflow_provider_kinesis_doris.core.stores.items import (
+    ABSENT,
     CHUNK_INTENT,
     CHUNK_PREFIX,
     LABEL_CANARIES_KEY,
@@ -35,19 +36,20 @@ class ChunkLog:
         self._items = items
 
     def put_chunk_intent(
-        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, *, attempt: str
     ) -> bool:
         """Record, before loading, that chunk ``label`` holds ``first..last`` of the range of
-        ``shard_id`` starting at ``interval_start_ms``.
+        ``shard_id`` starting at ``interval_start_ms``, and that ``attempt`` is about to send it.
 
         :return: whether this call created the intent (False: another attempt had recorded the
             chunk already, and may have sent it).
         """
-        return self._items._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms))
+        return self._items._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms, attempt))
 
     def put_chunk_intent_with_content(
-        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str
-    ) -> bool:
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str,
+        *, attempt: str,
+    ) -> bool:  # fmt: skip
         """:meth:`settle_chunk_content` and :meth:`put_chunk_intent` in one write, for a chunk of which
         nothing is stored yet (a run loading it for the first time): both items are put, or neither.
 
@@ -55,10 +57,24 @@ class ChunkLog:
             caller settles the content, then puts the intent.
         """
         content_item = self._content_item(shard_id, interval_start_ms, first, content)
-        return self._items._put_new_all([content_item, self._intent_item(label, shard_id, first, last, interval_start_ms)])
+        intent_item = self._intent_item(label, shard_id, first, last, interval_start_ms, attempt)
+        return self._items._put_new_all([content_item, intent_item])
+
+    def renew_chunk_intent(self, read: ChunkRecord, attempt: str) -> bool:
+        """Make ``attempt`` the owner of a chunk known not loaded (never sent, or refused for
+        certain), with a fresh intent whose label window starts now; only if the chunk is still as
+        ``read`` (its state and the attempt that wrote it), so an outcome another attempt recorded
+        since is never overwritten.
+
+        :return: whether ``attempt`` owns the chunk now.
+        """
+        changes = {"state": CHUNK_INTENT, "attempt": attempt, "txn_id": None, "updated_ms": self._items._clock()}
+        expected = {"state": read.state, "attempt": read.attempt if read.attempt is not None else ABSENT}
+        keys = (chunk_sk(read.shard_id, read.interval_start_ms, read.label), legacy_chunk_sk(read.label))
+        return any(self._items._update(sk, changes, expected) is not None for sk in keys)
 
     def _intent_item(
-        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int
+        self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, attempt: str
     ) -> dict[str, Any]:
         return {
             "sk": chunk_sk(shard_id, interval_start_ms, label),
@@ -69,6 +85,7 @@ class ChunkLog:
             "first": first.encode(),
             "last": last.encode(),
             "state": CHUNK_INTENT,
+            "attempt": attempt,
             "updated_ms": self._items._clock(),
         }
 
@@ -86,13 +103,14 @@ class ChunkLog:
         interval_start_ms: int,
         rows_loaded: int = 0,
         rows_filtered: int = 0,
-        expected_state: str | None = None,
+        owner: str | None = None,
     ) -> ChunkRecord:
         """Record the outcome of chunk ``label`` of the range ``(shard_id, interval_start_ms)`` (a
         Doris load state such as VISIBLE or ABORTED).
 
-        :param expected_state: write only if the stored state is this one (a lost race leaves the
-            stored chunk as it is, and it is returned).
+        :param owner: write only if the chunk is still the intent of this attempt (a lost race
+            leaves the stored chunk as it is, and it is returned): an outcome that only the sender
+            can know, such as "not loaded", is never recorded over another attempt's send.
         :raises CheckpointNotFound: no intent was recorded for ``label``.
         """
         changes = {
@@ -103,7 +121,7 @@ class ChunkLog:
             "updated_ms": self._items._clock(),
         }
         keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
-        expected = {"state": expected_state} if expected_state is not None else {}
+        expected = {"state": CHUNK_INTENT, "attempt": owner} if owner is not None else {}
         updated = next((item for sk in keys if (item := self._items._update(sk, changes, expected)) is not None), None)
         if updated is not None:
             return chunk_from_item(updated)

@@ -59,6 +59,7 @@ ADOPTED_PREFIX = "adopted#"
 GAPLESS_KEY = "gapless"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
+INITIAL_POSITION_KEY = "initial-position"
 PRUNE_KEY = "prune"
 LABEL_CANARIES_KEY = "label-canaries"
 CHUNK_INTENT = "INTENT"
@@ -154,6 +155,9 @@ class ChunkRecord:
     rows_loaded: int
     rows_filtered: int
     updated_ms: int
+    attempt: str | None = None
+    """The attempt that wrote the intent (``new_attempt``), the only one that may record the chunk
+    not loaded; None for chunks recorded before attempts were named."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +276,7 @@ def chunk_from_item(item: Mapping[str, Any]) -> ChunkRecord:
         rows_loaded=int(item.get("rows_loaded", 0)),
         rows_filtered=int(item.get("rows_filtered", 0)),
         updated_ms=int(item["updated_ms"]),
+        attempt=item.get("attempt"),
     )
 
 

@@ -14,6 +14,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     ADOPTED_PREFIX,
     FLOOR_KEY,
+    INITIAL_POSITION_KEY,
     GAPLESS_KEY,
     INTERVAL_PREFIX,
     INTERVALS_KEY,
@@ -256,6 +257,23 @@ class RangeBook:
         floor = self.get_floor()
         assert floor is not None, "a put-once item existed a moment ago and items are never deleted"
         return floor
+
+    def settle_initial_position(self, position: str) -> str:
+        """Where the pipeline's shards started (``INTERVAL`` or ``TRIM_HORIZON``), a fact fixed by
+        its first plan: ``position`` if none is recorded yet (conditional put), else the recorded
+        one. A pipeline planned before the fact was recorded keeps what its items show: a floor
+        (only TRIM_HORIZON runs store one), else any planned interval (INTERVAL)."""
+        item = self._items._get(INITIAL_POSITION_KEY)
+        if item is None:
+            if self.get_floor() is not None:
+                position = "TRIM_HORIZON"
+            elif self._items._query(INTERVAL_PREFIX, limit=1) or self._items._query(RANGE_PREFIX, limit=1):
+                position = "INTERVAL"
+            self._items._put_new({"sk": INITIAL_POSITION_KEY, "kind": "initial_position",
+                                  "initial_position": position, "updated_ms": self._items._clock()})  # fmt: skip
+            item = self._items._get(INITIAL_POSITION_KEY)
+            assert item is not None, "a put-once item existed a moment ago and items are never deleted"
+        return str(item["initial_position"])
 
     def get_floor(self) -> Floor | None:
         """The pipeline's floor interval, if a TRIM_HORIZON run stored one."""

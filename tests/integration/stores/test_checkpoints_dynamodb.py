@@ -248,10 +248,10 @@ def test_a_shard_is_drained_only_after_its_last_range_is_loaded(store: DynamoChe
 
 
 def test_chunk_intents_and_outcomes_are_durable_per_range(store: DynamoCheckpointStore) -> None:
-    store.put_chunk_intent("kd:p:s:bbb", SHARD, Position(SEQ + 5), Position(SEQ + 9), interval_start_ms=1000)
-    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000)
-    store.put_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), interval_start_ms=2000)
-    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000)
+    store.put_chunk_intent("kd:p:s:bbb", SHARD, Position(SEQ + 5), Position(SEQ + 9), interval_start_ms=1000, attempt="a1")
+    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000, attempt="a1")
+    store.put_chunk_intent("kd:p:s:ccc", SHARD, Position(SEQ + 10), Position(SEQ + 12), interval_start_ms=2000, attempt="a1")
+    store.put_chunk_intent("kd:p:s:aaa", SHARD, Position(SEQ), Position(SEQ + 4), interval_start_ms=1000, attempt="a1")
     replayed_intent = store.get_chunk("kd:p:s:aaa", SHARD, 1000)
 
     outcome = store.record_chunk_outcome(
@@ -288,19 +288,19 @@ def test_a_chunks_content_is_settled_once_and_outcomes_can_be_conditional(store:
     assert store.settle_chunk_content(SHARD, 1000, first, "") == "0-2,7", "the first writer's content stays"
     assert store.chunk_contents_for_range(SHARD, 1000) == ["0-2,7"] and store.chunk_contents_for_range(SHARD, 2000) == []
 
-    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is True
-    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000) is False
+    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000, attempt="a1") is True
+    assert store.put_chunk_intent("kd:p:s:ddd", SHARD, first, Position(SEQ + 3), 1000, attempt="a2") is False
     # Content and intent together: both are put, or neither (here the content existed).
-    assert store.put_chunk_intent_with_content("kd:p:s:eee", SHARD, first, Position(SEQ + 3), 1000, "") is False
+    assert store.put_chunk_intent_with_content("kd:p:s:eee", SHARD, first, Position(SEQ + 3), 1000, "", attempt="a1") is False
     assert store.get_chunk("kd:p:s:eee", SHARD, 1000) is None
     other = Position(SEQ + 4)
-    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1") is True
+    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1", attempt="a1") is True
     assert store.settle_chunk_content(SHARD, 1000, other, "") == "1"
     assert store.get_chunk("kd:p:s:fff", SHARD, 1000).state == "INTENT"  # type: ignore[union-attr]
-    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1") is False
+    assert store.put_chunk_intent_with_content("kd:p:s:fff", SHARD, other, Position(SEQ + 6), 1000, "1", attempt="a2") is False
     store.record_chunk_outcome("kd:p:s:ddd", "VISIBLE", shard_id=SHARD, interval_start_ms=1000)
     kept = store.record_chunk_outcome(
-        "kd:p:s:ddd", "NOT_LOADED", shard_id=SHARD, interval_start_ms=1000, expected_state="INTENT"
+        "kd:p:s:ddd", "NOT_LOADED", shard_id=SHARD, interval_start_ms=1000, owner="a1"
     )
     assert kept.state == "VISIBLE"
 
@@ -320,7 +320,7 @@ def test_pruning_deletes_the_loaded_history_below_the_horizon_in_batches_and_not
             _planned_range(pipeline_store, _at(1000 * (k + 1), 10 * k), _at(1000 * (k + 2), 10 * (k + 1)), 1000 * (k + 1))
             if k < 20:
                 label = f"kd:p:s:{k:03d}"
-                pipeline_store.put_chunk_intent(label, SHARD, Position(SEQ + 10 * k), Position(SEQ + 10 * k + 9), interval_start_ms=1000 * (k + 1))
+                pipeline_store.put_chunk_intent(label, SHARD, Position(SEQ + 10 * k), Position(SEQ + 10 * k + 9), interval_start_ms=1000 * (k + 1), attempt="a1")
                 pipeline_store.record_chunk_outcome(label, "VISIBLE", shard_id=SHARD, interval_start_ms=1000 * (k + 1))
                 pipeline_store.mark_range_loaded(SHARD, 1000 * (k + 1))
         pipeline_store.advance_high_water_mark(SHARD)

@@ -125,7 +125,7 @@ def test_pruning_deletes_the_loaded_history_behind_the_mark_and_a_rewind_into_it
 ) -> None:
     items = open_items()
     chunks = ChunkLog(items)
-    chunks.put_chunk_intent("kd:a", SHARD, Position(5), Position(8), 0)
+    chunks.put_chunk_intent("kd:a", SHARD, Position(5), Position(8), 0, attempt="a1")
     for k in (0, 1):
         run.ranges.mark_range_loaded(SHARD, k * IV)
     shard = run.marks.advance_high_water_mark(SHARD)
