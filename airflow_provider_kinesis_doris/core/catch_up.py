@@ -108,14 +108,22 @@ def find_skipped(
     :param sweeps: the pipeline starts at TRIM_HORIZON: its first interval is the floor's.
 
     :raises IntervalsSkipped: with ``catch_up.load`` False, when any interval is skipped; or when
-        the timetable's intervals do not tile a gap of the grid (the schedule changed).
+        the timetable's next interval reaches back into the one before it.
     """
     grid = store.intervals_before(start_ms, with_floor=sweeps)
-    missing = _missing(grid, start_ms, catch_up.next_interval)
-    with_runs = catch_up.with_own_runs(missing) if missing else set()
+    missing, bridges = _missing(grid, start_ms, catch_up.next_interval)
+    of_the_timetable = [interval for interval in missing if interval not in bridges]
+    with_runs = catch_up.with_own_runs(of_the_timetable) if of_the_timetable else set()
     skipped = [interval for interval in missing if interval not in with_runs]
     if skipped and not catch_up.load:
-        raise IntervalsSkipped(_not_loading_message(store.pipeline_id, skipped), intervals=tuple(skipped))
+        message = _not_loading_message(store.pipeline_id, skipped, bridges)
+        raise IntervalsSkipped(message, intervals=tuple(skipped))
+    if bridges:
+        log.warning(
+            "pipeline %s: the DAG's timetable leaves %s between intervals of the pipeline (the schedule changed, or "
+            "its intervals leave spans between them): each is loaded as an interval of its own",
+            store.pipeline_id, ", ".join(describe_interval(bridge) for bridge in sorted(bridges)),
+        )  # fmt: skip
     # A retry gets its first attempt's list back, though those intervals are planned by now.
     to_load, loaded_before = store.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
     adopted = tuple(to_load)
@@ -145,33 +153,48 @@ def _advance_gapless(store: CheckpointStore, grid: Sequence[Interval], missing: 
         store.advance_gapless(before[-1][0])
 
 
-def _missing(grid: Sequence[Interval], start_ms: int, next_interval: Callable[[int, int], Interval | None]) -> list[Interval]:
-    """The timetable's intervals in each gap of ``grid`` below ``start_ms``, oldest first."""
+def _missing(
+    grid: Sequence[Interval], start_ms: int, next_interval: Callable[[int, int], Interval | None]
+) -> tuple[list[Interval], set[Interval]]:
+    """The timetable's intervals in each gap of ``grid`` below ``start_ms``, oldest first, and the
+    bridges among them: where the timetable's next interval does not start where the one before it
+    ends (the schedule changed, or its intervals leave a span between them), the span up to that
+    next interval, or up to the grid's next interval, is an interval of its own. No DAG run has it;
+    it is loaded like any skipped interval, so no record falls between two schedules.
+
+    :raises IntervalsSkipped: the timetable's next interval starts before the one before it ends
+        (or is empty): no interval can be cut there without overlapping one.
+    """
     missing: list[Interval] = []
+    bridges: set[Interval] = set()
     for previous, following_start in zip(grid, [s for s, _ in grid[1:]] + [start_ms]):
         interval = previous
         while interval[1] < following_start:
             following = next_interval(*interval)
-            # The next interval starts where this one ends: a timetable whose intervals leave a span
-            # between them (a cron trigger with a shorter interval=) would never load its records.
-            if following is None or not interval[1] == following[0] < following[1] <= following_start:
-                uncovered = (interval[1], following_start)
-                if following is not None and interval[1] < following[0] < following_start:
-                    uncovered = (interval[1], following[0])
+            if following is None or following[0] > interval[1] or following[1] > following_start:
+                # No interval of the timetable starts here and ends by the grid's next one: the span
+                # up to the timetable's next start, or up to the grid's next interval, is a bridge.
+                next_start = following[0] if following is not None and following[0] > interval[1] else following_start
+                bridge = (interval[1], min(next_start, following_start))
+                missing.append(bridge)
+                bridges.add(bridge)
+                interval = bridge
+                continue
+            if not interval[1] == following[0] < following[1]:
                 raise IntervalsSkipped(
-                    f"No interval of the DAG's timetable fills {describe_interval(uncovered)}, "
-                    "which lies between intervals this pipeline loaded"
-                    + (f" (the timetable's next one is {describe_interval(following)})" if following else "")
-                    + ": records that arrived then would never be loaded. Was the schedule changed? Use a new "
-                    "pipeline_id for a new schedule, or load that span with a DAG whose schedule covers it.",
-                    intervals=(uncovered,),
+                    f"No interval of the DAG's timetable fills {describe_interval((interval[1], following_start))}, "
+                    "which lies between intervals this pipeline loaded, without overlapping one"
+                    f" (the timetable's next one is {describe_interval(following)})"
+                    + ": records that arrived then would never be loaded. Use a new pipeline_id for a schedule "
+                    "whose intervals overlap the old one's, or load that span with a DAG whose schedule covers it.",
+                    intervals=((interval[1], following_start),),
                 )
             missing.append(following)
             interval = following
-    return missing
+    return missing, bridges
 
 
-def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
+def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval], bridges: set[Interval]) -> str:
     # Backfill dates are logical dates, the intervals' starts, and both ends are included: the
     # last interval's end would also backfill the interval after it.
     start, last_start = iso_utc(skipped[0][0]), iso_utc(skipped[-1][0])
@@ -184,4 +207,6 @@ def _not_loading_message(pipeline_id: str, skipped: Sequence[Interval]) -> str:
         f"on Airflow 2, `airflow dags backfill <dag_id> --start-date {start} --end-date {last_start}` (dates are "
         "interval starts, both included); then clear this run. "
         "Or set load_skipped_intervals=True to have the next run load them."
+        + (f" {len(bridges)} of them lie between two schedules (the schedule changed), and no backfill has them: "
+           "only a run with load_skipped_intervals=True loads those." if bridges else "")
     )

@@ -180,24 +180,38 @@ def test_opting_out_fails_naming_the_intervals_and_the_backfill_commands() -> No
     assert set(world.visible()) == {0, 1, 2}, "nothing of the failing run is loaded"
 
 
-def test_a_gap_the_timetable_does_not_tile_fails_loudly() -> None:
+def test_a_changed_schedule_loads_the_span_between_the_two_schedules_once_as_an_interval_of_its_own() -> None:
+    """The schedule changes from one interval to two (a cron of 1 minute to one of 5, aligned):
+    the new timetable's interval after the last one loaded straddles the new run's own, so the
+    span between them belongs to neither schedule. Before, the run failed IntervalsSkipped and the
+    only way on was a hand-written DAG; now the span is loaded once by the run, reported, and a
+    replay of the run (or a later run) does not load it again."""
     world = World()
     world.run(0)
     world.runs.add((T0 + 2 * IV, T0 + 3 * IV))
     catch_up = CatchUp(next_interval=lambda start, end: (end, end + 2 * IV))  # the schedule changed
 
-    with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z"):
-        run_interval(
+    def own_run() -> IntervalResult:
+        return run_interval(
             world.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
             runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up, doris=world.doris,
         )  # fmt: skip
 
+    result = own_run()
+    assert result.skipped.adopted == ((T0 + IV, T0 + 2 * IV),)
+    assert result.xcom_summary()["skipped_intervals"]["recovered"] == [
+        "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"
+    ]
+    assert world.visible() == Counter(world.produced[:9])
+    own_run()  # a retry of the run replays the span
+    assert world.visible() == Counter(world.produced[:9])
 
-def test_a_timetable_that_leaves_a_span_between_its_intervals_fails_loudly_even_past_a_skipped_run() -> None:
+
+def test_a_span_a_timetable_leaves_between_its_intervals_is_loaded_even_past_a_skipped_run() -> None:
     """Suspected in the fourth round: a timetable whose intervals leave a span uncovered (a cron
     trigger with a shorter ``interval=``) passed silently when the run right after the span was
     itself skipped: the next run took that interval on, green, and the span's records were never
-    loaded. Now the walk requires each interval to start where the one before it ended."""
+    loaded. Now the span is an interval of its own, loaded once by that run."""
     world = World()
     world.run(0)
 
@@ -205,9 +219,22 @@ def test_a_timetable_that_leaves_a_span_between_its_intervals_fails_loudly_even_
         return (end + IV, end + 2 * IV) if end == T0 + IV else (end, end + IV)
 
     catch_up = CatchUp(next_interval=with_a_span_after_the_first)
-    with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z\)"):
+    result = run_interval(
+        world.config, T0 + 3 * IV, T0 + 4 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
+        runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up, doris=world.doris,
+    )  # fmt: skip
+    assert result.skipped.adopted == ((T0 + IV, T0 + 2 * IV), (T0 + 2 * IV, T0 + 3 * IV))
+    assert world.visible() == Counter(world.produced)
+
+
+def test_a_timetable_that_goes_back_over_a_loaded_interval_fails_loudly() -> None:
+    world = World()
+    world.run(0)
+    catch_up = CatchUp(next_interval=lambda start, end: (end - IV // 2, end + IV // 2))  # overlaps the interval before
+
+    with pytest.raises(IntervalsSkipped, match=r"No interval of the DAG's timetable fills \[2023-11-14T22:15:00Z"):
         run_interval(
-            world.config, T0 + 3 * IV, T0 + 4 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
+            world.config, T0 + 2 * IV, T0 + 3 * IV, kinesis=world.kinesis, store=world.store, credentials=Credentials(),
             runner=world.runner, clock=lambda: world.kinesis.now_ms, catch_up=catch_up, doris=world.doris,
         )  # fmt: skip
     assert set(world.visible()) == {0, 1, 2}
