@@ -138,12 +138,15 @@ bench-shards-aws: install
 	$(VENV)/bin/python -m benchmarks.shards --aws-model --shards 16,64,256 --history-intervals 0 $(BENCH_ARGS)
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
-# runs 25), and KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 1,000 each time).
+# runs 25), KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 1,000
+# each time), and scheduled runs under Airflow's scheduler on one-minute intervals (3.x, then 2.11).
 proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)
 	KD_ORDERS_EXAMPLES=$${KD_ORDERS_EXAMPLES:-30000} \
 		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s --timeout=9000 $(PYTEST_ARGS)
+	KD_PROOF_SCHEDULER=1 $(VENV)/bin/python -m pytest tests/e2e/test_scheduled_runs.py -q $(PYTEST_ARGS)
+	KD_PROOF_SCHEDULER=1 $(VENV2)/bin/python -m pytest tests/e2e/test_scheduled_runs.py -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) $(VENV_LOWEST) node_modules .pytest_cache .hypothesis

@@ -7,9 +7,10 @@ Seal → plan → read + load → commit. See the README for the walk-through an
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from copy import deepcopy
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -60,13 +61,18 @@ if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
     from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter
 
+WAIT_IN_TASK_AT_MOST = timedelta(minutes=5)
+"""A wait for the seal up to this long is slept in the task; a longer one (a run created well
+before its interval ends) reschedules the task, or defers it when ``deferrable``."""
+
 
 class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     """Load the records that arrived in ``[data_interval_start, data_interval_end)`` on a Kinesis
     stream into a Doris table, exactly once across retries, reruns, backfills and reshards.
 
     The interval is loaded once it is sealed (``data_interval_end + read.seal_grace`` has passed);
-    until then the task defers (``deferrable=True``) or reschedules itself. Each run plans per
+    until then the task waits in place, or, when that is more than :data:`WAIT_IN_TASK_AT_MOST`
+    away, defers (``deferrable=True``) or reschedules itself. Each run plans per
     shard a range of records and persists it in DynamoDB, reads and Stream Loads the ranges, and
     moves the checkpoints only after Doris reports the data visible.
 
@@ -174,11 +180,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         start, end = interval_of(context)
         sealed_at = end + self.read.seal_grace
-        if datetime.now(timezone.utc) < sealed_at:
+        wait = sealed_at - datetime.now(timezone.utc)
+        if wait > timedelta(0):
             self.log.info("Interval [%s, %s) is sealed at %s; waiting", start.isoformat(), end.isoformat(), sealed_at)
-            if self.deferrable:
+            if wait <= WAIT_IN_TASK_AT_MOST:
+                # A scheduled run starts at its interval's end and waits seal_grace. A rescheduled or
+                # deferred task comes back under the same try number; an exit event of its earlier
+                # execution that the scheduler handles late then reads as the running try's death,
+                # and the try is failed and retried (docs/design.md "Waiting for the seal").
+                time.sleep(wait.total_seconds())
+            elif self.deferrable:
                 self.defer(trigger=DateTimeTrigger(moment=sealed_at), method_name="execute_sealed")
-            raise AirflowRescheduleException(sealed_at)
+            else:
+                raise AirflowRescheduleException(sealed_at)
         return self._load(context, start, end)
 
     def execute_sealed(self, context: Context, event: Any = None) -> dict[str, Any]:

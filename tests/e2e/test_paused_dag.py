@@ -9,15 +9,10 @@ keep up with short intervals on a 2-core machine."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
@@ -25,95 +20,13 @@ from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
 from tests.e2e.airflow_services import airflow2_services, airflow3_services, airflow_cli
 from tests.e2e.conftest import DB
+from tests.e2e.scheduled_runs import DAG_ID, Interval, next_bound, returned, runs_since, settled_through, wait_for
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.timeout(900), pytest.mark.usefixtures("one_airflow_scheduler_at_a_time")]
 
-DAG_ID = "kinesis_to_doris_example"
-TASK_ID = "load_interval"
 INTERVAL_S = 10
 STEP_MS = INTERVAL_S * 1000
 PER_BATCH = 10
-
-Interval = tuple[int, int]
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class _Run:
-    run_id: str
-    run_type: str
-    state: str
-    interval: Interval
-
-
-def _value(enum_or_text: Any) -> str:
-    """DagRunType and DagRunState are str enums on 3.x (their hash is the member name's)."""
-    return str(getattr(enum_or_text, "value", enum_or_text))
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-def _runs(since: datetime) -> list[_Run]:
-    """This test's runs of the DAG, oldest interval first (earlier tests of the session left theirs)."""
-    from airflow.models.dagrun import DagRun
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(DagRun).filter(DagRun.dag_id == DAG_ID, DagRun.queued_at >= since)
-        rows = rows.order_by(DagRun.data_interval_start)
-        return [_Run(row.run_id, _value(row.run_type), _value(row.state),
-                     (_ms(row.data_interval_start), _ms(row.data_interval_end))) for row in rows]  # fmt: skip
-
-
-def _returned(run_id: str) -> dict[str, Any]:
-    """The load task's XCom (what ``execute`` returned) in the run ``run_id``."""
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        if AIRFLOW_V_3_0_PLUS:
-            from airflow.models.xcom import XComModel
-
-            query = XComModel.get_many(run_id=run_id, key="return_value", dag_ids=DAG_ID, task_ids=TASK_ID)
-            return XComModel.deserialize_value(session.scalars(query).one())
-        from airflow.models.xcom import XCom
-
-        value = XCom.get_one(run_id=run_id, key="return_value", dag_id=DAG_ID, task_id=TASK_ID, session=session)
-        assert value is not None, f"run {run_id} returned nothing"
-        return value
-
-
-def _settled_through(since: datetime, end_ms: int) -> list[_Run] | None:
-    """This test's runs up to the first that succeeded with an interval ending at or after
-    ``end_ms`` and left no skipped interval for the next run, once each of them has finished; None
-    before. (Later runs may be on their way. A scheduler slowed by a loaded machine creates runs far
-    apart; a run then catches up at most ``max_skipped_intervals`` and leaves the rest to the next.)"""
-    runs = _runs(since)
-    done = [run for run in runs if run.state == "success" and run.interval[1] >= end_ms
-            and not _returned(run.run_id)["skipped_intervals"]["left_for_next_run"]["count"]]  # fmt: skip
-    settled = [run for run in runs if done and run.interval[1] <= done[0].interval[1]]
-    if settled and all(run.state in ("success", "failed") for run in settled):
-        return settled
-    return None
-
-
-def _wait(condition: Callable[[], T | None], what: str, since: datetime, log_dir: Path, timeout: float = 360) -> T:
-    from sqlalchemy.exc import OperationalError
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OperationalError):  # SQLite: a writer of the scheduler's holds the lock
-            found = condition()
-            if found:
-                return found
-        time.sleep(2)
-    raise TimeoutError(f"{what} within {timeout:.0f}s; this test's runs: {_runs(since)}; Airflow's logs: {log_dir}")
-
-
-def _next_bound(epoch_ms: int) -> int:
-    """The first interval bound of the DAG's grid after ``epoch_ms`` (the timetable rounds to the epoch)."""
-    return (epoch_ms // STEP_MS + 1) * STEP_MS
 
 
 def _keys(described: str) -> Interval:
@@ -145,18 +58,18 @@ def test_a_dag_paused_for_two_intervals_loads_every_record_once_without_a_backfi
     services = airflow3_services if AIRFLOW_V_3_0_PLUS else airflow2_services
     with services(env, tmp_path) as service_env:
         airflow_cli("dags", "unpause", DAG_ID, env=service_env)
-        first = _wait(lambda: _runs(since)[:1], "the scheduler created no run of the unpaused DAG", since, tmp_path)[0]
+        first = wait_for(lambda: runs_since(since)[:1], "the scheduler created no run of the unpaused DAG", since, tmp_path)[0]
         # The pipeline starts with the first interval a run plans: earlier records are not its own.
-        before_pause = _next_bound(max(now_ms(), first.interval[1]))
+        before_pause = next_bound(max(now_ms(), first.interval[1]), STEP_MS)
         wait_past(before_pause)
         produce(0)
         what = "no run loaded the interval before the pause"
-        _wait(lambda: _settled_through(since, before_pause + STEP_MS), what, since, tmp_path)
+        wait_for(lambda: settled_through(since, before_pause + STEP_MS), what, since, tmp_path)
 
         airflow_cli("dags", "pause", DAG_ID, env=service_env)
         paused_at = now_ms()
         produce(1)
-        whole = _next_bound(paused_at)
+        whole = next_bound(paused_at, STEP_MS)
         # Three whole intervals paused: Airflow runs the last of them on unpause (catchup=False
         # creates the latest finished interval's run), so at least two have no run of their own.
         for k in range(3):
@@ -165,16 +78,16 @@ def test_a_dag_paused_for_two_intervals_loads_every_record_once_without_a_backfi
         wait_past(whole + 3 * STEP_MS)
         unpaused_at = now_ms()  # at the latest: the command takes seconds, and an interval may end meanwhile
         airflow_cli("dags", "unpause", DAG_ID, env=service_env)
-        after_pause = _next_bound(now_ms())
+        after_pause = next_bound(now_ms(), STEP_MS)
         wait_past(after_pause)
         produce(5)
         what = "the runs after the pause did not finish"
-        runs = _wait(lambda: _settled_through(since, after_pause + STEP_MS), what, since, tmp_path)
+        runs = wait_for(lambda: settled_through(since, after_pause + STEP_MS), what, since, tmp_path)
         airflow_cli("dags", "pause", DAG_ID, env=service_env)  # no new run while the services stop
         succeeded = [run for run in runs if run.state == "success"]
-        returned = {run.run_id: _returned(run.run_id) for run in succeeded}
+        returned_by = {run.run_id: returned(run.run_id) for run in succeeded}
 
-    report = "\n".join(f"{run} → {returned.get(run.run_id, {}).get('skipped_intervals')}" for run in runs)
+    report = "\n".join(f"{run} → {returned_by.get(run.run_id, {}).get('skipped_intervals')}" for run in runs)
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']}")
     assert sorted(int(row[0]) for row in rows) == sorted(produced), report
     assert {run.run_type for run in runs} == {"scheduled"}, f"a backfill or manual run:\n{report}"
@@ -185,7 +98,7 @@ def test_a_dag_paused_for_two_intervals_loads_every_record_once_without_a_backfi
     loaded_by: dict[Interval, list[str]] = {}
     for run in succeeded:
         loaded_by.setdefault(run.interval, []).append(run.run_id)
-        for described in returned[run.run_id]["skipped_intervals"]["recovered"]:
+        for described in returned_by[run.run_id]["skipped_intervals"]["recovered"]:
             loaded_by.setdefault(_keys(described), []).append(f"{run.run_id} (recovered)")
     grid = [(start, start + STEP_MS) for start in range(runs[0].interval[0], runs[-1].interval[1], STEP_MS)]
     assert sorted(loaded_by) == grid and all(len(runs_of) == 1 for runs_of in loaded_by.values()), report
