@@ -50,8 +50,13 @@ def _task(dag_id: str, task_id: str, subdir: str | None) -> Any:
 def _render(task: Any, logical_date: datetime) -> None:
     """Render ``task``'s templated arguments in place with the context of a manual run at
     ``logical_date`` (its data interval as the DAG's timetable infers it), as the run would."""
+    import pendulum
+
     from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
+    # Timetables compute with pendulum's datetimes (a cron one calls in_timezone), as the scheduler
+    # hands them; a plain datetime fails there.
+    logical_date = pendulum.instance(logical_date)
     context = _context_3(task, logical_date) if AIRFLOW_V_3_0_PLUS else _context_2(task, logical_date)
     task.render_template_fields(context)
 

@@ -28,14 +28,28 @@ _names = itertools.count()
 
 DAG_FILE = """
 import os
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from airflow.providers.common.compat.sdk import DAG
 
 from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
-with DAG(dag_id="kd_check", schedule=None, start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
+try:
+    from airflow.sdk import CronDataIntervalTimetable, CronTriggerTimetable, DeltaDataIntervalTimetable
+except ImportError:  # Airflow 2.11
+    from airflow.timetables.interval import CronDataIntervalTimetable, DeltaDataIntervalTimetable
+    from airflow.timetables.trigger import CronTriggerTimetable
+
+SCHEDULES = {
+    "none": lambda: None,
+    "cron": lambda: CronDataIntervalTimetable("*/10 * * * *", timezone="UTC"),
+    "delta": lambda: DeltaDataIntervalTimetable(timedelta(minutes=10)),
+    "cron trigger": lambda: CronTriggerTimetable("*/10 * * * *", timezone="UTC", interval=timedelta(minutes=10)),
+}
+
+with DAG(dag_id="kd_check", schedule=SCHEDULES[os.environ.get("KD_CHECK_SCHEDULE", "none")](),
+         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc)):
     KinesisToDorisOperator(
         task_id="load",
         stream_name=os.environ["KD_CHECK_STREAM"],
@@ -81,6 +95,20 @@ def test_a_deployment_that_passes_exits_0_and_lists_both_halves(deployment: Path
     assert "[ok] table columns:" in ran.stdout and "[ok] checkpoint table:" in ran.stdout
     assert "[ok] stream retention: retention 24 h" in ran.stdout
     assert "[wrong] checkpoint table recovery: the first run creates check_cli_checkpoints without" in ran.stdout
+    assert ran.stdout.rstrip().endswith("kd_check.load passes")
+
+
+@pytest.mark.parametrize("schedule", ["cron", "delta", "cron trigger"])
+def test_the_check_renders_every_timetable_of_the_readme(
+    deployment: Path, monkeypatch: pytest.MonkeyPatch, schedule: str
+) -> None:
+    """Before, the check crashed on cron timetables (``AttributeError: 'datetime.datetime' object
+    has no attribute 'in_timezone'``, exit 2): they infer a manual run's interval with pendulum."""
+    monkeypatch.setenv("KD_CHECK_SCHEDULE", schedule)
+
+    ran = check(deployment, "kd_check", "load", "--logical-date", "2026-03-01T00:10:00+00:00")
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
     assert ran.stdout.rstrip().endswith("kd_check.load passes")
 
 
