@@ -526,6 +526,9 @@ class RunOrders(RuleBasedStateMachine):
         """The plan of the last run that planned."""
         self.outage_at: int | None = None
         """The interval an outage longer than retention struck (see :meth:`outage`), if one did."""
+        self.timetable_span = 0
+        """An interval the DAG's timetable leaves out (a span between two of its intervals; 0: none):
+        catch-up loads it as a bridge, with no DAG run of its own to ask about."""
 
     # --- the world --------------------------------------------------------------------------
 
@@ -539,13 +542,15 @@ class RunOrders(RuleBasedStateMachine):
         max_intervals=st.sampled_from((1, 2, 10)),
         retention_trims=st.booleans(),
         rows_decoder=st.booleans(),
+        timetable_span=st.sampled_from((0, 0, 0, 2, 3)),
     )
     def create(
         self, shards: int, initial_position: str, relaxed_order: bool, chunk_rows: int, driver_concurrency: int = 1,
         airflow_catchup: bool = True, max_intervals: int = 10, retention_trims: bool = False,
-        rows_decoder: bool = False,
+        rows_decoder: bool = False, timetable_span: int = 0,
     ) -> None:  # fmt: skip
         self.kinesis.create_stream(StreamName=STREAM, ShardCount=shards)
+        self.timetable_span = timetable_span
         self.config = _config(initial_position, relaxed_order, chunk_rows, rows_decoder)
         self.driver_concurrency = driver_concurrency
         self.airflow_catchup, self.max_intervals, self.retention_trims = airflow_catchup, max_intervals, retention_trims
@@ -793,12 +798,15 @@ class RunOrders(RuleBasedStateMachine):
         """The user changes ``ReadConfig(initial_position)`` of the running pipeline. Where its
         shards started is a fact of its first plan: a TRIM_HORIZON pipeline keeps its floor whatever
         the setting (every later run here plans with INTERVAL set); an INTERVAL one refuses
-        TRIM_HORIZON before planning anything (and the setting is put back)."""
+        TRIM_HORIZON before planning anything (and the setting is put back). Before the first plan
+        nothing is recorded and nothing switches: the setting then is where the pipeline starts."""
         switched = "INTERVAL" if self.config.initial_position == "TRIM_HORIZON" else "TRIM_HORIZON"
         recorded = self.store.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
-        if recorded != "INTERVAL":
+        if recorded is None:
+            return  # before the first plan the setting is the pipeline's start: create() draws it
+        if recorded == "TRIM_HORIZON":
             self.config = replace(self.config, initial_position=switched)
-            EXPLORED[f"initial position set to {switched} on a {recorded or 'new'} pipeline"] += 1
+            EXPLORED[f"initial position set to {switched} on a TRIM_HORIZON pipeline"] += 1
             return
         k, kept, floor = pick % self.sealed, self.config, self.store.get_floor()
         self.config = replace(self.config, initial_position=switched)
@@ -918,7 +926,15 @@ class RunOrders(RuleBasedStateMachine):
 
         return spark
 
+    def _next_interval(self, start: int, end: int) -> Interval:
+        """The DAG's timetable: intervals of IV one after another, but for :attr:`timetable_span`."""
+        if self.timetable_span and end == T0 + self.timetable_span * IV:
+            return end + IV, end + 2 * IV
+        return end, end + IV
+
     def _with_own_runs(self, intervals: Sequence[Interval]) -> set[Interval]:
+        span = (T0 + self.timetable_span * IV, T0 + (self.timetable_span + 1) * IV)
+        assert not self.timetable_span or span not in intervals, "a bridge has no DAG run to ask about"
         if self.airflow_catchup:
             return set(intervals)
         return {interval for interval in intervals if (interval[0] - T0) // IV in self.runs}
@@ -932,8 +948,7 @@ class RunOrders(RuleBasedStateMachine):
             return
         store = store or self.store
         catch_up = CatchUp(
-            next_interval=lambda start, end: (end, end + IV), with_own_runs=self._with_own_runs,
-            max_intervals=self.max_intervals,
+            next_interval=self._next_interval, with_own_runs=self._with_own_runs, max_intervals=self.max_intervals,
         )  # fmt: skip
         try:
             result = run_interval(
@@ -1006,6 +1021,7 @@ class RunOrders(RuleBasedStateMachine):
         # An earlier attempt of this run may have loaded some before it failed: they count too.
         for start, _ in (*result.skipped.loaded_before, *result.skipped.adopted):
             self.adopted_by.setdefault((start - T0) // IV, k)
+            EXPLORED["bridge loaded"] += bool(self.timetable_span) and start == T0 + self.timetable_span * IV
         EXPLORED["skipped intervals loaded"] += len(result.skipped.adopted)
         EXPLORED["skipped intervals deferred"] += len(result.skipped.deferred)
         EXPLORED["skipped intervals left to their runs"] += len(result.skipped.left_to_own_runs)
@@ -1221,7 +1237,7 @@ def test_the_orders_explored() -> None:
         assert EXPLORED["DataTrimmed past the horizon: skipped intervals"]
         assert EXPLORED["DataTrimmed past the horizon: a start located by time"]
     settings_moved = (
-        "initial position set to INTERVAL on a TRIM_HORIZON pipeline",
+        "bridge loaded", "initial position set to INTERVAL on a TRIM_HORIZON pipeline",
         "initial position TRIM_HORIZON refused on an INTERVAL pipeline", "lockstep: a try's sends refused",
     )  # fmt: skip
     assert [path for path in settings_moved if not EXPLORED[path]] == []
