@@ -205,6 +205,18 @@ def test_shards_waiting_names_the_backfill_commands_of_both_majors_for_the_inter
     assert "where a run of one exists and failed, clear it instead" in message
 
 
+def test_intervals_skipped_is_named_as_such_not_as_a_failed_load() -> None:
+    from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
+    from airflow_provider_kinesis_doris.operators.loader_messages import run_failure
+
+    backlog = IntervalsSkipped("Pipeline p: 12 interval(s) that no DAG run covered are left for later runs", intervals=())
+
+    message = str(run_failure(backlog, "p", "the load in the task's process (InProcessRunner)"))
+
+    assert message.startswith("IntervalsSkipped: Pipeline p: 12 interval(s) that no DAG run covered"), message
+    assert "this run loaded and committed its own interval first" in message and "failed" not in message
+
+
 # --- the step that failed ----------------------------------------------------------------------------
 
 
