@@ -984,6 +984,7 @@ class RunOrders(RuleBasedStateMachine):
         :meth:`_run`, done before this one's outcome is."""
         rival = (k + fault.rival) % self.sealed
         first_doris, rival_doris = (RefusingDoris(self.doris) if fault.refused == side else None for side in ("first", "rival"))
+        EXPLORED["lockstep with one try's sends refused"] += bool(fault.refused)
         lockstep = Lockstep(fault.turns)
         rival_store = self.store.sibling()
         self.store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
@@ -1158,7 +1159,10 @@ class RunOrders(RuleBasedStateMachine):
                     if self.outcome.get(k) not in settled:
                         self._run(k, Fault("none"))
             trimmed = "DataTrimmed" in self.outcome.values()
-            if not self._uncovered() or trimmed:
+            # A backlog's IntervalsSkipped lifts once a run with the raised setting loads it: the
+            # scheduler's next one (the backlog lies past the intervals _uncovered looks at).
+            backlog = "IntervalsSkipped" in self.outcome.values()
+            if (not self._uncovered() and not backlog) or trimmed:
                 break
             self._scheduler_next_run()
         if trimmed and self.outage_at is not None and self._uncovered():
@@ -1248,8 +1252,10 @@ def test_the_orders_explored() -> None:
         assert EXPLORED["DataTrimmed past the horizon: a start located by time"]
     settings_moved = (
         "bridge loaded", "initial position set to INTERVAL on a TRIM_HORIZON pipeline",
-        "initial position TRIM_HORIZON refused on an INTERVAL pipeline", "lockstep: a try's sends refused",
+        "initial position TRIM_HORIZON refused on an INTERVAL pipeline", "lockstep with one try's sends refused",
     )  # fmt: skip
+    # How many sends the refused try makes depends on the two threads' timing (it met 5 to 22 in
+    # make test's 1,000 examples): printed above as "lockstep: a try's sends refused", not required.
     assert [path for path in settings_moved if not EXPLORED[path]] == []
     store_writes = (
         "lockstep of one interval", "lockstep of two intervals", "grouped writes 0", "grouped writes 2",
