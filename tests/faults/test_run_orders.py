@@ -53,7 +53,6 @@ from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
-    IntervalsSkipped,
     PermanentStreamLoadError,
     PrunedHistory,
     RetryableStreamLoadError,
@@ -867,15 +866,6 @@ class RunOrders(RuleBasedStateMachine):
             self.loud.append(str(error))
             self.outcome[k] = "DataTrimmed"
             EXPLORED[f"trimmed: {type(error).__name__}"] += 1
-        except IntervalsSkipped as error:
-            # A backlog left for later runs that has aged past half the retention (after an
-            # outage, with few intervals a run): loud after this run's own loads and commits. The
-            # person follows the message and raises max_skipped_intervals; the next runs load it.
-            oldest = min(start for start, _ in error.intervals)
-            assert "left for later runs" in str(error) and oldest < self.kinesis.now_ms - RETENTION_MS // 2, str(error)
-            self.outcome[k] = "IntervalsSkipped"
-            self.max_intervals = INTERVALS * 10_000
-            EXPLORED["backlog older than half the retention"] += 1
         except PrunedHistory as error:
             # Refusing a pruned interval is fine (no run could read its records any more); it
             # ran green before it was pruned, which the final tally of records checks.
@@ -1159,10 +1149,7 @@ class RunOrders(RuleBasedStateMachine):
                     if self.outcome.get(k) not in settled:
                         self._run(k, Fault("none"))
             trimmed = "DataTrimmed" in self.outcome.values()
-            # A backlog's IntervalsSkipped lifts once a run with the raised setting loads it: the
-            # scheduler's next one (the backlog lies past the intervals _uncovered looks at).
-            backlog = "IntervalsSkipped" in self.outcome.values()
-            if (not self._uncovered() and not backlog) or trimmed:
+            if not self._uncovered() or trimmed:
                 break
             self._scheduler_next_run()
         if trimmed and self.outage_at is not None and self._uncovered():
@@ -1176,8 +1163,8 @@ class RunOrders(RuleBasedStateMachine):
             self._run(backfills[0], Fault("none"))
         not_green = {k: outcome for k in sorted(self.runs) if (outcome := self.outcome.get(k)) not in settled}
         # A run stopped by DataTrimmed stays stopped (a person must act), and so do the runs whose
-        # shards wait for its shards, and those that met the backlog it left (IntervalsSkipped).
-        stuck = {"DataTrimmed", "ShardsWaiting", "IntervalsSkipped"} if "DataTrimmed" in not_green.values() else set()
+        # shards wait for its shards.
+        stuck = {"DataTrimmed", "ShardsWaiting"} if "DataTrimmed" in not_green.values() else set()
         assert set(not_green.values()) <= stuck, f"runs still failing after retries: {not_green}"
         visible = self._visible()
         produced = {r.event: r for r in self.produced}
@@ -2044,19 +2031,3 @@ def test_an_outage_past_skipped_intervals_names_those_past_max_intervals_too() -
     machine.teardown()
     assert any(describe_interval((T0 + 2 * IV, T0 + 3 * IV)) in message for message in machine.loud)
 
-
-def test_a_backlog_older_than_half_the_retention_after_an_outage_fails_loud() -> None:
-    """The 30,000-example search's first counterexample to the backlog check, kept as the way the
-    machine meets it: with one skipped interval a run (max_intervals=1) and catchup=False, an outage
-    of a day leaves 1,438 intervals no run covered. The scheduler's next run takes on one and leaves
-    the rest, the oldest older than half the retention: it fails IntervalsSkipped after its own
-    loads, beside the DataTrimmed of the intervals past the horizon; a person must act on both."""
-    machine = RunOrders()
-    machine.group_writes(max_items=0)
-    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1, airflow_catchup=False,
-                   max_intervals=1, retention_trims=True)  # fmt: skip
-    for step in (produce(1), seal, seal, outage(0)):
-        step(machine)
-    before = EXPLORED["backlog older than half the retention"]
-    machine.teardown()
-    assert EXPLORED["backlog older than half the retention"] > before and machine.max_intervals > 1
