@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
-from airflow_provider_kinesis_doris.core.errors import DataTrimmed, Phase, ShardsWaiting, in_phase, readme_section
+from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
@@ -37,6 +37,9 @@ XCOM_ATTENTION_MAX = 100
 
 DEFAULT_WARN_WAITING_AFTER_MS = 3_600_000
 """How long a shard may wait for its parents before the loader logs it as an error."""
+BACKLOG_SHARE_OF_RETENTION = 0.5
+"""Skipped intervals left for later runs fail the run once the oldest is older than this share of
+the stream's retention (I11)."""
 
 Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
 """Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
@@ -222,11 +225,13 @@ def run_interval(
         return run(start_ms, end_ms)
     sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
     skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
+    horizon_ms = None
     if skipped.unplanned or skipped.deferred or skipped.left_to_own_runs:
         # The prune horizon lies behind the trim horizon by the label window; each pruning read
         # the trim horizon of its time, which a stream's retention raised since may have moved back.
         pruned_ms = store.prune_horizon() or 0
-        _raise_if_trimmed(skipped, config.pipeline_id, max(trim_horizon(kinesis, config.stream_name, clock), pruned_ms))
+        horizon_ms = trim_horizon(kinesis, config.stream_name, clock)
+        _raise_if_trimmed(skipped, config.pipeline_id, max(horizon_ms, pruned_ms))
     tried: dict[tuple[int, int], IntervalResult | ShardsWaiting] = {}
     for interval in skipped.adopted:
         tried[interval] = _waiting_or_result(run, interval)
@@ -247,7 +252,10 @@ def run_interval(
     still_waiting = [outcome for outcome in tried.values() if isinstance(outcome, ShardsWaiting)]
     if still_waiting:
         raise still_waiting[0]
-    return replace(own, skipped=skipped, recovered=recovered)
+    result = replace(own, skipped=skipped, recovered=recovered)
+    if horizon_ms is not None:
+        _raise_if_backlog_ages(result, config.pipeline_id, catch_up.max_intervals, clock(), horizon_ms)
+    return result
 
 
 def _mark_if_loaded(store: CheckpointStore, start_ms: int, interval: tuple[int, int], outcome: IntervalResult | ShardsWaiting) -> None:
@@ -284,6 +292,26 @@ def _raise_if_trimmed(skipped: SkippedIntervals, pipeline_id: str, horizon_ms: i
                "that has not loaded them (queued, or a paused backfill's). " if waiting else "")
             + "Raise the stream's retention period before it happens again; "
             f"see {readme_section('Intervals Airflow did not run')}."
+        )
+
+
+def _raise_if_backlog_ages(result: IntervalResult, pipeline_id: str, max_intervals: int, now_ms: int, horizon_ms: int) -> None:
+    """Intervals left for later runs (beyond ``max_intervals``) are loaded by them, unless runs take
+    on fewer than the schedule skips: then the backlog only grows, and is loud once its oldest
+    interval is older than :data:`BACKLOG_SHARE_OF_RETENTION` of the stream's retention, well
+    before retention deletes its records (``DataTrimmed``). After this run's loads and commits."""
+    deferred = result.skipped.deferred
+    retention_ms = now_ms - horizon_ms
+    if deferred and deferred[0][0] < now_ms - retention_ms * BACKLOG_SHARE_OF_RETENTION:
+        raise IntervalsSkipped(
+            f"Pipeline {pipeline_id}: {len(deferred)} interval(s) that no DAG run covered are left for later runs, "
+            f"from {describe_interval(deferred[0])} to {describe_interval(deferred[-1])}, and the oldest is older than "
+            f"{BACKLOG_SHARE_OF_RETENTION:.0%} of the stream's retention ({retention_ms // 3_600_000} h): runs take on "
+            f"{max_intervals} each (StateConfig(max_skipped_intervals=...)) and the backlog is not shrinking fast "
+            "enough. This run loaded its own interval and the oldest skipped ones. Raise max_skipped_intervals, or "
+            "load the backlog with a backfill of those intervals, before retention deletes their records; see "
+            f"{readme_section('Intervals Airflow did not run')}.",
+            intervals=deferred,
         )
 
 

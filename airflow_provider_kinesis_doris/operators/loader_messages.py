@@ -123,8 +123,8 @@ def explain_failure(exc: BaseException, failed: str) -> str:
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
                              "label, so rerun this task once the other run has finished."),
         (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
-        (IntervalsSkipped, "Intervals no DAG run covered are not loaded; the message names them and what loads "
-                           "them."),
+        (IntervalsSkipped, "Intervals no DAG run covered are not all loaded; the message names them and what "
+                           "loads them (a backlog's: this run loaded and committed its own interval first)."),
     ):
         if isinstance(exc, error_type):
             return f"{error_type.__name__}: {' '.join(text.split())[:2000]} — {advice}"

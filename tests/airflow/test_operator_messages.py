@@ -209,12 +209,12 @@ def test_intervals_skipped_is_named_as_such_not_as_a_failed_load() -> None:
     from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
     from airflow_provider_kinesis_doris.operators.loader_messages import run_failure
 
-    skipped = IntervalsSkipped("Pipeline p: 2 interval(s) were never run by Airflow and are not loaded", intervals=())
+    backlog = IntervalsSkipped("Pipeline p: 12 interval(s) that no DAG run covered are left for later runs", intervals=())
 
-    message = str(run_failure(skipped, "p", "the load in the task's process (InProcessRunner)"))
+    message = str(run_failure(backlog, "p", "the load in the task's process (InProcessRunner)"))
 
-    assert message.startswith("IntervalsSkipped: Pipeline p: 2 interval(s) were never run by Airflow"), message
-    assert "the message names them and what loads them" in message and "failed" not in message
+    assert message.startswith("IntervalsSkipped: Pipeline p: 12 interval(s) that no DAG run covered"), message
+    assert "this run loaded and committed its own interval first" in message and "failed" not in message
 
 
 # --- the step that failed ----------------------------------------------------------------------------

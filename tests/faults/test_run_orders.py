@@ -53,6 +53,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
+    IntervalsSkipped,
     PermanentStreamLoadError,
     PrunedHistory,
     RetryableStreamLoadError,
@@ -519,6 +520,8 @@ class RunOrders(RuleBasedStateMachine):
         was stored (after an outage), by arrival: those before the floor interval's end are its sweeps' (see
         :meth:`_before_start`), the others are lost."""
         self.loud: list[str] = []
+        self.backlog: set[tuple[int, int]] = set()
+        """Intervals a loud IntervalsSkipped named as a backlog left for later runs."""
         """The messages of the runs that failed with DataTrimmed, in order."""
         self.pruned_below = 0
         """Intervals before this one are pruned: as old as retention plus the label window."""
@@ -866,6 +869,17 @@ class RunOrders(RuleBasedStateMachine):
             self.loud.append(str(error))
             self.outcome[k] = "DataTrimmed"
             EXPLORED[f"trimmed: {type(error).__name__}"] += 1
+        except IntervalsSkipped as error:
+            # A backlog left for later runs that has aged past half the retention (after an
+            # outage, with few intervals a run): loud after this run's own loads and commits, naming
+            # every interval it leaves. A person must act (raise max_skipped_intervals or backfill);
+            # the machine stops there, as at a DataTrimmed: loading a day of intervals is a person's
+            # remedy, not an order to search.
+            oldest = min(start for start, _ in error.intervals)
+            assert "left for later runs" in str(error) and oldest < self.kinesis.now_ms - RETENTION_MS // 2, str(error)
+            self.outcome[k] = "IntervalsSkipped"
+            self.backlog.update(error.intervals)
+            EXPLORED["backlog older than half the retention"] += 1
         except PrunedHistory as error:
             # Refusing a pruned interval is fine (no run could read its records any more); it
             # ran green before it was pruned, which the final tally of records checks.
@@ -1136,7 +1150,8 @@ class RunOrders(RuleBasedStateMachine):
         order, as catch-up does); while skipped intervals remain, the scheduler's next run comes
         (catchup=False creates only the latest). Then every record is visible once, or was deleted
         by retention before any green run claimed it and a later run failed loudly (DataTrimmed)
-        naming its shard; and every shard has drained or stays open."""
+        naming its shard, or lies in an interval a run named as a backlog (IntervalsSkipped); and
+        every shard has drained or stays open."""
         if not self.produced and not self.outcome:
             return
         self.kinesis.now_ms = T0 + (self.current + 1) * IV
@@ -1148,23 +1163,24 @@ class RunOrders(RuleBasedStateMachine):
                 for k in sorted(self.runs):
                     if self.outcome.get(k) not in settled:
                         self._run(k, Fault("none"))
-            trimmed = "DataTrimmed" in self.outcome.values()
-            if not self._uncovered() or trimmed:
+            halted = bool({"DataTrimmed", "IntervalsSkipped"} & set(self.outcome.values()))
+            if not self._uncovered() or halted:
                 break
             self._scheduler_next_run()
-        if trimmed and self.outage_at is not None and self._uncovered():
+        if halted and self.outage_at is not None and self._uncovered():
             # The scheduler's next run comes after an outage whatever failed before it: its catch-up
             # names the skipped intervals past the trim horizon, whose records may be gone.
             self._scheduler_next_run()
-        assert trimmed or not self._uncovered(), f"skipped intervals never loaded: {self._uncovered()}"
+        assert halted or not self._uncovered(), f"skipped intervals never loaded: {self._uncovered()}"
         backfills = [k for k in sorted(self.adopted_by) if k not in self.runs]
-        if backfills and not trimmed:
+        if backfills and not halted:
             # Later, someone backfills an interval a catch-up loaded: it replays, green.
             self._run(backfills[0], Fault("none"))
         not_green = {k: outcome for k in sorted(self.runs) if (outcome := self.outcome.get(k)) not in settled}
         # A run stopped by DataTrimmed stays stopped (a person must act), and so do the runs whose
-        # shards wait for its shards.
-        stuck = {"DataTrimmed", "ShardsWaiting"} if "DataTrimmed" in not_green.values() else set()
+        # shards wait for its shards; so does a run that met a backlog (IntervalsSkipped).
+        stopping = {"DataTrimmed", "IntervalsSkipped"}
+        stuck = {*stopping, "ShardsWaiting"} if stopping & set(not_green.values()) else set()
         assert set(not_green.values()) <= stuck, f"runs still failing after retries: {not_green}"
         visible = self._visible()
         produced = {r.event: r for r in self.produced}
@@ -1174,14 +1190,15 @@ class RunOrders(RuleBasedStateMachine):
             # A catch-up past the trim horizon names the skipped intervals, not their shards.
             named = (record.shard_id, describe_interval((T0 + interval * IV, T0 + (interval + 1) * IV)))
             loud = [m for m in self.loud[self.trimmed.get(event, 0) :] if any(name in m for name in named)]
+            left = (T0 + interval * IV, T0 + (interval + 1) * IV) in self.backlog
             if event in self.trimmed:
                 # Named for its shard or interval, or its interval's run stopped at another shard's
                 # DataTrimmed first, or waits for parents stopped so (it stays failed: nothing of it
                 # ends green).
                 stopped = self._status(interval) in stuck
-                assert loud or stopped, f"record {event} of {record.shard_id} was trimmed before it was loaded, and no run failed DataTrimmed for it"
+                assert loud or left or stopped, f"record {event} of {record.shard_id} was trimmed before it was loaded, and no run failed DataTrimmed for it"
             else:
-                assert loud or self._status(interval) != "green", f"record {event} never loaded"
+                assert loud or left or self._status(interval) != "green", f"record {event} never loaded"
         assert set(visible) <= set(produced)
         for shard in self.kinesis._shards(STREAM, "ListShards").values():
             checkpoint = self.store.get_shard(shard.shard_id)
@@ -2031,3 +2048,20 @@ def test_an_outage_past_skipped_intervals_names_those_past_max_intervals_too() -
     machine.teardown()
     assert any(describe_interval((T0 + 2 * IV, T0 + 3 * IV)) in message for message in machine.loud)
 
+
+def test_a_backlog_older_than_half_the_retention_after_an_outage_fails_loud() -> None:
+    """The 30,000-example search's first counterexample to the backlog check, kept as the way the
+    machine meets it: with one skipped interval a run (max_intervals=1) and catchup=False, an outage
+    of a day leaves intervals no run covered. The scheduler's next run takes on one and leaves the
+    rest, the oldest older than half the retention: it fails IntervalsSkipped after its own loads,
+    naming them; a person must act, and the records of those intervals are accounted for as named."""
+    machine = RunOrders()
+    machine.group_writes(max_items=0)
+    machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1, airflow_catchup=False,
+                   max_intervals=1, retention_trims=True)  # fmt: skip
+    for step in (produce(1), seal, seal, outage(0)):
+        step(machine)
+    before = EXPLORED["backlog older than half the retention"]
+    machine.teardown()
+    assert EXPLORED["backlog older than half the retention"] > before
+    assert machine.backlog and machine.outcome[max(machine.runs)] == "IntervalsSkipped"

@@ -128,6 +128,26 @@ def test_at_most_max_intervals_per_run_oldest_first_the_rest_next_run() -> None:
     assert world.visible() == Counter(world.produced)
 
 
+def test_a_backlog_left_for_later_runs_fails_once_its_oldest_is_half_the_retention_old() -> None:
+    """docs/design.md (I11) says a run beyond max_skipped_intervals fails; it left the rest to the
+    next run and stayed green, so a schedule that skips more than runs take on grew a backlog that
+    was green until retention deleted its records. Now the run loads what it takes on, commits, and
+    fails once the oldest interval left is older than half the stream's retention."""
+    world = World(intervals=6, retention_hours=24)
+    world.run(0)
+    world.kinesis.now_ms = T0 + 11 * 3_600_000  # the oldest skipped interval is 11 h old: not yet
+    assert [start for start, _ in world.run(5, max_intervals=1).skipped.deferred] == [T0 + 2 * IV, T0 + 3 * IV, T0 + 4 * IV]
+
+    world.kinesis.now_ms = T0 + 13 * 3_600_000
+    with pytest.raises(IntervalsSkipped, match=r"2 interval\(s\) that no DAG run covered are left for later runs.*"
+                                               r"older than 50% of the stream's retention \(24 h\).*max_skipped_intervals") as red:
+        world.run(6, max_intervals=1)
+    assert red.value.intervals == ((T0 + 3 * IV, T0 + 4 * IV), (T0 + 4 * IV, T0 + 5 * IV))
+    assert set(world.visible()) == set(world.produced) - {30, 31, 32, 40, 41, 42}, "its own and the oldest skipped loaded"
+    world.run(7, max_intervals=10)
+    assert world.visible() == Counter(world.produced)
+
+
 def test_a_retry_loads_what_its_first_attempt_took_on() -> None:
     """The first attempt registers the skipped interval, then dies before loading it: the retry
     no longer sees a gap in the grid, and loads it because the adoption was stored."""
