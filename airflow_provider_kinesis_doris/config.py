@@ -256,6 +256,10 @@ class ReadConfig(_Group):
         ``kinesis-doris-<pipeline id>``. (templated)
     :param initial_position: ``INTERVAL`` (a shard's first range starts at its interval) or
         ``TRIM_HORIZON`` (the first run also loads everything still retained).
+    :param take_over_from: the ``pipeline_id`` of a pipeline in the same checkpoint table that this
+        new pipeline continues: its first run starts each shard at the cut where that pipeline's
+        last interval ends, and that pipeline plans nothing after it (``core.handover``; README,
+        "Moving to a new pipeline_id"). Only for a pipeline that has planned nothing yet.
     :param seal_grace: time after ``data_interval_end`` before the interval is read, to let
         in-flight records arrive.
     :param relaxed_order: load child shards without waiting for their parents (only for tables
@@ -267,6 +271,7 @@ class ReadConfig(_Group):
     mode: Literal["polling", "efo"] = "polling"
     efo_consumer_name: str | None = None
     initial_position: str = InitialPosition.INTERVAL.value
+    take_over_from: str | None = None
     seal_grace: timedelta = timedelta(seconds=60)
     relaxed_order: bool = False
     waiting_warn_after: timedelta = timedelta(hours=1)
@@ -277,6 +282,7 @@ class ReadConfig(_Group):
         "mode": partial(check_choice, choices=["polling", "efo"]),
         "efo_consumer_name": check_optional_text,
         "initial_position": partial(check_choice, choices=[position.value for position in InitialPosition]),
+        "take_over_from": check_optional_text,
         "seal_grace": check_duration,
         "relaxed_order": check_flag,
         "waiting_warn_after": check_duration,

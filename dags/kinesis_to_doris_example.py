@@ -55,6 +55,9 @@ with DAG(
         stream_name=os.environ.get("KD_EXAMPLE_STREAM", "events"),
         doris_table=os.environ.get("KD_EXAMPLE_TABLE", "demo.events"),
         checkpoint_table=os.environ.get("KD_EXAMPLE_CHECKPOINT_TABLE", "kinesis_doris_checkpoints"),
+        # Unset: <stream>.<database>.<table>. A new one with KD_EXAMPLE_TAKE_OVER_FROM naming the old
+        # one goes on where that one stopped (README, "Moving to a new pipeline_id").
+        pipeline_id=os.environ.get("KD_EXAMPLE_PIPELINE_ID") or None,
         runner=(
             SparkRunner(master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"))
             if os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true"
@@ -66,6 +69,7 @@ with DAG(
         ),
         read=ReadConfig(
             mode=os.environ.get("KD_EXAMPLE_READ_MODE", "polling"),
+            take_over_from=os.environ.get("KD_EXAMPLE_TAKE_OVER_FROM") or None,
             seal_grace=timedelta(seconds=int(os.environ.get("KD_EXAMPLE_SEAL_GRACE_SECONDS", "60"))),
         ),
     )
@@ -76,5 +80,6 @@ with DAG(
         stream_name=load.stream_name,
         doris_table=load.doris_table,
         checkpoint_table=load.checkpoint_table,
+        pipeline_id=load.pipeline_id,
         retries=0,
     )

@@ -126,6 +126,11 @@ class ShardsWaiting(KinesisDorisError):
         self.lacking = lacking
 
 
+class HandoverPending(KinesisDorisError):
+    """A handover between two pipelines is underway (``core.handover``): the run waits for the
+    other pipeline's step; its retry goes on."""
+
+
 class IntervalsSkipped(KinesisDorisError):
     """Intervals of the pipeline that no DAG run covers are not loaded (``core.catch_up``): the
     operator was told not to load them, or the timetable does not tile them. ``intervals`` holds

@@ -16,6 +16,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
+from airflow_provider_kinesis_doris.core.handover import take_over
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
@@ -211,6 +212,8 @@ def run_interval(
         load them, or the timetable does not tile a gap of the pipeline's intervals.
     """
 
+    # Where a pipeline that continues another starts, fixed before its first plan.
+    take_over(store, config.take_over_from, config.initial_position)
     # The pipeline's recorded position, which every interval of this run plans with.
     config = replace(config, initial_position=settle_initial_position(store, config.initial_position).value)
 

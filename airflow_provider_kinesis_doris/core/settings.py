@@ -152,6 +152,7 @@ class PipelineConfig:
     :raises ConfigurationError: the transform cannot be imported, or 2PC load options.
     :param dead_letter_options: how rows go into ``dead_letter_table``.
     :param initial_position: where a shard's first range starts (see ``core.plan``).
+    :param take_over_from: the pipeline this new one continues from (``core.handover``).
     :param relaxed_order: children do not wait for their parents.
     :param parallelism: Spark partitions at most (default: one per shard range).
     :param max_bad_record_ratio: the share of a chunk's rows Doris may refuse; they become dead
@@ -182,6 +183,7 @@ class PipelineConfig:
     transform_path: str | None = None
     dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
     initial_position: str = "INTERVAL"
+    take_over_from: str | None = None
     relaxed_order: bool = False
     parallelism: int | None = None
     retry_policy: RetryPolicy = RetryPolicy()

@@ -116,7 +116,7 @@ def pipeline_config(
         max_bad_record_ratio=load.max_bad_record_ratio,
         mapping=RecordMapping(metadata_columns=mapping.all_metadata_columns, required_fields=tuple(mapping.required_fields)),
         transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=read.initial_position,
-        relaxed_order=read.relaxed_order, parallelism=spark.parallelism if spark else None,
+        take_over_from=read.take_over_from, relaxed_order=read.relaxed_order, parallelism=spark.parallelism if spark else None,
     )  # fmt: skip
 
 

@@ -43,6 +43,10 @@ class CheckpointStore(StoreItems):
         self.marks = HighWaterMarks(self, self.ledger, self.ranges)
         self.preflight = PreflightRecord(self)
 
+    def of_pipeline(self, pipeline_id: str) -> CheckpointStore:
+        """The store of another pipeline in the same table (a handover reads and fences it)."""
+        raise NotImplementedError
+
     # shards, their cuts and the shard set (ShardLedger) ------------------------------------
 
     def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:

@@ -80,6 +80,9 @@ class DynamoCheckpointStore(CheckpointStore):
         self._deserializer = TypeDeserializer()
         self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
 
+    def of_pipeline(self, pipeline_id: str) -> DynamoCheckpointStore:
+        return DynamoCheckpointStore(self._client, self.table_name, pipeline_id, page_size=self._page_size, clock=self._clock)
+
     def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
         """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
         try:

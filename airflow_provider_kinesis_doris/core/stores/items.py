@@ -60,6 +60,10 @@ GAPLESS_KEY = "gapless"
 TOPOLOGY_KEY = "topology"
 FLOOR_KEY = "floor"
 INITIAL_POSITION_KEY = "initial-position"
+TAKEN_OVER_KEY = "taken-over"
+"""In a pipeline that started where another one's marks stood: which, and the instant."""
+HANDED_OVER_KEY = "handed-over"
+"""In a pipeline another one took over from: which, and (once fixed) the instant it stops at."""
 PRUNE_KEY = "prune"
 LABEL_CANARIES_KEY = "label-canaries"
 CHUNK_INTENT = "INTENT"
@@ -167,6 +171,17 @@ class Floor:
 
     start_ms: int
     end_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """Pipeline ``new`` starts where pipeline ``old`` stops: at the end of ``old``'s interval
+    ``[last_start_ms, end_ms)``, both None until the handover fixes them (``core.handover``)."""
+
+    old: str
+    new: str
+    last_start_ms: int | None = None
+    end_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

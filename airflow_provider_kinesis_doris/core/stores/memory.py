@@ -39,6 +39,9 @@ class MemoryCheckpointStore(CheckpointStore):
         super().__init__(pipeline_id, clock=clock)
         self.table = table if table is not None else MemoryTable()
 
+    def of_pipeline(self, pipeline_id: str) -> MemoryCheckpointStore:
+        return MemoryCheckpointStore(pipeline_id, self.table, clock=self._clock)
+
     def _get(self, sk: str) -> dict[str, Any] | None:
         with self.table.lock:
             item = self.table.items.get((self.pipeline_id, sk))

@@ -14,7 +14,9 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     ADOPTED_PREFIX,
     FLOOR_KEY,
+    HANDED_OVER_KEY,
     INITIAL_POSITION_KEY,
+    TAKEN_OVER_KEY,
     GAPLESS_KEY,
     INTERVAL_PREFIX,
     INTERVALS_KEY,
@@ -22,6 +24,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     RANGE_PREFIX,
     adopted_sk,
     Floor,
+    Handover,
     interval_sk,
     range_sk,
 )
@@ -280,6 +283,60 @@ class RangeBook:
         item = self._items._get(FLOOR_KEY)
         return Floor(int(item["start_ms"]), int(item["end_ms"])) if item is not None else None
 
+    # handovers between pipelines (core.handover) ---------------------------------------------
+
+    def handovers(self) -> tuple[Handover | None, Handover | None]:
+        """``(taken_over, handed_over)``: the pipeline this one started from, and the one that took
+        over from it (one batched read)."""
+        items = self._items._get_many([TAKEN_OVER_KEY, HANDED_OVER_KEY])
+        taken, handed = items.get(TAKEN_OVER_KEY), items.get(HANDED_OVER_KEY)
+        return (
+            _handover(taken["old"], self._items.pipeline_id, taken) if taken else None,
+            _handover(self._items.pipeline_id, handed["new"], handed) if handed else None,
+        )
+
+    def claim_handover(self, new: str) -> Handover:
+        """Mark this pipeline as handed over to ``new`` (put once), before its end is fixed: from
+        now its plans wait (:class:`~airflow_provider_kinesis_doris.core.errors.HandoverPending`).
+        The stored claim, which may name another pipeline."""
+        self._items._put_new({"sk": HANDED_OVER_KEY, "kind": "handed_over", "new": new, "updated_ms": self._items._clock()})
+        handed = self.handovers()[1]
+        assert handed is not None, "a put-once item existed a moment ago and items are never deleted"
+        return handed
+
+    def fix_handover_end(self, new: str, last_start_ms: int, end_ms: int) -> Handover:
+        """The instant this pipeline stops at: the end of ``[last_start_ms, end_ms)`` unless one is
+        fixed already (conditional update); the stored handover."""
+        self._items._update(HANDED_OVER_KEY, {"last_start_ms": last_start_ms, "end_ms": end_ms},
+                            {"new": new, "end_ms": ABSENT})  # fmt: skip
+        handed = self.handovers()[1]
+        assert handed is not None and handed.end_ms is not None
+        return handed
+
+    def settle_taken_over(self, handover: Handover) -> Handover:
+        """Record where this pipeline started (put once); the stored record."""
+        self._items._put_new({"sk": TAKEN_OVER_KEY, "kind": "taken_over", "old": handover.old,
+                              "last_start_ms": handover.last_start_ms, "end_ms": handover.end_ms,
+                              "updated_ms": self._items._clock()})  # fmt: skip
+        taken = self.handovers()[0]
+        assert taken is not None, "a put-once item existed a moment ago and items are never deleted"
+        return taken
+
+    def last_interval(self) -> tuple[int, int] | None:
+        """The latest interval planned: the grid's, or the floor (one Query, one read)."""
+        self._register_stored_intervals()
+        latest = self._items._query(INTERVAL_PREFIX, descending=True, limit=1)
+        floor = self.get_floor()
+        candidates = [(int(item["start_ms"]), int(item["end_ms"])) for item in latest]
+        candidates += [(floor.start_ms, floor.end_ms)] if floor is not None else []
+        return max(candidates, key=lambda interval: interval[1], default=None)
+
+    def gaps_before(self, end_ms: int) -> list[tuple[int, int]]:
+        """Spans below ``end_ms`` between two intervals of the grid (from the gapless mark) that no
+        interval covers: intervals that were skipped and are not loaded yet."""
+        grid = self.intervals_before(end_ms, with_floor=True)
+        return [(previous[1], following[0]) for previous, following in zip(grid, grid[1:]) if previous[1] < following[0]]
+
     # the interval grid ----------------------------------------------------------------------
 
     def register_interval(self, start_ms: int, end_ms: int, *, register: bool = True) -> tuple[int, int] | None:
@@ -345,7 +402,9 @@ class RangeBook:
         one Query of a few items.
 
         :param with_floor: also the floor interval of a TRIM_HORIZON pipeline, which is loaded by
-            its sweep and not registered in the grid, first (one more read)."""
+            its sweep and not registered in the grid, first (one more read); or the other
+            pipeline's interval this one took over after (``core.handover``), whose end is where
+            this one starts."""
         self._register_stored_intervals()
         gapless = self._items._get(GAPLESS_KEY)
         low = interval_sk(int(gapless["start_ms"])) if gapless else None
@@ -353,6 +412,9 @@ class RangeBook:
         grid = [(int(item["start_ms"]), int(item["end_ms"])) for item in items]
         # Past the gapless mark the floor is behind the grid read, and nothing before it is missing.
         floor = self.get_floor() if with_floor and gapless is None else None
+        taken = self.handovers()[0] if floor is None and gapless is None else None
+        if taken is not None and taken.last_start_ms is not None and taken.end_ms is not None:
+            floor = Floor(taken.last_start_ms, taken.end_ms)
         if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
             # Pruning deletes the grid's intervals up to its horizon but not the floor: past the
             # floor's end the intervals between it and the grid read are pruned, not missing.
@@ -439,3 +501,9 @@ class RangeBook:
             return self._items._put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
         stored = int(item["horizon_ms"])
         return stored < horizon_ms and self._items._update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
+
+
+def _handover(old: str, new: str, item: Mapping[str, Any]) -> Handover:
+    end_ms = item.get("end_ms")
+    last_start_ms = item.get("last_start_ms")
+    return Handover(old, new, int(last_start_ms) if last_start_ms is not None else None, int(end_ms) if end_ms is not None else None)
