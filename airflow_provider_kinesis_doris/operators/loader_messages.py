@@ -19,6 +19,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     CheckpointConflict,
     ConfigurationError,
     DataTrimmed,
+    HandoverPending,
     IntervalsSkipped,
     LabelWindowBroken,
     PermanentStreamLoadError,
@@ -123,6 +124,8 @@ def explain_failure(exc: BaseException, failed: str) -> str:
         (CheckpointConflict, "Another run updated the same shard concurrently; the loaded data is deduplicated by "
                              "label, so rerun this task once the other run has finished."),
         (ConfigurationError, "A setting is invalid; fix the operator arguments or the connection."),
+        (HandoverPending, "A new pipeline is taking over from this one, or this one from another; nothing was "
+                          "planned. The task's retry goes on once the other pipeline's step is done."),
         (IntervalsSkipped, "Intervals no DAG run covered are not all loaded; the message names them and what "
                            "loads them (a backlog's: this run loaded and committed its own interval first)."),
     ):

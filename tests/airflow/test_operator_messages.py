@@ -217,6 +217,18 @@ def test_intervals_skipped_is_named_as_such_not_as_a_failed_load() -> None:
     assert "this run loaded and committed its own interval first" in message and "failed" not in message
 
 
+def test_a_pending_handover_says_the_retry_goes_on() -> None:
+    from airflow_provider_kinesis_doris.core.errors import HandoverPending
+    from airflow_provider_kinesis_doris.operators.loader_messages import run_failure
+
+    pending = HandoverPending("Pipeline new is taking over from pipeline old: interval [..) waits")
+
+    message = str(run_failure(pending, "old", "the load in the task's process (InProcessRunner)"))
+
+    assert message.startswith("HandoverPending: Pipeline new is taking over from pipeline old"), message
+    assert "The task's retry goes on" in message and "failed" not in message
+
+
 # --- the step that failed ----------------------------------------------------------------------------
 
 
