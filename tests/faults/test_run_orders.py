@@ -64,6 +64,7 @@ from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineCo
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
+from airflow_provider_kinesis_doris.core.handover import take_over
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
 from airflow_provider_kinesis_doris.core.prune import prune_shards
@@ -196,9 +197,10 @@ class KillableStore(MemoryCheckpointStore):
         self.table.lock = threading.RLock()
         self.grouped = CountedGroups(self._transact, max_items, key=_written_sk)
 
-    def sibling(self) -> KillableStore:
-        """Another run's store on the same table (another process), grouping alike."""
-        store = KillableStore(self.pipeline_id, self.table, clock=self._clock)
+    def sibling(self, pipeline_id: str | None = None) -> KillableStore:
+        """Another run's store on the same table (another process), grouping alike; of another
+        pipeline if ``pipeline_id`` names one."""
+        store = KillableStore(pipeline_id or self.pipeline_id, self.table, clock=self._clock)
         if self.grouped is not None:
             store.group_writes(self.grouped.max_items)
         return store
@@ -492,6 +494,13 @@ class RunOrders(RuleBasedStateMachine):
         super().__init__()
         self.kinesis = RetainingKinesis(now_ms=T0)
         self.store = KillableStore("p", clock=lambda: self.kinesis.now_ms)
+        """The store of the pipeline the DAG loads now (after a handover, the new one's)."""
+        self.stores = [self.store]
+        """Every pipeline's store, the first pipeline's first (:meth:`hand_over`)."""
+        self.handover_end: int | None = None
+        """After a handover, the interval the new pipeline starts at: the old pipeline's runs load
+        the intervals before it, the new pipeline's those from it on."""
+        self.old_config: PipelineConfig | None = None
         self.doris = FlakyDoris()
         self.config = _config("INTERVAL", False, 2)
         self.driver_concurrency = 1
@@ -720,7 +729,7 @@ class RunOrders(RuleBasedStateMachine):
 
     def _before_start(self) -> set[int]:
         """Records retention deleted before a sweep first read them: the pipeline never held them."""
-        floor = self.store.get_floor()
+        floor = self.stores[0].get_floor()
         swept = {event for event, arrival in self.before_floor.items() if floor is not None and arrival < floor.end_ms}
         return self.before_start | swept
 
@@ -790,9 +799,10 @@ class RunOrders(RuleBasedStateMachine):
         if self._chunks_in(CHUNK_INTENT):
             return
         self.doris.forget_labels()
-        stored = self.store.label_canaries()
         window_ms = trusted_window_seconds(self.config.doris.label_keep_seconds) * 1000
-        self.store.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
+        for store in self.stores:
+            stored = store.label_canaries()
+            store.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
         EXPLORED["label window passed"] += 1
 
     @precondition(lambda self: self.current > 0)
@@ -804,14 +814,17 @@ class RunOrders(RuleBasedStateMachine):
         TRIM_HORIZON before planning anything (and the setting is put back). Before the first plan
         nothing is recorded and nothing switches: the setting then is where the pipeline starts."""
         switched = "INTERVAL" if self.config.initial_position == "TRIM_HORIZON" else "TRIM_HORIZON"
-        recorded = self.store.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
+        recorded = self.store.table.items.get((self.store.pipeline_id, INITIAL_POSITION_KEY), {}).get("initial_position")
         if recorded is None:
             return  # before the first plan the setting is the pipeline's start: create() draws it
         if recorded == "TRIM_HORIZON":
             self.config = replace(self.config, initial_position=switched)
             EXPLORED[f"initial position set to {switched} on a TRIM_HORIZON pipeline"] += 1
             return
-        k, kept, floor = pick % self.sealed, self.config, self.store.get_floor()
+        first = self.handover_end or 0  # the current pipeline's intervals
+        if first >= self.sealed:
+            return
+        k, kept, floor = first + pick % (self.sealed - first), self.config, self.store.get_floor()
         self.config = replace(self.config, initial_position=switched)
         try:
             with pytest.raises(ConfigurationError, match="initial_position TRIM_HORIZON applies to a new pipeline_id only"):
@@ -820,6 +833,45 @@ class RunOrders(RuleBasedStateMachine):
             self.config = kept
         assert self.store.get_floor() == floor, "a refused setting planned nothing"
         EXPLORED["initial position TRIM_HORIZON refused on an INTERVAL pipeline"] += 1
+
+    @precondition(lambda self: self.handover_end is None and not self.retention_trims and self.current > 1)
+    @rule()
+    def hand_over(self) -> None:
+        """The user moves the DAG to a new pipeline_id with ``ReadConfig(take_over_from="p")``, once
+        every sealed interval is loaded (a handover over unloaded ones is refused, in
+        test_handover.py). The new pipeline's first plan fixes where the old one stops (the end of
+        its last interval); from then the old DAG's runs (retries, backfills) load the intervals
+        before it and the new DAG's runs those from it on, one Doris table for both, and every
+        record must still land once. (Not with retention: the trim oracles read one pipeline.)"""
+        if any(self._status(k) not in ("green", "PrunedHistory") for k in range(self.sealed)) or self._uncovered():
+            return
+        last = self.store.ranges.last_interval()
+        if last is None:
+            return
+        new = self.store.sibling("p2")
+        handover = take_over(new, "p", "INTERVAL")
+        assert handover is not None and handover.end_ms == last[1], handover
+        self.handover_end = (last[1] - T0) // IV
+        self.old_config, self.config = self.config, replace(self.config, pipeline_id="p2", take_over_from="p", initial_position="INTERVAL")
+        self.stores.append(new)
+        self.store = new
+        EXPLORED["handover to a new pipeline"] += 1
+
+    def _store_for(self, k: int) -> KillableStore:
+        """The store of the pipeline that loads interval ``k``."""
+        return self.stores[0] if self.handover_end is not None and k < self.handover_end else self.store
+
+    def _config_for(self, k: int) -> PipelineConfig:
+        old = self.old_config is not None and self.handover_end is not None and k < self.handover_end
+        return self.old_config if old else self.config  # type: ignore[return-value]
+
+    def _routed(self, k: int, store: KillableStore | None) -> KillableStore:
+        """``store`` if it is of the pipeline that loads interval ``k``, else that pipeline's (a
+        sibling when ``store`` stood for another process): the old DAG runs the old intervals."""
+        target = self._store_for(k)
+        if store is None or store.pipeline_id == target.pipeline_id:
+            return store or target
+        return target.sibling()
 
     def _initial_position(self) -> str:
         """Where the pipeline's shards started: recorded by its first plan, else the setting."""
@@ -840,12 +892,13 @@ class RunOrders(RuleBasedStateMachine):
         if fault.kind == "trim_mid_read":
             kinesis = FailOnNthCall(self.kinesis, "get_records", fault.at, before=lambda: self._trim_all(fault.rival))
         if fault.kind == "kill_before_store_write":
-            self.store.arm(kill_at=fault.at)
+            self._store_for(k).arm(kill_at=fault.at)
         elif fault.kind == "concurrent_run":
-            rival, rival_store = fault.rival % self.sealed, self.store.sibling()
+            rival = fault.rival % self.sealed
+            rival_store = self._store_for(rival).sibling()
             # Another process's run, on its own store: one whose grouped writes queued behind this
             # run's transaction would wait for it forever.
-            self.store.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
+            self._store_for(k).arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
         elif fault.kind == "doris_down":
             self.doris.down = True
         elif fault.kind == "lost_doris_reply":
@@ -892,7 +945,8 @@ class RunOrders(RuleBasedStateMachine):
             self._note_taken_on(k)
             EXPLORED[f"fault {fault.kind}"] += 1
             EXPLORED[f"run {self.outcome.get(k)}"] += 1
-            self.store.arm()
+            for store in self.stores:
+                store.arm()
             self.doris.down = False
             self.doris.lose_reply_at = None
 
@@ -960,13 +1014,14 @@ class RunOrders(RuleBasedStateMachine):
         if fault.kind == "lockstep":
             self._in_lockstep(k, kinesis, fault)
             return
-        store = store or self.store
+        store = self._routed(k, store)
+        EXPLORED["handover: the old pipeline's run of an earlier interval"] += store.pipeline_id != self.store.pipeline_id
         catch_up = CatchUp(
             next_interval=self._next_interval, with_own_runs=self._with_own_runs, max_intervals=self.max_intervals,
         )  # fmt: skip
         try:
             result = run_interval(
-                self.config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
+                self._config_for(k), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
                 credentials=Credentials(), runner=self._runner(kinesis, fault, store, doris),
                 clock=lambda: self.kinesis.now_ms, driver_concurrency=self.driver_concurrency, catch_up=catch_up,
                 doris=self.doris,
@@ -990,8 +1045,8 @@ class RunOrders(RuleBasedStateMachine):
         first_doris, rival_doris = (RefusingDoris(self.doris) if fault.refused == side else None for side in ("first", "rival"))
         EXPLORED["lockstep with one try's sends refused"] += bool(fault.refused)
         lockstep = Lockstep(fault.turns)
-        rival_store = self.store.sibling()
-        self.store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
+        first_store, rival_store = self._store_for(k), self._store_for(rival).sibling()
+        first_store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
         errors: list[BaseException] = []
 
         def run_rival() -> None:
@@ -1005,11 +1060,11 @@ class RunOrders(RuleBasedStateMachine):
         thread = threading.Thread(target=run_rival, name=f"lockstep-rival-{rival}")
         thread.start()
         try:
-            self._run_interval(k, kinesis, Fault("none"), doris=first_doris)
+            self._run_interval(k, kinesis, Fault("none"), first_store, doris=first_doris)
         finally:
             lockstep.finish(True)
             thread.join(2 * Lockstep.WAIT_S)
-            self.store.lockstep = None
+            first_store.lockstep = None
             assert not thread.is_alive(), f"lockstep: the rival run of interval {rival} did not end"
             if lockstep.switches:
                 EXPLORED["lockstep of one interval" if rival == k else "lockstep of two intervals"] += 1
@@ -1028,7 +1083,7 @@ class RunOrders(RuleBasedStateMachine):
         """The skipped intervals the run of interval k took on, as it stored them before loading
         any: also known when the run then failed (a stop before its result names them, such as
         DataTrimmed in one of them, stops them too)."""
-        stored = self.store.table.items.get((self.store.pipeline_id, adopted_sk(T0 + k * IV)))
+        stored = self.store.table.items.get((self._store_for(k).pipeline_id, adopted_sk(T0 + k * IV)))
         for start, _ in (stored or {}).get("intervals", []):
             self.adopted_by.setdefault((int(start) - T0) // IV, k)
 
@@ -1120,21 +1175,24 @@ class RunOrders(RuleBasedStateMachine):
         until a run plans that interval nothing can know it belongs to the pipeline; planning it
         pulls the mark back before it (``rewind_high_water_mark``)."""
         visible = self._visible()
-        for shard_id, position, arrival, event in self._records():
-            checkpoint = self.store.get_shard(shard_id)
-            mark = checkpoint.high_water_mark if checkpoint else None
-            if visible[event] or mark is None or not _before(position, arrival, mark):
-                continue
-            planned = [
-                r for r in self.store.ranges_for_shard(shard_id)
-                if not _before(position, arrival, r.start) and _before(position, arrival, r.end)
-            ]  # fmt: skip
-            assert not planned, f"{shard_id}'s high-water mark {mark} is past record {event} of {planned[0]}, not visible"
+        for store in self.stores:
+            for shard_id, position, arrival, event in self._records():
+                checkpoint = store.get_shard(shard_id)
+                mark = checkpoint.high_water_mark if checkpoint else None
+                if visible[event] or mark is None or not _before(position, arrival, mark):
+                    continue
+                planned = [
+                    r for r in store.ranges_for_shard(shard_id)
+                    if not _before(position, arrival, r.start) and _before(position, arrival, r.end)
+                ]  # fmt: skip
+                assert not planned, (
+                    f"{store.pipeline_id}: {shard_id}'s high-water mark {mark} is past record {event} of {planned[0]}, not visible"
+                )
 
     def _uncovered(self) -> list[int]:
         """Sealed intervals without a DAG run that no run's catch-up has loaded yet (in a
         TRIM_HORIZON pipeline, those before its first planned interval are its sweep's)."""
-        floor = self.store.get_floor()
+        floor = self.stores[0].get_floor()
         swept = (floor.start_ms - T0) // IV if floor is not None else 0
         return [k for k in range(swept, self.sealed) if k not in self.runs and k not in self.adopted_by]
 
@@ -1201,9 +1259,11 @@ class RunOrders(RuleBasedStateMachine):
                 assert loud or left or self._status(interval) != "green", f"record {event} never loaded"
         assert set(visible) <= set(produced)
         for shard in self.kinesis._shards(STREAM, "ListShards").values():
-            checkpoint = self.store.get_shard(shard.shard_id)
-            if not shard.is_open and checkpoint is not None and not stuck:
-                assert checkpoint.state is ShardState.DRAINED, f"closed shard {shard.shard_id} never drained"
+            # After a handover a shard closed before it drained in the old pipeline, one closed
+            # after it in the new one.
+            checkpoints = [c for store in self.stores if (c := store.get_shard(shard.shard_id)) is not None]
+            if not shard.is_open and checkpoints and not stuck:
+                assert any(c.state is ShardState.DRAINED for c in checkpoints), f"closed shard {shard.shard_id} never drained"
         # The retries above ran after the last step's invariants.
         self.nothing_visible_twice()
         self.records_whole_in_their_table()
@@ -1257,6 +1317,7 @@ def test_the_orders_explored() -> None:
     settings_moved = (
         "bridge loaded", "initial position set to INTERVAL on a TRIM_HORIZON pipeline",
         "initial position TRIM_HORIZON refused on an INTERVAL pipeline", "lockstep with one try's sends refused",
+        "handover to a new pipeline",
     )  # fmt: skip
     # How many sends the refused try makes depends on the two threads' timing (it met 5 to 22 in
     # make test's 1,000 examples): printed above as "lockstep: a try's sends refused", not required.
@@ -2065,3 +2126,29 @@ def test_a_backlog_older_than_half_the_retention_after_an_outage_fails_loud() ->
     machine.teardown()
     assert EXPLORED["backlog older than half the retention"] > before
     assert machine.backlog and machine.outcome[max(machine.runs)] == "IntervalsSkipped"
+
+
+# --- a handover to a new pipeline_id -------------------------------------------------------------
+
+
+def hand_over(m: RunOrders) -> None:
+    m.hand_over()
+    assert m.handover_end is not None, "every sealed interval was loaded: the handover happens"
+
+
+def test_a_handover_then_a_split_faults_and_old_reruns_land_every_record_once() -> None:
+    """The machine's handover in a fixed order: the old pipeline loads two intervals, the new one
+    takes over; a split, a lost Doris reply and a lockstep of an old rerun with a new run follow.
+    The old DAG's rerun replays (nothing new), the new DAG loads from the old end on."""
+    before = EXPLORED["handover: the old pipeline's run of an earlier interval"]
+    machine = _play(
+        produce(2), seal, produce(2), seal, run(0), run(1), hand_over,
+        produce(2), split, produce_both_halves(2), seal, run(2, Fault("lost_doris_reply", 1), expect="RetryableStreamLoadError"),
+        produce_both_halves(2), seal, run(3, Fault("lockstep", rival=2, turns=(True, False) * 8), expect="ShardsWaiting"),
+        run(1), run(2), run(3),
+    )
+    assert machine.handover_end == 2 and [store.pipeline_id for store in machine.stores] == ["p", "p2"]
+    assert [machine.outcome[k] for k in range(4)] == ["green"] * 4
+    # The lockstep's rival and the rerun of interval 1 ran on the old pipeline (the random
+    # search meets that only where a run picks an old interval after a handover).
+    assert EXPLORED["handover: the old pipeline's run of an earlier interval"] >= before + 2
