@@ -6,13 +6,14 @@ import fcntl
 import importlib.util
 import itertools
 import os
+import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 
-from kinesis_doris_devstack.scenario import create_stream, event, put_events, wait_past
+from kinesis_doris_devstack.scenario import create_stream, event, now_ms, put_events, wait_past
 from tests.conftest import REPO_ROOT, events_table_on_local_stack
 
 # Scheduled runs on one-minute intervals take about 14 minutes a setting: make proof runs them.
@@ -77,6 +78,20 @@ def aligned_grid(count: int) -> list[int]:
     now_s = int(datetime.now(timezone.utc).timestamp())
     first = (now_s // INTERVAL_S + 1) * INTERVAL_S
     return [(first + i * INTERVAL_S) * 1000 for i in range(count + 1)]
+
+
+def events_until(kinesis_client: Any, stream: str, start_ms: int, end_ms: int) -> list[int]:
+    """Put 4 events every half second from ``start_ms`` until just before ``end_ms`` (ids 0, 1,
+    ...), then wait until ``end_ms`` has passed; returns the ids."""
+    produced: list[int] = []
+    wait_past(start_ms)
+    while now_ms() < end_ms - 300:
+        ids = list(range(len(produced), len(produced) + 4))
+        put_events(kinesis_client, stream, [event(i) for i in ids])
+        produced.extend(ids)
+        threading.Event().wait(0.5)
+    wait_past(end_ms)
+    return produced
 
 
 def events_per_interval(kinesis_client: Any, stream: str, intervals: int, per_interval: int) -> tuple[list[int], list[int]]:

@@ -7,13 +7,11 @@ reported; every record is in Doris once. (The old pipeline's runs past its end a
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timezone
 
 import pytest
 
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
-from tests.e2e.conftest import DB, aligned_grid, load_example_dag, run_dag_test
+from tests.e2e.conftest import DB, aligned_grid, events_until, load_example_dag, run_dag_test
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 
@@ -28,20 +26,7 @@ def _loaded(interval_end_ms: int) -> dict:
 def test_a_new_pipeline_id_takes_over_where_the_old_one_stopped(example, monkeypatch, kinesis_client, doris_server) -> None:
     monkeypatch.setenv("KD_EXAMPLE_USE_SPARK", "false")
     b0, b1, b2, b3, b4, b5 = aligned_grid(5)
-    produced: list[int] = []
-
-    def produce() -> None:
-        wait_past(b0)
-        while now_ms() < b5 - 300:
-            ids = list(range(len(produced), len(produced) + 4))
-            put_events(kinesis_client, example["stream"], [event(i) for i in ids])
-            produced.extend(ids)
-            threading.Event().wait(0.5)
-
-    producer = threading.Thread(target=produce, name="producer")
-    producer.start()
-    producer.join(timeout=60)
-    wait_past(b5)
+    produced = events_until(kinesis_client, example["stream"], b0, b5)
 
     _loaded(b1)
     _loaded(b2)

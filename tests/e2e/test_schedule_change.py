@@ -6,13 +6,11 @@ run of the new schedule, as an interval of its own, and reported; every record i
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime, timezone
 
 import pytest
 
-from kinesis_doris_devstack.scenario import event, now_ms, put_events, wait_past
-from tests.e2e.conftest import DB, aligned_grid, load_example_dag, run_dag_test
+from tests.e2e.conftest import DB, aligned_grid, events_until, load_example_dag, run_dag_test
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 
@@ -29,20 +27,7 @@ def test_a_schedule_changed_and_changed_back_loads_every_record_once(example, mo
     b0, b1, b2 = aligned_grid(2)
     new_start = b2 + 2_000  # the 6-second schedule's first interval: [b2 + 2 s, b2 + 8 s)
     last_end = new_start + 8_000  # then 2 seconds again: [b2 + 8 s, b2 + 10 s)
-    produced: list[int] = []
-
-    def produce() -> None:
-        wait_past(b0)
-        while now_ms() < last_end - 300:
-            ids = list(range(len(produced), len(produced) + 4))
-            put_events(kinesis_client, example["stream"], [event(i) for i in ids])
-            produced.extend(ids)
-            threading.Event().wait(0.5)
-
-    producer = threading.Thread(target=produce, name="producer")
-    producer.start()
-    producer.join(timeout=60)
-    wait_past(last_end)
+    produced = events_until(kinesis_client, example["stream"], b0, last_end)
 
     _load(b1)
     _load(b2)
