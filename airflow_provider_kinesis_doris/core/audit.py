@@ -19,6 +19,12 @@ Logs) repeats its sequence: pass ``one_row_per_record=False``, which drops the d
 per-interval counts still see a record loaded twice). A UNIQUE KEY table merges rows of the same
 key: the audit then counts what survived, and reports the merged ones as missing.
 
+**Records by identity.** Per shard and interval the table's rows are counted twice: all of them,
+and distinct sequences. A record missing is found even where a copy of another record of the same
+shard makes the row count agree, and both are reported (the copy by its sequence, in the
+duplicates). Which record is missing is not named: the checkpoint table keeps each chunk's first
+and last position and its counts, not every sequence.
+
 **What it cannot see.** Intervals whose history was pruned (``core.prune``: chunks and ranges are
 deleted) are reported as not verifiable. A record whose range is not the interval of its arrival
 stamp (a stamp earlier than one before it in its shard, Kinesis stamps being approximate; a stamp
@@ -50,7 +56,14 @@ from airflow_provider_kinesis_doris.core.chunks import ChunkContent
 from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.doris.labels import CHUNK_NAMESPACE
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-from airflow_provider_kinesis_doris.core.model import BoundaryKind, RangeState, ShardRange, ShardState, describe_interval
+from airflow_provider_kinesis_doris.core.model import (
+    BoundaryKind,
+    RangeState,
+    ShardRange,
+    ShardState,
+    describe_instant,
+    describe_interval,
+)
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 
@@ -103,6 +116,9 @@ class RangeAudit:
     dead_letters_held: int
     dead_letters_found: int | None
     """None: no dead-letter table given."""
+    records_found: int | None = None
+    """Distinct records (sequences) of the range in the table; None where a record makes several
+    rows (``one_row_per_record=False``), which the row count then stands for."""
 
     def difference(self) -> str | None:
         """What is wrong, for a person; None when the two agree."""
@@ -112,7 +128,17 @@ class RangeAudit:
         if self.state == NO_RANGE:
             return f"{where}: Doris has {self.rows_found} rows and {self.dead_letters_found or 0} dead letters no range holds"
         wrong = []
-        if self.rows_held is not None and self.rows_held != self.rows_found:
+        if self.rows_held is not None and self.records_found is not None:
+            # By identity, so a record missing is named even where another one's copy makes the
+            # row count agree.
+            missing, copies = self.rows_held - self.records_found, self.rows_found - self.records_found
+            if missing > 0:
+                wrong.append(f"{missing} of its {self.rows_held} records loaded are missing from the table")
+            elif missing < 0:
+                wrong.append(f"{-missing} record(s) in the table that it never loaded")
+            if copies > 0:
+                wrong.append(f"{copies} extra cop{'y' if copies == 1 else 'ies'} of its records in the table")
+        elif self.rows_held is not None and self.rows_held != self.rows_found:
             wrong.append(f"{self.rows_held} rows loaded, {self.rows_found} in the table")
         if self.dead_letters_found is not None and self.dead_letters_held != self.dead_letters_found:
             wrong.append(f"{self.dead_letters_held} dead letters loaded, {self.dead_letters_found} in the dead-letter table")
@@ -184,6 +210,7 @@ class AuditReport:
             "differences": len(differences),
             "first_differences": differences[:10],
             "not_verifiable": list(self.not_verifiable[:10]),
+            "notes": list(self.notes),
         }
 
 
@@ -214,6 +241,14 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
         raise ConfigurationError(f"The audit's span {describe_interval((start_ms, end_ms))} is empty")
     _check_columns(run_sql, target)
     horizon = store.prune_horizon()
+    notes: list[str] = []
+    first_ms = store.ranges.first_interval_start()
+    # Past the prune horizon the grid's first interval is where the pipeline started (pruning
+    # deletes only intervals that end by the horizon).
+    if first_ms is not None and start_ms < first_ms < end_ms and first_ms > (horizon or first_ms - 1):
+        # Before its first interval the pipeline loaded nothing, by design: not "never planned".
+        notes.append(f"the pipeline starts at {describe_instant(first_ms)}: the audit starts there")
+        start_ms = first_ms
     floor = store.get_floor()
     grid = store.intervals_between(start_ms, end_ms)
     if floor is not None and start_ms <= floor.start_ms and floor.end_ms <= end_ms:
@@ -230,14 +265,14 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
     # Rows of the span outside the grid (never planned) are no range's either: counted per gap.
     for interval in sorted({*grid, *unplanned}):
         low = None if interval == floor_interval else interval[0]
-        rows = _counts(run_sql, target, low, interval[1])
+        counts = _counts(run_sql, target, low, interval[1])
         dead = _dead_letter_counts(run_sql, target, low, interval[1]) if target.dead_letter_table else None
         held = store.ranges_at(shard_ids, interval[0]) if interval in grid else {}
-        for shard_id in sorted({*held, *rows, *(dead or {})}):
+        for shard_id in sorted({*held, *counts, *(dead or {})}):
             if shard_id not in held and pruned.get(shard_id, 0) >= interval[1]:
                 not_verifiable.append(f"shard {shard_id} in {describe_interval(interval)}: pruned")
                 continue
-            audits.append(_range_audit(store, target, shard_id, interval, held.get(shard_id), rows, dead))
+            audits.append(_range_audit(store, target, shard_id, interval, held.get(shard_id), counts, dead))
     low = None if floor_interval in grid else start_ms
     duplicates = _duplicates(run_sql, target, low, end_ms)
     stuck = [
@@ -246,27 +281,30 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
         if shard.state is ShardState.CLOSED and shard.high_water_mark is not None
         and shard.high_water_mark.kind is BoundaryKind.SHARD_END
     ]  # fmt: skip
-    notes = () if target.one_row_per_record else ("one_row_per_record=False: duplicates in the table are seen in the counts only",)
+    if not target.one_row_per_record:
+        notes.append("one_row_per_record=False: duplicates and missing records in the table are seen in the counts only")
     return AuditReport(
         store.pipeline_id, (start_ms, end_ms), tuple(audits), tuple(duplicates), tuple(unplanned), tuple(stuck),
-        tuple(not_verifiable), notes,
+        tuple(not_verifiable), tuple(notes),
     )  # fmt: skip
 
 
 def _range_audit(
     store: CheckpointStore, target: AuditTarget, shard_id: str, interval: Interval, shard_range: ShardRange | None,
-    rows: Mapping[str, int], dead: Mapping[str, int] | None,
+    counts: Mapping[str, tuple[int, int]], dead: Mapping[str, int] | None,
 ) -> RangeAudit:  # fmt: skip
     found_dead = None if dead is None else dead.get(shard_id, 0)
+    rows_found, records_found = counts.get(shard_id, (0, 0))
     if shard_range is None:
-        return RangeAudit(shard_id, interval, NO_RANGE, 0, 0, rows.get(shard_id, 0), 0, found_dead)
+        return RangeAudit(shard_id, interval, NO_RANGE, 0, 0, rows_found, 0, found_dead)
     chunks = store.chunks_for_range(shard_id, interval[0])
     contents = [ChunkContent.decode(text) for text in store.chunk_contents_for_range(shard_id, interval[0])]
     by_first = {content.first.encode(): content for content in contents}
     return RangeAudit(
         shard_id, interval, shard_range.state.value, len({chunk.first for chunk in chunks}),
-        held_rows(chunks, by_first, target.one_row_per_record), rows.get(shard_id, 0),
+        held_rows(chunks, by_first, target.one_row_per_record), rows_found,
         sum(len(content.dead) for content in contents), found_dead,
+        records_found if target.one_row_per_record else None,
     )  # fmt: skip
 
 
@@ -304,12 +342,14 @@ def _literal(text: str) -> str:
     return f"'{text}'"
 
 
-def _counts(run_sql: SqlRunner, target: AuditTarget, low: int | None, high: int) -> dict[str, int]:
+def _counts(run_sql: SqlRunner, target: AuditTarget, low: int | None, high: int) -> dict[str, tuple[int, int]]:
+    """Per shard: rows, and distinct records (sequences)."""
     rows = run_sql(
-        f"SELECT _kinesis_shard, COUNT(*) FROM {qualified_name(target.database, target.table)} "
+        f"SELECT _kinesis_shard, COUNT(*), COUNT(DISTINCT _kinesis_sequence) FROM "
+        f"{qualified_name(target.database, target.table)} "
         f"WHERE {_arrival('_kinesis_arrival', low, high)} GROUP BY _kinesis_shard"
     )
-    return {str(shard): int(count) for shard, count in rows}
+    return {str(shard): (int(count), int(records)) for shard, count, records in rows}
 
 
 def _dead_letter_counts(run_sql: SqlRunner, target: AuditTarget, low: int | None, high: int) -> dict[str, int]:

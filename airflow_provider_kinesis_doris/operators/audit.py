@@ -39,7 +39,9 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
     :param one_row_per_record: False for decoders that make several rows of a record (no
         duplicate check on the table, the counts still see them).
     :param since: the span's start (a datetime or ISO 8601 text, templated); default the run's
-        data interval start. The span ends at the run's data interval end.
+        data interval start, or the first interval the run's loader caught up before it. The span
+        ends at the run's data interval end; it starts no earlier than the pipeline's first
+        interval.
     :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
     :param doris_conn_id: ``doris`` connection; its ``query_port`` (MySQL protocol) runs the SQL.
     :param aws_conn_id: Airflow AWS connection (DynamoDB via ``service_config``).
@@ -77,6 +79,8 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
         start, end = self._span(context)
         pipeline_id = self.resolved_pipeline_id
         store = self.aws_hook.checkpoint_store(self.checkpoint_table, pipeline_id)
+        # The intervals the run's loader caught up (loaded before its own) are the run's too.
+        start = min([start, *(low for low, _ in store.ranges.adopted_by(self._interval_start(context)))])
         report = DorisHook(doris_conn_id=self.doris_conn_id).audit(store, self._target(), start, end)
         summary = report.summary()
         self.log.info("Audit of pipeline %s, %s:\n%s", pipeline_id, summary["span"], report.table())
@@ -99,6 +103,10 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
             check_name(database, "doris_table's database"), check_name(table, "doris_table's table"), self.stream_name,
             dead_letter_table, self.one_row_per_record,
         )  # fmt: skip
+
+    @staticmethod
+    def _interval_start(context: Context) -> int:
+        return epoch_ms(context["data_interval_start"])
 
     def _span(self, context: Context) -> tuple[int, int]:
         start, end = context.get("data_interval_start"), context.get("data_interval_end")

@@ -114,6 +114,38 @@ def test_a_row_deleted_from_the_table_is_found(loaded: dict[str, Any], run_sql: 
     assert different.rows_held is not None and different.rows_found == different.rows_held - 1
 
 
+def test_a_row_deleted_and_another_of_its_shard_loaded_twice_are_both_found(
+    loaded: dict[str, Any], run_sql: Any, doris_server: Any
+) -> None:
+    """Counting rows per shard saw nothing here: one row gone and one row twice keep the count. By
+    record (distinct sequences), the missing record is reported beside the copy."""
+    columns = ("event_id", "user_id", "amount", *AUDITED)
+    rows = [dict(zip(columns, row)) for row in run_sql(f"SELECT {', '.join(columns)} FROM {loaded['table']}")]
+    (gone,) = [row for row in rows if row["event_id"] == 3]
+    twice = next(row for row in rows if row["_kinesis_shard"] == gone["_kinesis_shard"] and row["event_id"] not in (3,)
+                 and (row["_kinesis_arrival"] < loaded["bounds"][1]) == (gone["_kinesis_arrival"] < loaded["bounds"][1]))
+    run_sql(f"TRUNCATE TABLE {loaded['table']}")
+    _load(loaded, "reload-without-3-with-a-copy", [row for row in rows if row["event_id"] != 3] + [twice])
+
+    report = _audit(loaded, run_sql)
+
+    assert [(d.shard_id, d.sequence, d.copies) for d in report.duplicates] == [(twice["_kinesis_shard"], twice["_kinesis_sequence"], 2)]
+    (different,) = [a for a in report.ranges if a.difference() is not None]
+    assert different.rows_found == different.rows_held, "the row count alone agrees"
+    assert "1 of its" in str(different.difference()) and "records loaded are missing from the table" in str(different.difference())
+    assert "1 extra copy of its records in the table" in str(different.difference())
+
+
+def test_a_span_from_before_the_pipelines_first_interval_starts_there(loaded: dict[str, Any], run_sql: Any) -> None:
+    """Before, the time before the first interval was reported "never planned" and the audit failed."""
+    first = loaded["bounds"][0]
+
+    report = _audit(loaded, run_sql, start=first - 3_600_000)
+
+    assert report.ok and report.span[0] == first, report.differences()
+    assert report.summary()["notes"] == [f"the pipeline starts at {describe_instant(first)}: the audit starts there"]
+
+
 def test_an_interval_never_planned_is_found(loaded: dict[str, Any], run_sql: Any, kinesis_client: Any) -> None:
     """Records of an interval no run planned (Airflow skipped it, and no later run caught up yet)."""
     bounds = loaded["bounds"]

@@ -462,6 +462,26 @@ class RangeBook:
         intervals = [(int(s), int(e)) for s, e in stored["intervals"]]
         return [i for i in intervals if i not in loaded], [i for i in intervals if i in loaded]
 
+    def adopted_by(self, start_ms: int) -> list[tuple[int, int]]:
+        """The intervals the run of the interval starting at ``start_ms`` took on (its catch-up),
+        oldest first; empty if none (one read)."""
+        stored = self._items._get(adopted_sk(start_ms))
+        return sorted((int(s), int(e)) for s, e in stored["intervals"]) if stored else []
+
+    def first_interval_start(self) -> int | None:
+        """Where the pipeline starts: its floor's start, the instant it took over from another
+        pipeline, or its grid's first interval; None before its first plan (pruning deletes the
+        grid's intervals that end by its horizon: one starting after the horizon is the start)."""
+        taken = self.handovers()[0]
+        if taken is not None and taken.end_ms is not None:
+            return taken.end_ms
+        floor = self.get_floor()
+        if floor is not None:
+            return floor.start_ms
+        self._register_stored_intervals()
+        first = self._items._query(INTERVAL_PREFIX, limit=1)
+        return int(first[0]["start_ms"]) if first else None
+
     def mark_adopted_loaded(self, start_ms: int, interval: tuple[int, int]) -> None:
         """Record that ``interval``, taken on by the run of the interval starting at ``start_ms``,
         is loaded: that run's retries no longer replay it (:meth:`settle_adopted`). Past the prune
