@@ -25,6 +25,7 @@ from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.decoders import JSON, check_decoder, check_load_options
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.fields import UNMATCHED_FIELDS_CHOICES
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name
 from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS
 from airflow_provider_kinesis_doris.core.plan import InitialPosition
@@ -211,6 +212,10 @@ class MappingConfig(_Group):
         ``<table>_dead_letter`` (created if missing). (templated)
     :param dead_letter_table_properties: ``PROPERTIES`` of the dead-letter table when it is
         created, e.g. ``{"replication_num": "1"}`` on a cluster with fewer than three BEs.
+    :param unmatched_fields: JSON members of the records that no column of the table takes (Doris
+        drops them) and columns no record fills: ``"report"`` (default) loads and reports them
+        (log, XCom ``unmatched_fields``, metric ``fields_without_column``); ``"fail"`` sends nothing
+        of a chunk holding a member no column takes (``core.fields``).
     """
 
     decoder: str = JSON
@@ -220,6 +225,7 @@ class MappingConfig(_Group):
     unique_key_sequence: bool = False
     dead_letter_table: str | None = None
     dead_letter_table_properties: Mapping[str, str] = field(default_factory=dict)
+    unmatched_fields: str = "report"
 
     parameter: ClassVar[str] = "mapping"
     template_fields: ClassVar[Sequence[str]] = ("dead_letter_table",)
@@ -231,6 +237,7 @@ class MappingConfig(_Group):
         "unique_key_sequence": check_flag,
         "dead_letter_table": check_optional_text,
         "dead_letter_table_properties": partial(check_optional_mapping, text_values=True),
+        "unmatched_fields": partial(check_choice, choices=list(UNMATCHED_FIELDS_CHOICES)),
     }
 
     @property

@@ -29,6 +29,7 @@ METRICS: dict[str, str] = {
     "loads_aborted": "counter: transactions the run left aborted, refused chunks and probes (they count towards label_num_threshold)",
     "shard_lag_ms": "gauge, per shard: how far the shard's loaded data is behind, from its high-water mark to the run's commit (or the read's distance from the tip, if larger)",
     "max_lag_ms": "gauge: the largest shard_lag_ms of the run",
+    "fields_without_column": "gauge: JSON members of the run's records that no column of the table takes",
     "shards_waiting": "gauge: shards whose range waits for parents' earlier intervals (0 when none)",
     "intervals_recovered": "counter: intervals no DAG run covered that the run loaded before its own",
     "intervals_left_behind": "gauge: intervals no DAG run covers that are still not loaded, left to the next run (0 when none)",
@@ -65,6 +66,8 @@ def emit_interval_metrics(pipeline_id: str, summary: Mapping[str, Any]) -> None:
         _gauge("shard_lag_ms", pipeline_id, lag, shard_id=shard_id)
     if lags:
         _gauge("max_lag_ms", pipeline_id, max(lags.values()))
+    unmatched: Mapping[str, Any] = summary.get("unmatched_fields", {})
+    _gauge("fields_without_column", pipeline_id, len(unmatched.get("members_without_column", [])))
     # 0 from a run that loaded everything clears the alert an earlier run raised.
     _gauge("shards_waiting", pipeline_id, sum(1 for shard in shards.values() if shard.get("waiting_for")))
 

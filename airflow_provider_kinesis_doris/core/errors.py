@@ -39,6 +39,11 @@ class ConfigurationError(KinesisDorisError, ValueError):
 # --- source side -------------------------------------------------------------------------------
 
 
+class UnmatchedFields(ConfigurationError):
+    """Records hold JSON members that no column of the table takes (``core.fields``), and the
+    mapping says to fail instead of loading without them."""
+
+
 class DataTrimmed(KinesisDorisError):
     """A range starts before the shard's trim horizon: Kinesis retention deleted records that
     were never loaded. Never skipped silently (invariant I6)."""

@@ -31,6 +31,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
 from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, cut_chunks, follow_contents
+from airflow_provider_kinesis_doris.core.fields import refuse_unmatched, sample_members
 from airflow_provider_kinesis_doris.core.errors import (
     ChunkContentSettledElsewhere,
     DataTrimmed,
@@ -388,6 +389,10 @@ def _load_chunk(
     attempt = uuid.uuid4().hex
     settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label), attempt)
     if chunk.line_count:
+        if not report.fields and pipeline.table_columns is not None:
+            report.fields = sorted(sample_members(chunk.body))
+            if pipeline.unmatched_fields == "fail":
+                refuse_unmatched(report.fields, pipeline.table_columns, chunk.shard_id)
         label = chunk_label(*ids)
         try:
             loaded = _load_once(

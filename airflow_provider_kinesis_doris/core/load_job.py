@@ -153,6 +153,7 @@ def pipeline_to_dict(config: PipelineConfig) -> dict[str, Any]:
         "chunk_limits": asdict(config.chunk_limits),
         "retry_policy": asdict(config.retry_policy),
         "csv_columns": list(config.csv_columns) if config.csv_columns is not None else None,
+        "table_columns": list(config.table_columns) if config.table_columns is not None else None,
     }
 
 
@@ -171,6 +172,7 @@ def pipeline_from_dict(data: Mapping[str, Any]) -> PipelineConfig:
             "chunk_limits": ChunkLimits(**data["chunk_limits"]),
             "retry_policy": RetryPolicy(**data["retry_policy"]),
             "csv_columns": tuple(data["csv_columns"]) if data.get("csv_columns") is not None else None,
+            "table_columns": tuple(data["table_columns"]) if data.get("table_columns") is not None else None,
         }
     )
 

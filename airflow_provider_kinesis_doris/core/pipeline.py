@@ -16,6 +16,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedIntervals, find_skipped
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
+from airflow_provider_kinesis_doris.core.fields import FieldMismatch, compare
 from airflow_provider_kinesis_doris.core.handover import take_over
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
@@ -59,6 +60,8 @@ class IntervalResult:
     """The results of the skipped intervals this run loaded first, oldest first."""
     finished_ms: int | None = None
     """When the run committed (its clock): a shard's lag is measured from its high-water mark."""
+    fields: FieldMismatch | None = None
+    """The loaded rows' JSON members against the table's columns, where they differ (``core.fields``)."""
 
     def summary(self) -> dict[str, Any]:
         """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
@@ -89,10 +92,12 @@ class IntervalResult:
                 )
             shards[shard.shard_id] = entry
         pruned = {"pruned": {"horizon_ms": self.pruned.horizon_ms, "items": self.pruned.items_deleted}} if self.pruned else {}
+        unmatched = [result.fields for result in (self, *self.recovered) if result.fields is not None]
         return {
             "pipeline_id": self.plan.pipeline_id,
             "interval": [self.plan.interval_start_ms, self.plan.interval_end_ms],
             **pruned,
+            **({"unmatched_fields": unmatched[0].summary()} if unmatched else {}),
             "skipped_intervals": {
                 **self.skipped.summary(),
                 "loaded": [_interval_totals(result) for result in self.recovered],
@@ -372,9 +377,25 @@ def _run_one(
     with in_phase(Phase.COMMITTING):
         committed = commit_reports(store, reports, driver_concurrency, known)
         pruned = _prune(plan, config, store, driver_concurrency, prune_state)
-    result = IntervalResult(plan, reports, committed, pruned, finished_ms=clock())
+    result = IntervalResult(plan, reports, committed, pruned, finished_ms=clock(), fields=_unmatched(config, reports))
     _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
     return result
+
+
+def _unmatched(config: PipelineConfig, reports: Sequence[RangeReport]) -> FieldMismatch | None:
+    """The loaded rows' members against the table's columns, logged where they differ."""
+    members = {member for report in reports for member in report.fields}
+    if config.table_columns is None or not members:
+        return None
+    mismatch = compare(members, config.table_columns)
+    if not (mismatch.members_without_column or mismatch.columns_without_member):
+        return None
+    log.warning(
+        "pipeline %s, table %s.%s: %s. A field renamed upstream loads as NULL: rename the column or the field, or "
+        "set MappingConfig(unmatched_fields='fail') to refuse such records before they load",
+        config.pipeline_id, config.doris_database, config.doris_table, mismatch.describe(),
+    )  # fmt: skip
+    return mismatch
 
 
 def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore, concurrency: int, enabled: bool) -> PruneResult | None:

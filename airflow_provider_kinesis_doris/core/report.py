@@ -47,6 +47,8 @@ class RangeReport:
     """Transactions of this run that ended aborted: chunks Doris failed for refused rows, and the
     probes, each aborted once answered. Like loads, they count towards ``label_num_threshold``."""
     labels: list[str] = field(default_factory=list)
+    fields: list[str] = field(default_factory=list)
+    """JSON member names of the range's first rows (``core.fields``)."""
     end: dict[str, Any] | None = None
     drained: bool = False
     last_position: str | None = None

@@ -165,6 +165,9 @@ class PipelineConfig:
         ``"csv"`` or ``package.module:function``; built into ``mapping.decoder`` when the config
         is made, like the transform.
     :param csv_columns: the field names of the ``"csv"`` decoder, in order.
+    :param table_columns: the table's columns, to compare the records' JSON members with
+        (``core.fields``); None where Doris does not match members to columns by name.
+    :param unmatched_fields: ``"report"`` members no column takes, or ``"fail"`` before sending them.
     :raises ConfigurationError: also for a database or table name Doris could not have
         (``core.doris.identifiers``), and for ``load_options`` that contradict the JSON-lines body.
     """
@@ -191,6 +194,8 @@ class PipelineConfig:
     efo_consumer_arn: str | None = None
     decoder: str = JSON
     csv_columns: tuple[str, ...] | None = None
+    table_columns: tuple[str, ...] | None = None
+    unmatched_fields: str = "report"
 
     def __post_init__(self) -> None:
         for name in ("doris_database", "doris_table", "dead_letter_table"):

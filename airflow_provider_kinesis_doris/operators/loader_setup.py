@@ -8,6 +8,7 @@ rule lives once (``core`` and ``config`` check the values, this module only asse
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.hooks.doris import DorisHook
     from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings
+
+log = logging.getLogger(__name__)
 
 
 def table_names(doris_table: str, dead_letter_table: str | None) -> tuple[str, str, str]:
@@ -90,6 +93,21 @@ def csv_columns(
     return tuple(name for name, _ in described if name not in metadata)
 
 
+def columns_to_match(
+    hook: DorisHook, database: str, table: str, mapping: MappingConfig, options: StreamLoadOptions
+) -> tuple[str, ...] | None:
+    """The table's columns, which Doris matches the JSON members of each row to by name
+    (``core.fields``); None where it does not (``columns`` or ``jsonpaths`` set, ``decoder="csv"``),
+    or where ``DESC`` fails (the preflight names why; the load then says it)."""
+    if mapping.decoder == CSV or options.columns or options.jsonpaths:
+        return None
+    try:
+        return tuple(name for name, _ in hook.column_types(database, table))
+    except Exception as exc:  # noqa: BLE001 - a missing table fails the load itself, naming it
+        log.warning("DESC %s.%s failed, so the records' fields are not compared with its columns: %s", database, table, exc)
+        return None
+
+
 def spark_runner_of(runner: RunnerConfig) -> SparkRunner | None:
     """The Spark settings a run may use: None when it never starts Spark."""
     if isinstance(runner, SparkOrInProcess):
@@ -113,6 +131,8 @@ def pipeline_config(
         doris=replace(doris_hook.connection_config(), password=""), aws=aws_hook.aws_settings(executor_credentials),
         load_options=options, decoder=mapping.decoder,
         csv_columns=csv_columns(doris_hook, database, table, mapping, options),
+        table_columns=columns_to_match(doris_hook, database, table, mapping, options),
+        unmatched_fields=mapping.unmatched_fields,
         max_bad_record_ratio=load.max_bad_record_ratio,
         mapping=RecordMapping(metadata_columns=mapping.all_metadata_columns, required_fields=tuple(mapping.required_fields)),
         transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=read.initial_position,

@@ -134,3 +134,19 @@ def test_the_audit_covers_the_intervals_its_runs_loader_caught_up(
     assert first["ok"] and first["rows_found"] == 4
     assert last["ok"] and last["span"].startswith(f"[{datetime.fromtimestamp(bounds[0] / 1000, tz=timezone.utc):%Y-%m-%dT%H:%M:%S}")
     assert last["rows_found"] == last["rows_held"] == 8, "its own interval and the one its loader caught up"
+
+
+def test_the_loaders_xcom_names_a_field_the_table_has_no_column_for(audited: dict[str, Any], kinesis_client: Any) -> None:
+    """``amt`` for ``amount``: Doris drops the member, every row's amount is NULL; the run says so."""
+    from kinesis_doris_devstack.scenario import put_records
+
+    wait_past(next_interval_end())
+    end_ms = next_interval_end()
+    put_records(kinesis_client, audited["stream"], [("k", json.dumps({"event_id": 1, "user_id": "u", "amt": 5}).encode())])
+    wait_past(end_ms)
+
+    dag_run = run(audited["dag"], datetime.fromtimestamp(end_ms / 1000, tz=timezone.utc))
+
+    (load,) = [ti for ti in dag_run.get_task_instances() if ti.task_id == "load"]
+    returned = load.xcom_pull(task_ids="load")
+    assert returned["unmatched_fields"] == {"members_without_column": ["amt"], "columns_without_member": ["amount"]}
