@@ -15,6 +15,7 @@ from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
 import pymysql
+from airflow.exceptions import AirflowNotFoundException
 from airflow.providers.common.sql.hooks.sql import DbApiHook
 
 from airflow_provider_kinesis_doris.core.audit import AuditReport, AuditTarget, audit
@@ -116,8 +117,17 @@ class DorisHook(DbApiHook):
     # -- the HTTP side: the Stream Load client ----------------------------------------------------
 
     def connection_config(self) -> DorisConnectionConfig:
-        """The core client configuration read from the connection."""
-        conn = self.connection
+        """The core client configuration read from the connection.
+
+        :raises ConfigurationError: Airflow has no connection ``doris_conn_id``.
+        """
+        try:
+            conn = self.connection
+        except AirflowNotFoundException:
+            raise ConfigurationError(
+                f"The Doris connection {self.doris_conn_id!r} does not exist in Airflow: add it (conn type doris: "
+                "the FE's host and HTTP port, user, password) or set doris_conn_id to one that exists"
+            ) from None
         extras = conn.extra_dejson
         return DorisConnectionConfig(
             host=self._host(),

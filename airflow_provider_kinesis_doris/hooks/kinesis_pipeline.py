@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
+from airflow.exceptions import AirflowNotFoundException
 from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from botocore.exceptions import BotoCoreError, ClientError
@@ -54,6 +55,23 @@ class KinesisPipelineHook(KinesisHook):
     ) -> None:
         super().__init__(aws_conn_id=aws_conn_id, region_name=region_name, verify=verify, config=config)
         self._client_settings = {"region_name": region_name, "verify": verify, "config": config}
+
+    def check_connection_exists(self) -> None:
+        """Fail on a connection id Airflow does not have, before boto3 falls back to its default
+        credentials and region (as every AWS hook does, with a warning only). ``aws_default`` may
+        be missing: then boto3's defaults are meant (an instance or pod role).
+
+        :raises ConfigurationError: ``aws_conn_id`` names no connection.
+        """
+        if not self.aws_conn_id or self.aws_conn_id == self.default_conn_name:
+            return
+        try:
+            self.get_connection(self.aws_conn_id)
+        except AirflowNotFoundException:
+            raise ConfigurationError(
+                f"The AWS connection {self.aws_conn_id!r} does not exist in Airflow: add it (conn type aws) or set "
+                "aws_conn_id to one that exists; aws_conn_id=None uses boto3's default credentials and region"
+            ) from None
 
     @cached_property
     def dynamodb_hook(self) -> AwsBaseHook:

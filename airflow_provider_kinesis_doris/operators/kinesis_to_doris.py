@@ -208,6 +208,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             # Before any statement runs: the names are templated (a DAG run's conf can set them)
             # and reach SQL and Stream Load URLs.
             database, table, _ = self._table_names()
+            self.aws_hook.check_connection_exists()
             DorisTableLink.persist(context, doris_hook.connection_config().fe_url, database, table)
             config = self._pipeline_config(doris_hook)
             settings, self._submitter = setup.spark_settings(self.runner)

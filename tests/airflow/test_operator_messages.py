@@ -83,6 +83,8 @@ with DAG(
         mapping=MappingConfig(transform=os.environ.get("KD_MESSAGES_TRANSFORM") or None,
                               decoder=os.environ.get("KD_MESSAGES_DECODER", "json")),
         executor_credentials=os.environ.get("KD_MESSAGES_EXECUTOR_CREDENTIALS", "driver"),
+        aws_conn_id=os.environ.get("KD_MESSAGES_AWS_CONN_ID", "aws_default"),
+        doris_conn_id=os.environ.get("KD_MESSAGES_DORIS_CONN_ID", "doris_default"),
         read=ReadConfig(seal_grace=timedelta(0), mode=os.environ.get("KD_MESSAGES_READ_MODE", "polling"),
                         efo_consumer_name=os.environ.get("KD_MESSAGES_EFO_CONSUMER") or None),
     )
@@ -240,6 +242,26 @@ def test_a_missing_stream_is_named_by_the_preflight_and_not_blamed_on_spark(dags
     assert message.startswith("The Doris or AWS deployment breaks what exactly-once assumes; nothing was planned or loaded."), message
     assert f"stream {stack['stream']} does not exist" in message
     assert "Spark" not in message
+
+
+@pytest.mark.parametrize(
+    ("variable", "conn_id", "named"),
+    [("KD_MESSAGES_AWS_CONN_ID", "aws_prod", "The AWS connection 'aws_prod' does not exist in Airflow"),
+     ("KD_MESSAGES_DORIS_CONN_ID", "doris_prod", "The Doris connection 'doris_prod' does not exist in Airflow")],
+)
+def test_a_connection_airflow_does_not_have_is_named_before_anything_runs(
+    dags: Any, stack: dict[str, str], monkeypatch: pytest.MonkeyPatch, failures: list[BaseException],
+    variable: str, conn_id: str, named: str,
+) -> None:  # fmt: skip
+    # A wrong aws_conn_id failed with boto3's "NoRegionError: You must specify a region." (or, with a
+    # region in the environment, went on with boto3's default credentials); the connection's name
+    # was only in an earlier warning.
+    monkeypatch.setenv(variable, conn_id)
+
+    message = failed_with(run(dags().load, sealed_interval_end()), failures)
+
+    assert message.startswith("The operator's settings are invalid; nothing was planned or loaded: "), message
+    assert named in message
 
 
 @pytest.mark.integration
