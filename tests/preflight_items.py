@@ -25,7 +25,7 @@ DORIS_BROKEN_ITEMS: dict[str, tuple[bool, DorisBreak]] = {
     "group commit": (True, lambda srv, db, table: srv.set_be_config("wait_internal_group_commit_finish", True)),
     "two-phase commit": (False, lambda srv, db, table: srv.set_be_config("disable_stream_load_2pc", True)),
     "table columns": (True, lambda srv, db, table: srv.execute_sql(db, f"DROP TABLE {table}")),
-    "privileges": (False, lambda srv, db, table: srv.set_grants({db: ["Select_priv"]})),
+    "privileges": (True, lambda srv, db, table: srv.set_grants({db: ["Select_priv"]})),
     # A BE registered under a name the connection does not allow (.invalid never resolves).
     "BE redirects": (False, lambda srv, db, table: srv.advertise_be_host("be-1.doris.invalid")),
 }

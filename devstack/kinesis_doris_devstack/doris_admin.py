@@ -88,6 +88,16 @@ class FrontendAdmin:
         with self._lock:
             self._grants = {level: tuple(privileges) for level, privileges in grants.items()}
 
+    def holds(self, privilege: str, database: str, table: str) -> bool:
+        """Whether the user holds ``privilege`` (``Load_priv``, ...) on ``database.table``: granted
+        globally, on the database or on the table, or implied by ``Admin_priv`` (Doris's
+        ``PrivPredicate.LOAD`` is LOAD or ADMIN; ``Auth.checkTblPriv`` looks at the global, the
+        database and the table level)."""
+        wanted = {privilege.lower(), "admin_priv"}
+        with self._lock:
+            levels = [self._grants.get(level, ()) for level in ("*", database, f"{database}.{table}")]
+        return any(granted.lower() in wanted for privileges in levels for granted in privileges)
+
     def is_admin(self) -> bool:
         with self._lock:
             return bool({"Admin_priv", "Node_priv"} & set(self._grants.get("*", ())))

@@ -509,6 +509,11 @@ class _FrontendHandler(_Handler):
             self._reply_early(fe_failed("No database selected."))
         elif not table:
             self._reply_early(fe_failed("No table selected."))
+        elif not self.cluster.admin.holds("Load_priv", db, table):
+            # LoadAction checks the table privilege (checkTblAuth(..., PrivPredicate.LOAD)) before it
+            # redirects: UnauthorizedException, the 401 envelope with HTTP 200.
+            self._reply_early(fe_envelope(
+                "Unauthorized", 401, "Access denied; you need (at least one of) the LOAD privilege(s) for this operation"))
         else:
             self._redirect_to_backend(dead=self.cluster.faults.take(at_fe=True) is not None)
 

@@ -61,7 +61,8 @@ class CheckStatus(str, Enum):
 @dataclass(frozen=True)
 class PreflightItem:
     """One check: ``detail`` says what was found (or, not verifiable, why not), ``fix`` what to
-    change when it is wrong; ``fatal`` when a wrong value breaks exactly-once."""
+    change when it is wrong; ``fatal`` when a wrong value breaks exactly-once, or makes Doris
+    refuse the run's loads."""
 
     check: str
     status: CheckStatus
@@ -436,7 +437,9 @@ def _privileges(run_sql: SqlRunner, settings: DorisPreflightSettings, tables: se
         listed = ", ".join(f"{privilege} on {on}" for privilege, on in lacking)
         grants = "; ".join(f"GRANT {privilege} ON {on if '.' in on else on + '.*'} TO <user>"
                            for privilege, on in lacking)
-        return PreflightItem(check, CheckStatus.WRONG, f"the user lacks {listed}: those loads are refused.", grants)
+        # Doris refuses each of those loads: the run could load nothing it must (fatal).
+        return PreflightItem(check, CheckStatus.WRONG, f"the user lacks {listed}: those loads are refused.", grants,
+                             fatal=True)
     return PreflightItem(check, CheckStatus.OK, "the user holds " + ", ".join(f"{p} on {on}" for p, on in needed))
 
 
