@@ -5,7 +5,9 @@ The DAG is loaded from Airflow's DAG folder (or ``--subdir``) as the scheduler p
 templated arguments are rendered as a manual run at ``--logical-date`` (default: now) would render
 them (``{{ ds }}``, ``{{ var.value.x }}``...), and the task checks its Doris and AWS deployment with
 its own connections and settings (``KinesisToDorisOperator.check_deployment``). Exit code 1 when an item is fatal (the task would
-fail before planning anything), 2 when the DAG or the task cannot be found or checked, else 0.
+fail before planning anything), 2 when the DAG or the task cannot be found or checked, 3 when
+nothing is fatal but Doris's label window could not be read (a user without ADMIN: only the
+run-time canary checks it then), else 0.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 EXIT_FATAL = 1
 EXIT_UNUSABLE = 2
+EXIT_LABEL_WINDOW_UNVERIFIED = 3
 
 
 def _dag_bag(subdir: str | None) -> Any:
@@ -120,9 +123,19 @@ def check(dag_id: str, task_id: str, subdir: str | None = None, logical_date: da
         print(f"Cannot check {dag_id}.{task_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
     print(f"{dag_id}.{task_id}: {report.text()}")
-    verdict = "fails: the task would fail before planning anything" if report.fatal else "passes"
+    from airflow_provider_kinesis_doris.core.doris.preflight import CheckStatus
+
+    unverified = any(item.check == "label window" and item.status is CheckStatus.NOT_VERIFIABLE for item in report.items)
+    if report.fatal:
+        verdict, code = "fails: the task would fail before planning anything", EXIT_FATAL
+    elif unverified:
+        verdict = ("passes, but Doris's label window could not be read: only the run-time canary checks it "
+                   "(StateConfig(require_label_window_check=True) makes this fatal)")
+        code = EXIT_LABEL_WINDOW_UNVERIFIED
+    else:
+        verdict, code = "passes", 0
     print(f"{dag_id}.{task_id} {verdict}")
-    return EXIT_FATAL if report.fatal else 0
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -358,6 +358,11 @@ class StateConfig(_Group):
         naming them and the backfill commands instead. See the README, "Intervals Airflow did
         not run".
     :param max_skipped_intervals: skipped intervals one run loads at most; the next run goes on.
+    :param require_label_window_check: a Doris label window the preflight cannot read (the
+        connection's user lacks ADMIN, as a least-privilege loader does) fails the task before
+        planning. False (default): the run-time canary checks it (``core.label_window``), which
+        notices a window shorter than ``label_keep_seconds`` at the first run more than that
+        window after a load (docs/production.md, "Doris privileges").
     """
 
     create_checkpoint_table: bool = True
@@ -365,6 +370,7 @@ class StateConfig(_Group):
     driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY
     load_skipped_intervals: bool = True
     max_skipped_intervals: int = DEFAULT_MAX_SKIPPED_INTERVALS
+    require_label_window_check: bool = False
 
     parameter: ClassVar[str] = "state"
     checks: ClassVar[Mapping[str, Check]] = {
@@ -373,6 +379,7 @@ class StateConfig(_Group):
         "driver_concurrency": partial(check_whole_number, minimum=1),
         "load_skipped_intervals": check_flag,
         "max_skipped_intervals": partial(check_whole_number, minimum=1),
+        "require_label_window_check": check_flag,
     }
 
 

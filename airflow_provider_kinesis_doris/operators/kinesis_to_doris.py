@@ -165,6 +165,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 self.outlets = [create_asset(database=database, table=table, conn_id=doris_conn_id)]
         self._submitter: LoadJobSubmitter | None = None
         self._run_totals: dict[str, Any] | None = None
+        self._preflight_warnings: list[str] = []
+        """What the preflight this run made found not ok (nothing when the settings passed before)."""
 
     def render_template_fields(self, context: Context, jinja_env: jinja2.Environment | None = None) -> None:
         # Rendering sets the groups' fields in place: copies keep the DAG's own objects templates.
@@ -245,6 +247,8 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         self._report(config.pipeline_id, result.summary())
         summary = result.xcom_summary()
+        if self._preflight_warnings:
+            summary["preflight"] = self._preflight_warnings
         if auto is not None and auto.choice is not None:
             summary["runner"] = auto.choice.summary()
         return summary
@@ -269,7 +273,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
         if self.state.create_checkpoint_table:
             store.create_table_if_missing()
-        run_preflight(doris_hook, self.aws_hook, store, config, self.read, self.state, self.log)
+        self._preflight_warnings = run_preflight(doris_hook, self.aws_hook, store, config, self.read, self.state, self.log)
         try:
             doris_hook.ensure_dead_letter_table(
                 config.doris_database, config.doris_table, config.dead_letter_table,

@@ -25,14 +25,15 @@ if TYPE_CHECKING:
 def run_preflight(
     doris_hook: DorisHook, aws_hook: KinesisPipelineHook, store: CheckpointStore, config: PipelineConfig,
     read: ReadConfig, state: StateConfig, log: logging.Logger,
-) -> None:  # fmt: skip
+) -> list[str]:  # fmt: skip
     """Check the Doris and AWS deployment against the pipeline's settings before its first load
     and whenever they change (the checkpoint table keeps the digest of those that passed): what
-    breaks exactly-once fails the task before anything is planned, the rest is logged."""
+    breaks exactly-once fails the task before anything is planned, the rest is logged and
+    returned (the task's XCom ``preflight``: a label window nobody could read among them)."""
     doris, aws = preflight_settings(config, read, state)
     digest = unchecked_digest(store, doris, aws)
     if digest is None:
-        return
+        return []
     report = preflight_report(doris_hook, aws_hook, doris, aws)
     for item in report.warnings:
         log.warning("Preflight: %s", item.line())
@@ -44,6 +45,7 @@ def run_preflight(
         )
     log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
     store.record_passed_preflight(digest)
+    return [item.line() for item in report.warnings]
 
 
 def deployment_report(
@@ -59,7 +61,9 @@ def preflight_settings(
     """What each half checks of ``config``, as ``read`` and ``state`` run the pipeline: the
     stream consumer's name when it reads with enhanced fan-out, how many loads run at once."""
     max_concurrent_loads = config.parallelism or state.driver_concurrency
-    doris = DorisPreflightSettings.from_pipeline(config, max_concurrent_loads=max_concurrent_loads)
+    doris = DorisPreflightSettings.from_pipeline(
+        config, max_concurrent_loads=max_concurrent_loads, require_label_window=state.require_label_window_check
+    )
     aws = AwsPreflightSettings(
         stream_name=config.stream_name, checkpoint_table=config.checkpoint_table, pipeline_id=config.pipeline_id,
         label_keep_seconds=config.doris.label_keep_seconds,

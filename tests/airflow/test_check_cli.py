@@ -32,7 +32,7 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.providers.common.compat.sdk import DAG
 
-from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig
+from airflow_provider_kinesis_doris import InProcessRunner, MappingConfig, StateConfig
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
 
 try:
@@ -57,6 +57,7 @@ with DAG(dag_id="kd_check", schedule=SCHEDULES[os.environ.get("KD_CHECK_SCHEDULE
         checkpoint_table=os.environ["KD_CHECK_CHECKPOINTS"],
         mapping=MappingConfig(metadata_columns=os.environ["KD_CHECK_METADATA"].split(",")),
         runner=InProcessRunner(),
+        state=StateConfig(require_label_window_check=os.environ.get("KD_CHECK_STRICT") == "1"),
     )
 """
 
@@ -152,6 +153,27 @@ def test_a_fatal_doris_setting_exits_1_naming_the_item(
     assert ran.returncode == 1, ran.stdout + ran.stderr[-3000:]
     assert f"[FATAL] {check_name}:" in ran.stdout
     assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
+
+
+def test_a_label_window_a_least_privilege_user_cannot_read_exits_3_or_with_the_strict_setting_1(
+    deployment: Path, doris_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loader docs/production.md recommends holds LOAD and CREATE only: the FE configs need
+    ADMIN, so the label window is not verifiable. It exited 0, and the task ran green on a Doris
+    with a 60 s window."""
+    doris_server.set_grants({DB: ["Load_priv", "Create_priv", "Select_priv"]})
+    try:
+        lenient = check(deployment, "kd_check", "load")
+        monkeypatch.setenv("KD_CHECK_STRICT", "1")
+        strict = check(deployment, "kd_check", "load")
+    finally:
+        doris_server.set_grants({"*": ["Node_priv", "Admin_priv"]})  # the stand-in is shared by the session's tests
+
+    assert lenient.returncode == 3, lenient.stdout + lenient.stderr[-3000:]
+    assert "[not verifiable] label window:" in lenient.stdout
+    assert "passes, but Doris's label window could not be read: only the run-time canary checks it" in lenient.stdout
+    assert strict.returncode == 1, strict.stdout + strict.stderr[-3000:]
+    assert "[FATAL] label window:" in strict.stdout and "require_label_window_check is set" in strict.stdout
 
 
 def test_a_stream_that_does_not_exist_exits_1(deployment: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,7 +27,7 @@ import json
 import re
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -112,6 +112,8 @@ class DorisPreflightSettings:
     :param creates_dead_letter_table: the operator creates the dead-letter table when it is
         missing, which needs CREATE_PRIV on the database.
     :param max_concurrent_loads: the pipeline's loads at once (each may add a 2PC probe).
+    :param require_label_window: a label window the user may not read (no ADMIN) is fatal, not
+        left to the run-time canary (``StateConfig(require_label_window_check=True)``).
     """
 
     database: str
@@ -124,6 +126,7 @@ class DorisPreflightSettings:
     sequence_col: str | None = None
     creates_dead_letter_table: bool = True
     max_concurrent_loads: int = 1
+    require_label_window: bool = False
 
     @classmethod
     def from_pipeline(cls, config: PipelineConfig, **kwargs: Any) -> DorisPreflightSettings:
@@ -241,6 +244,13 @@ def _number(values: list[str] | _Unreadable, check: str, why: str) -> int | Pref
 def _label_window(fe: Mapping[str, list[str] | _Unreadable], settings: DorisPreflightSettings) -> PreflightItem:
     check = "label window"
     keep = _number(fe["streaming_label_keep_max_second"], check, "FE config streaming_label_keep_max_second")
+    if isinstance(keep, PreflightItem) and settings.require_label_window:
+        return replace(
+            keep, status=CheckStatus.WRONG, fatal=True,
+            detail=f"{keep.detail}; require_label_window_check is set, so the run does not rely on the canary",
+            fix="let the preflight read it (a user with the ADMIN privilege for the check), or set "
+                "StateConfig(require_label_window_check=False) to rely on the run-time canary",
+        )  # fmt: skip
     if isinstance(keep, PreflightItem):
         return keep
     if keep >= settings.label_keep_seconds:
