@@ -94,6 +94,11 @@ class VirtualClock:
                     self._paused_s += max(0.0, paused - (time.process_time() - cpu_since))
                     self._paused_since = None
 
+    def paused_seconds(self) -> float:
+        """Real seconds taken out of this clock so far: the emulators' time serving calls."""
+        with self._lock:
+            return self._paused_s
+
     def sleep(self, seconds: float) -> None:
         """Wait until ``seconds`` have passed on this clock (longer in real time if it pauses meanwhile)."""
         until = self.now() + seconds

@@ -261,3 +261,21 @@ def test_a_be_the_client_may_not_follow_is_a_logged_warning_then_the_load_fails_
     assert "failed" in str(dag_run.state).lower() and len(failures) == 1
     assert "be-1.doris.invalid" in str(failures[0]) and "not allowed to receive credentials" in str(failures[0])
     assert doris_server.execute_sql(DB, f"SELECT COUNT(*) FROM {stack['table']}") == [(0,)]
+
+
+def test_a_label_window_the_loader_may_not_read_is_in_the_tasks_xcom(
+    stack: dict[str, Any], kinesis_client: Any, doris_server: Any
+) -> None:
+    """The least-privilege loader (LOAD and CREATE, no ADMIN): the label window is not verifiable,
+    a warning in the task log only; the run that made the preflight now returns it too."""
+    create_stream(kinesis_client, stack["stream"], 1)
+    doris_server.set_grants({DB: ["Load_priv", "Create_priv", "Select_priv"]})
+    try:
+        dag_run = run(stack, sealed_interval_end())
+    finally:
+        doris_server.set_grants({"*": ["Node_priv", "Admin_priv"]})  # the stand-in is shared by the session's tests
+
+    assert "success" in str(dag_run.state).lower(), dag_run.state
+    (load,) = [ti for ti in dag_run.get_task_instances() if ti.task_id == "load"]
+    returned = load.xcom_pull(task_ids="load")
+    assert any(line.startswith("[not verifiable] label window:") for line in returned["preflight"]), returned

@@ -6,6 +6,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping
@@ -44,20 +45,37 @@ def airflow3_services(env: Mapping[str, str], log_dir: Path) -> Iterator[dict[st
         "dag-processor": ["dag-processor"],
         "triggerer": ["triggerer", "--skip-serve-logs"],
     }
-    processes: list[subprocess.Popen[bytes]] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    stopping = threading.Event()
+
+    def start(name: str) -> None:
+        with open(log_dir / f"{name}.log", "ab") as log:
+            processes[name] = subprocess.Popen(
+                [sys.executable, "-m", "airflow", *commands[name]], env=env, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+
+    def supervise() -> None:
+        # As a deployment's process manager does: Airflow 3.3's scheduler exits on a StaleDataError
+        # when `airflow backfill create` reprocesses runs it is updating (SQLite), and every test
+        # that waits for runs would then wait for ever.
+        while not stopping.wait(1):
+            for name in ("scheduler", "dag-processor", "triggerer"):
+                if processes[name].poll() is not None and not stopping.is_set():
+                    start(name)
+
+    watcher = threading.Thread(target=supervise, name="airflow-services", daemon=True)
     try:
-        for name, args in commands.items():
-            with open(log_dir / f"{name}.log", "wb") as log:
-                processes.append(
-                    subprocess.Popen(
-                        [sys.executable, "-m", "airflow", *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL, start_new_session=True,
-                    )  # fmt: skip
-                )
-        _wait_healthy(f"http://127.0.0.1:{port}/api/v2/monitor/health", processes[0], timeout=120)
+        for name in commands:
+            start(name)
+        _wait_healthy(f"http://127.0.0.1:{port}/api/v2/monitor/health", processes["api-server"], timeout=120)
+        watcher.start()
         yield env
     finally:
-        for process in reversed(processes):
+        stopping.set()
+        if watcher.is_alive():
+            watcher.join(5)
+        for process in reversed(list(processes.values())):
             stop_pid(process.pid, timeout=15)
 
 
