@@ -21,10 +21,11 @@ SHARDS = 4
 def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
     folder = tmp_path_factory.mktemp("bench")
     out = folder / "result.json"
+    # About 100 s alone; 556 s beside make test's four workers on two cores (a fresh clone's run).
     completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
         [sys.executable, str(SCRIPT), "--records", str(RECORDS), "--auto-records", "400",
          "--state-dir", str(folder / "stack"), "--json-out", str(out)],
-        capture_output=True, text=True, timeout=600, check=False,
+        capture_output=True, text=True, timeout=1000, check=False,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     last_line = completed.stdout.strip().splitlines()[-1]
@@ -32,7 +33,7 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return json.loads(last_line)
 
 
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(1100)
 def test_the_json_line_has_every_figure(figures: dict) -> None:
     from benchmarks.run import RESULT_KEYS
 
@@ -40,7 +41,7 @@ def test_the_json_line_has_every_figure(figures: dict) -> None:
     assert figures["records"] == RECORDS and figures["small"]["records"] == RECORDS // 10
 
 
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(1100)
 def test_the_figures_are_sane(figures: dict) -> None:
     for key in ("e2e_s", "in_process_s", "raw_read_s", "raw_load_s", "empty_interval_s", "ratio_e2e_to_floor"):
         assert figures[key] > 0, key
@@ -55,7 +56,7 @@ def test_the_figures_are_sane(figures: dict) -> None:
     assert figures["get_records_ratio"] == pytest.approx(max(calls[s] / minimum[s] for s in calls), abs=1e-3)
 
 
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(1100)
 def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
     per_record = figures["cpu_us_per_record"]
     assert per_record["bare"] == pytest.approx(per_record["bare_read"] + per_record["bare_load"], abs=0.15)
@@ -76,7 +77,7 @@ def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
     assert set(figures["targets"]["cpu_ratio_to_bare_met"]) == {"local[2]", "in_process"}
 
 
-@pytest.mark.timeout(700)
+@pytest.mark.timeout(1100)
 def test_enhanced_fan_out_loads_the_same_rows_through_subscriptions_only(figures: dict) -> None:
     assert figures["efo_rows_match"] is True
     subscribes, get_records = figures["efo_subscribe_calls_per_shard"], figures["efo_get_records_calls_per_shard"]
