@@ -22,8 +22,13 @@ key: the audit then counts what survived, and reports the merged ones as missing
 **Records by identity.** Per shard and interval the table's rows are counted twice: all of them,
 and distinct sequences. A record missing is found even where a copy of another record of the same
 shard makes the row count agree, and both are reported (the copy by its sequence, in the
-duplicates). Which record is missing is not named: the checkpoint table keeps each chunk's first
-and last position and its counts, not every sequence.
+duplicates). Where the counts differ, each record is named: the checkpoint table keeps each chunk's
+first and last position and its record count, so the chunks that lack a record are found from the
+positions Doris holds, and those chunks (only those) are read again from Kinesis
+(``read_positions``): every record of them in neither the table nor the dead-letter table is named
+by its position, and every row of the shard's interval outside all its chunks as a record it never
+loaded. Without Kinesis, or past its retention, the chunk is named (``first..last``), and its first
+or last record if that one is gone.
 
 **What it cannot see.** Intervals whose history was pruned (``core.prune``: chunks and ranges are
 deleted) are reported as not verifiable. A record whose range is not the interval of its arrival
@@ -41,23 +46,27 @@ _kinesis_sequence HAVING COUNT(*) > 1`` per table. A table partitioned on ``_kin
 a column derived from it) prunes each query to the span's partitions; otherwise each query scans
 the table. The dead-letter table (``core.mapping.dead_letter_ddl``) is not partitioned: each of its
 queries scans it. From the checkpoint table: per interval the ranges of every shard registered
-(batched reads), per range its chunk records and contents (two Queries).
+(batched reads), per range its chunk records and contents (two Queries). Where a range differs, its
+positions in both tables (one query each, as many rows as the range loaded) and one read of each
+chunk that lacks a record.
 """
 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.catch_up import Interval
 from airflow_provider_kinesis_doris.core.chunks import ChunkContent
 from airflow_provider_kinesis_doris.core.doris.identifiers import qualified_name
 from airflow_provider_kinesis_doris.core.doris.labels import CHUNK_NAMESPACE
-from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, DataTrimmed
 from airflow_provider_kinesis_doris.core.model import (
     BoundaryKind,
+    Position,
     RangeState,
     ShardRange,
     ShardState,
@@ -70,6 +79,10 @@ from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 SqlRunner = Callable[[str], Sequence[Sequence[Any]]]
 """Runs one query on Doris and returns every row of its answer (the MySQL protocol: the HTTP SQL
 endpoint stops at 1,000 rows)."""
+
+PositionReader = Callable[[str, Position, Position], list[Position]]
+"""The positions of a shard's records from a first through a last one, read again from Kinesis
+(``core.kinesis.reader.positions_between``); raises ``DataTrimmed`` past retention."""
 
 AUDIT_COLUMNS = ("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival")
 """The metadata columns the table must carry (``core.mapping.METADATA_COLUMNS``)."""
@@ -119,6 +132,12 @@ class RangeAudit:
     records_found: int | None = None
     """Distinct records (sequences) of the range in the table; None where a record makes several
     rows (``one_row_per_record=False``), which the row count then stands for."""
+    missing: tuple[str, ...] = ()
+    """Where the counts differ: the records the range loaded that neither table holds, by position
+    (``sequence:sub-sequence``, read again from Kinesis); where Kinesis could not be read, the
+    chunk each lies in (``first..last``) and its first or last record if that one is gone."""
+    extra: tuple[str, ...] = ()
+    """Where the counts differ: positions in the table that no chunk of the range loaded."""
 
     def difference(self) -> str | None:
         """What is wrong, for a person; None when the two agree."""
@@ -133,9 +152,10 @@ class RangeAudit:
             # row count agree.
             missing, copies = self.rows_held - self.records_found, self.rows_found - self.records_found
             if missing > 0:
-                wrong.append(f"{missing} of its {self.rows_held} records loaded are missing from the table")
-            elif missing < 0:
-                wrong.append(f"{-missing} record(s) in the table that it never loaded")
+                wrong.append(f"{missing} of its {self.rows_held} records loaded are missing from the table{_named(self.missing)}")
+            if missing < 0 or self.extra:
+                extra = max(-missing, len(self.extra))
+                wrong.append(f"{extra} record(s) in the table that it never loaded{_named(self.extra)}")
             if copies > 0:
                 wrong.append(f"{copies} extra cop{'y' if copies == 1 else 'ies'} of its records in the table")
         elif self.rows_held is not None and self.rows_held != self.rows_found:
@@ -143,6 +163,10 @@ class RangeAudit:
         if self.dead_letters_found is not None and self.dead_letters_held != self.dead_letters_found:
             wrong.append(f"{self.dead_letters_held} dead letters loaded, {self.dead_letters_found} in the dead-letter table")
         return f"{where}: " + "; ".join(wrong) if wrong else None
+
+
+def _named(names: Sequence[str]) -> str:
+    return f": {', '.join(names)}" if names else ""
 
 
 @dataclass(frozen=True)
@@ -220,7 +244,7 @@ def held_rows(chunks: Iterable[ChunkRecord], contents: Mapping[str, ChunkContent
     no count: then its records less its dead letters, if each record makes one row, else None."""
     total = 0
     for chunk in chunks:
-        if not chunk.label.startswith(f"{CHUNK_NAMESPACE}:") or chunk.state not in _LOADED_CHUNK_STATES:
+        if not _loaded_data_chunk(chunk):
             continue
         if chunk.txn_id is not None:
             total += chunk.rows_loaded
@@ -232,8 +256,14 @@ def held_rows(chunks: Iterable[ChunkRecord], contents: Mapping[str, ChunkContent
     return total
 
 
-def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start_ms: int, end_ms: int) -> AuditReport:
+def audit(
+    store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start_ms: int, end_ms: int,
+    read_positions: PositionReader | None = None,
+) -> AuditReport:  # fmt: skip
     """Compare the checkpoint table with Doris over ``[start_ms, end_ms)`` (module docstring).
+
+    :param read_positions: reads a chunk's records again from Kinesis, to name the records missing
+        from Doris (None: the chunks they lie in are named instead).
 
     :raises ConfigurationError: the table lacks a column of :data:`AUDIT_COLUMNS`, or the span is empty.
     """
@@ -272,7 +302,8 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
             if shard_id not in held and pruned.get(shard_id, 0) >= interval[1]:
                 not_verifiable.append(f"shard {shard_id} in {describe_interval(interval)}: pruned")
                 continue
-            audits.append(_range_audit(store, target, shard_id, interval, held.get(shard_id), counts, dead))
+            found = _Found(run_sql, target, shard_id, low, interval[1], counts, dead, read_positions)
+            audits.append(_range_audit(store, found, interval, held.get(shard_id)))
     low = None if floor_interval in grid else start_ms
     duplicates = _duplicates(run_sql, target, low, end_ms)
     stuck = [
@@ -289,23 +320,113 @@ def audit(store: CheckpointStore, run_sql: SqlRunner, target: AuditTarget, start
     )  # fmt: skip
 
 
-def _range_audit(
-    store: CheckpointStore, target: AuditTarget, shard_id: str, interval: Interval, shard_range: ShardRange | None,
-    counts: Mapping[str, tuple[int, int]], dead: Mapping[str, int] | None,
-) -> RangeAudit:  # fmt: skip
-    found_dead = None if dead is None else dead.get(shard_id, 0)
-    rows_found, records_found = counts.get(shard_id, (0, 0))
+@dataclass(frozen=True)
+class _Found:
+    """What Doris has of one shard in one interval, and how to look closer where it differs."""
+
+    run_sql: SqlRunner
+    target: AuditTarget
+    shard_id: str
+    low: int | None
+    high: int
+    counts: Mapping[str, tuple[int, int]]
+    dead: Mapping[str, int] | None
+    read_positions: PositionReader | None
+
+    def positions(self) -> set[Position]:
+        """The positions of the shard's rows of the interval in the table."""
+        rows = self.run_sql(
+            f"SELECT _kinesis_sequence FROM {qualified_name(self.target.database, self.target.table)} "
+            f"WHERE _kinesis_shard = {_literal(self.shard_id)} AND {_arrival('_kinesis_arrival', self.low, self.high)} "
+            "GROUP BY _kinesis_sequence"
+        )
+        return {Position.decode(str(sequence)) for (sequence,) in rows}
+
+    def dead_letter_positions(self) -> set[Position]:
+        if not self.target.dead_letter_table:
+            return set()
+        rows = self.run_sql(
+            f"SELECT sequence_number, sub_sequence_number FROM "
+            f"{qualified_name(self.target.database, self.target.dead_letter_table)} WHERE stream_name = "
+            f"{_literal(self.target.stream_name)} AND shard_id = {_literal(self.shard_id)} AND "
+            f"{_arrival('arrival_ms', self.low, self.high)}"
+        )
+        return {Position(int(sequence), int(sub)) for sequence, sub in rows}
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    first: Position
+    last: Position
+    records: int | None
+    """Its records, dead letters included; None where the chunk's content was not recorded."""
+
+    def holds(self, position: Position) -> bool:
+        return self.first <= position <= self.last
+
+    def describe(self) -> str:
+        return f"{self.first.encode()}..{self.last.encode()}"
+
+
+def _range_audit(store: CheckpointStore, found: _Found, interval: Interval, shard_range: ShardRange | None) -> RangeAudit:
+    shard_id, target = found.shard_id, found.target
+    found_dead = None if found.dead is None else found.dead.get(shard_id, 0)
+    rows_found, records_found = found.counts.get(shard_id, (0, 0))
     if shard_range is None:
         return RangeAudit(shard_id, interval, NO_RANGE, 0, 0, rows_found, 0, found_dead)
     chunks = store.chunks_for_range(shard_id, interval[0])
     contents = [ChunkContent.decode(text) for text in store.chunk_contents_for_range(shard_id, interval[0])]
     by_first = {content.first.encode(): content for content in contents}
-    return RangeAudit(
+    checked = RangeAudit(
         shard_id, interval, shard_range.state.value, len({chunk.first for chunk in chunks}),
         held_rows(chunks, by_first, target.one_row_per_record), rows_found,
         sum(len(content.dead) for content in contents), found_dead,
         records_found if target.one_row_per_record else None,
     )  # fmt: skip
+    if checked.records_found is None or checked.records_found == checked.rows_held or checked.state != RangeState.LOADED.value:
+        return checked
+    loaded = [
+        _Chunk(chunk.first, chunk.last, content.records if (content := by_first.get(chunk.first.encode())) else None)
+        for chunk in {chunk.first: chunk for chunk in chunks if _loaded_data_chunk(chunk)}.values()
+    ]
+    missing, extra = _name_records(found, loaded)
+    return replace(checked, missing=tuple(missing[: target.max_listed]), extra=tuple(extra[: target.max_listed]))
+
+
+def _loaded_data_chunk(chunk: ChunkRecord) -> bool:
+    return chunk.label.startswith(f"{CHUNK_NAMESPACE}:") and chunk.state in _LOADED_CHUNK_STATES
+
+
+def _name_records(found: _Found, chunks: Sequence[_Chunk]) -> tuple[list[str], list[str]]:
+    """The records of ``chunks`` in neither table, and the table's records in none of ``chunks``.
+
+    Only where the counts differ: it fetches the shard's positions of the interval (as many as the
+    range loaded) and reads again from Kinesis only the chunks that lack a record.
+    """
+    in_table = found.positions()
+    present = in_table | found.dead_letter_positions()
+    in_order = sorted(present)
+    chunks = sorted(chunks, key=lambda c: c.first)
+    missing: list[str] = []
+    for chunk in chunks:
+        held = bisect_right(in_order, chunk.last) - bisect_left(in_order, chunk.first)
+        if chunk.records is None or held < chunk.records:
+            missing += _missing_in(found, chunk, present)
+    firsts = [chunk.first for chunk in chunks]
+    extra = [p for p in sorted(in_table) if not (at := bisect_right(firsts, p)) or not chunks[at - 1].holds(p)]
+    return missing, [position.encode() for position in extra]
+
+
+def _missing_in(found: _Found, chunk: _Chunk, present: set[Position]) -> list[str]:
+    if found.read_positions is not None:
+        try:
+            return [p.encode() for p in found.read_positions(found.shard_id, chunk.first, chunk.last) if p not in present]
+        except DataTrimmed:
+            pass  # retention deleted them: the chunk is what can be named
+    gone = [p.encode() for p in dict.fromkeys((chunk.first, chunk.last)) if p not in present]
+    if chunk.records is None and not gone:
+        return []  # nothing says this chunk lacks a record
+    return [f"record(s) of chunk {chunk.describe()}" + (f" (gone: {', '.join(gone)})" if gone else "")]
 
 
 def _gaps(grid: Sequence[Interval], start_ms: int, end_ms: int) -> list[Interval]:

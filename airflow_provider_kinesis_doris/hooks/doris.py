@@ -18,7 +18,7 @@ import pymysql
 from airflow.exceptions import AirflowNotFoundException
 from airflow.providers.common.sql.hooks.sql import DbApiHook
 
-from airflow_provider_kinesis_doris.core.audit import AuditReport, AuditTarget, audit
+from airflow_provider_kinesis_doris.core.audit import AuditReport, AuditTarget, PositionReader, audit
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, KinesisDorisError
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult, SqlResult
@@ -347,10 +347,14 @@ class DorisHook(DbApiHook):
             self.run_sql(dead_letter_ddl(database, dead_letter_table, properties), database=database)
             self.log.info("created dead-letter table %s.%s", database, dead_letter_table)
 
-    def audit(self, store: CheckpointStore, target: AuditTarget, start_ms: int, end_ms: int) -> AuditReport:
+    def audit(
+        self, store: CheckpointStore, target: AuditTarget, start_ms: int, end_ms: int,
+        read_positions: PositionReader | None = None,
+    ) -> AuditReport:  # fmt: skip
         """``core.audit.audit`` of ``[start_ms, end_ms)``, its SQL through the MySQL protocol
-        (:meth:`get_records`: every row; the HTTP SQL endpoint stops at 1,000)."""
-        return audit(store, self.get_records, target, start_ms, end_ms)
+        (:meth:`get_records`: every row; the HTTP SQL endpoint stops at 1,000); ``read_positions``
+        names the records Doris lacks."""
+        return audit(store, self.get_records, target, start_ms, end_ms, read_positions)
 
     def preflight(self, settings: DorisPreflightSettings) -> PreflightReport:
         """Check what exactly-once assumes of this Doris for a pipeline's ``settings``: FE and BE

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from airflow.providers.common.compat.sdk import AirflowException, BaseOperator
 
 from airflow_provider_kinesis_doris.core.audit import AuditTarget
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
+from airflow_provider_kinesis_doris.core.kinesis.reader import positions_between
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.dag_runs import epoch_ms
@@ -24,7 +26,8 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
     """Check that every record of a span of intervals is in Doris once: per shard and interval, the
     rows and dead letters the checkpoint table says were loaded against those Doris holds; rows
     loaded twice; time no interval was planned for; shards stuck (``core.audit``, which says what it
-    needs and costs). Run it downstream of the loader.
+    needs and costs). Where a shard's counts differ, each missing record is named by its position
+    (read again from Kinesis) and each extra one by its row's. Run it downstream of the loader.
 
     Logs the per-shard table, pushes the summary (``AuditReport.summary()``) as the XCom
     ``audit`` (and returns it), and fails the task when anything differs.
@@ -81,7 +84,8 @@ class KinesisDorisAuditOperator(PipelineArgumentsMixin, BaseOperator):
         store = self.aws_hook.checkpoint_store(self.checkpoint_table, pipeline_id)
         # The intervals the run's loader caught up (loaded before its own) are the run's too.
         start = min([start, *(low for low, _ in store.ranges.adopted_by(self._interval_start(context)))])
-        report = DorisHook(doris_conn_id=self.doris_conn_id).audit(store, self._target(), start, end)
+        read_positions = partial(positions_between, self.aws_hook.kinesis, self.stream_name)
+        report = DorisHook(doris_conn_id=self.doris_conn_id).audit(store, self._target(), start, end, read_positions)
         summary = report.summary()
         self.log.info("Audit of pipeline %s, %s:\n%s", pipeline_id, summary["span"], report.table())
         context["ti"].xcom_push(key="audit", value=summary)

@@ -88,7 +88,7 @@ def audited(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, k
     return {"dag": module.audited, "stream": stream, "table": table, "outcomes": outcomes}
 
 
-def test_the_audit_passes_after_the_loader_then_fails_the_task_on_a_row_loaded_twice(
+def test_the_audit_passes_after_the_loader_then_names_a_row_loaded_twice_and_a_record_lost(
     audited: dict[str, Any], kinesis_client: Any, doris_server: Any
 ) -> None:
     # A whole interval ahead: put near its end, the last record's arrival stamp (kinesis-mock's
@@ -104,17 +104,23 @@ def test_the_audit_passes_after_the_loader_then_fails_the_task_on_a_row_loaded_t
     (passed,) = audited["outcomes"]
     assert passed["ok"] and passed["rows_found"] == passed["rows_held"] == 12 and passed["dead_letters_held"] == 1
 
-    row = doris_server.execute_sql(DB, f"SELECT event_id, _kinesis_shard, _kinesis_sequence, _kinesis_arrival "
-                                       f"FROM {audited['table']} WHERE event_id = 4")[0]  # fmt: skip
-    copy = dict(zip(("event_id", "_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), row))
+    # Event 4 loaded twice, and another record of its shard gone: the shard's row count agrees.
+    columns = ("event_id", "user_id", "amount", "_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival")
+    rows = [dict(zip(columns, row)) for row in doris_server.execute_sql(DB, f"SELECT {', '.join(columns)} FROM {audited['table']}")]
+    (copy,) = [row for row in rows if row["event_id"] == 4]
+    gone = next(row for row in rows if row["_kinesis_shard"] == copy["_kinesis_shard"] and row["event_id"] != 4)
+    doris_server.execute_sql(DB, f"TRUNCATE TABLE {audited['table']}")
     config = DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER, password=DORIS_PASSWORD)
+    body = b"\n".join(json.dumps(row).encode() for row in [*(row for row in rows if row is not gone), copy])
     with DorisStreamLoadClient(config) as client:
-        client.load_idempotently(DB, audited["table"], "copied-by-hand", json.dumps(copy).encode(), StreamLoadOptions.json_lines())
+        client.load_idempotently(DB, audited["table"], "changed-by-hand", body, StreamLoadOptions.json_lines())
 
     assert "failed" in str(run(audited["dag"], logical_date).state).lower()
     failure = audited["outcomes"][-1]
     assert type(failure).__name__ == "AirflowException", repr(failure)
-    assert f"shard {row[1]} sequence {row[2]} is there 2 times" in str(failure)
+    assert f"shard {copy['_kinesis_shard']} sequence {copy['_kinesis_sequence']} is there 2 times" in str(failure)
+    # The lost record by its position, read again from Kinesis through the task's AWS connection.
+    assert f"records loaded are missing from the table: {gone['_kinesis_sequence']}" in str(failure)
 
 
 def test_the_audit_covers_the_intervals_its_runs_loader_caught_up(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 import pymysql
@@ -16,8 +17,9 @@ from airflow_provider_kinesis_doris.core.audit import AuditTarget, audit
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.kinesis.reader import positions_between
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardInfo, ShardRange, describe_instant
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
@@ -60,9 +62,15 @@ def loaded(world: dict[str, Any], kinesis_client: Any) -> dict[str, Any]:
     return {**world, "config": config, "bounds": bounds, "target": target}
 
 
-def _audit(loaded: dict[str, Any], run_sql: Any, start: int | None = None, end: int | None = None) -> Any:
+def _audit(loaded: dict[str, Any], run_sql: Any, start: int | None = None, end: int | None = None, read_positions: Any = None) -> Any:
     bounds = loaded["bounds"]
-    return audit(loaded["store"], run_sql, loaded["target"], bounds[0] if start is None else start, end or bounds[-1])
+    return audit(
+        loaded["store"], run_sql, loaded["target"], bounds[0] if start is None else start, end or bounds[-1], read_positions
+    )  # fmt: skip
+
+
+def _reread(loaded: dict[str, Any], kinesis_client: Any) -> Any:
+    return partial(positions_between, kinesis_client, loaded["stream"])
 
 
 def test_a_span_loaded_for_real_passes(loaded: dict[str, Any], run_sql: Any) -> None:
@@ -134,6 +142,44 @@ def test_a_row_deleted_and_another_of_its_shard_loaded_twice_are_both_found(
     assert different.rows_found == different.rows_held, "the row count alone agrees"
     assert "1 of its" in str(different.difference()) and "records loaded are missing from the table" in str(different.difference())
     assert "1 extra copy of its records in the table" in str(different.difference())
+    # Which record: its chunk, from the checkpoint table alone (Kinesis not read).
+    (chunk,) = different.missing
+    assert chunk.startswith("record(s) of chunk ") and different.extra == ()
+    first, _, last = chunk.removeprefix("record(s) of chunk ").partition(" ")[0].partition("..")
+    assert Position.decode(first) <= Position.decode(gone["_kinesis_sequence"]) <= Position.decode(last)
+
+
+def test_a_missing_record_is_named_by_its_sequence(loaded: dict[str, Any], run_sql: Any, kinesis_client: Any) -> None:
+    """Before, the audit said how many records of a shard were missing, never which: the copy was
+    named, the lost record not."""
+    columns = ("event_id", "user_id", "amount", *AUDITED)
+    rows = [dict(zip(columns, row)) for row in run_sql(f"SELECT {', '.join(columns)} FROM {loaded['table']}")]
+    gone = [row for row in rows if row["event_id"] in (3, 104)]
+    run_sql(f"TRUNCATE TABLE {loaded['table']}")
+    _load(loaded, "reload-without-two", [row for row in rows if row not in gone])
+
+    report = _audit(loaded, run_sql, read_positions=_reread(loaded, kinesis_client))
+
+    named = {(a.shard_id, record) for a in report.ranges for record in a.missing}
+    assert named == {(row["_kinesis_shard"], row["_kinesis_sequence"]) for row in gone}
+    for row in gone:
+        assert any(row["_kinesis_sequence"] in text for text in report.differences())
+
+
+def test_a_record_no_range_loaded_is_named(loaded: dict[str, Any], run_sql: Any, kinesis_client: Any) -> None:
+    """A row of a shard's interval that none of the range's chunks loaded (another writer's, a
+    made-up sequence) is named by its position."""
+    columns = ("event_id", "user_id", "amount", *AUDITED)
+    rows = [dict(zip(columns, row)) for row in run_sql(f"SELECT {', '.join(columns)} FROM {loaded['table']}")]
+    model = min(rows, key=lambda row: row["_kinesis_arrival"])
+    stranger = {**model, "event_id": 999, "_kinesis_sequence": "1:0"}
+    _load(loaded, "a-stranger", [stranger])
+
+    report = _audit(loaded, run_sql, read_positions=_reread(loaded, kinesis_client))
+
+    (different,) = [a for a in report.ranges if a.difference() is not None]
+    assert different.shard_id == model["_kinesis_shard"] and different.extra == ("1:0",) and different.missing == ()
+    assert "1 record(s) in the table that it never loaded: 1:0" in str(different.difference())
 
 
 def test_a_span_from_before_the_pipelines_first_interval_starts_there(loaded: dict[str, Any], run_sql: Any) -> None:

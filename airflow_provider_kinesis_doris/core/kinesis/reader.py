@@ -487,6 +487,31 @@ def user_records(records: list[dict[str, Any]], shard_id: str) -> list[KinesisRe
     return users
 
 
+def positions_between(
+    kinesis_client: Any, stream_name: str, shard_id: str, first: Position, last: Position,
+    *, sleep: Callable[[float], None] = time.sleep,
+) -> list[Position]:  # fmt: skip
+    """The positions of a shard's user records from ``first`` through ``last``, read again from
+    Kinesis: the audit names the records of a chunk that Doris lacks with them.
+
+    :raises DataTrimmed: retention deleted ``first`` since it was loaded.
+    """
+    shard = ShardClient(kinesis_client, stream_name, shard_id, MAX_RECORDS_PER_CALL, 10, sleep)
+    pager = Pager(shard, sequence_request("AT_SEQUENCE_NUMBER", first.sequence))
+    found: list[Position] = []
+    while True:
+        page = pager.next_page()
+        for record in user_records(page.records, shard_id):
+            if record.position > last:
+                return found
+            if record.position >= first:
+                found.append(record.position)
+        if page.next_iterator is None or page.at_tip:
+            return found
+        if not page.records:
+            sleep(IDLE_PAUSE_S)
+
+
 def _is_empty(start: Boundary, end: Boundary) -> bool:
     """Ranges known to be empty without reading: ending at the shard's start, or from a cut to itself."""
     if end.kind is BoundaryKind.SHARD_START:
