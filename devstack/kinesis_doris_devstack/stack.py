@@ -45,6 +45,9 @@ ALL_SERVICES = ("kinesis_mock", "kinesalite", "dynamodb", "doris")
 # What a DAG needs: one Kinesis (kinesis-mock, for its faithful resharding), DynamoDB and Doris.
 DAG_SERVICES = ("kinesis_mock", "dynamodb", "doris")
 ENV_FILE_NAME = "airflow-connections.env"
+CONNECTION_TESTS_ON = {"AIRFLOW__CORE__TEST_CONNECTION": "Enabled"}
+"""Airflow refuses ``airflow connections test`` unless this is set (off by default since 2.7): on
+for the local stack, whose connections are worth testing before a DAG runs."""
 DEFAULT_STATE_DIR = Path(".local-stack")
 DORIS_USER = "root"
 # The stand-in's password is a fixed, public test value; it is passed through the environment so
@@ -375,13 +378,16 @@ def stop_recorded(state_dir: Path) -> list[str]:
 def airflow_connections(described: Mapping[str, Mapping[str, object]], database: str) -> dict[str, str]:
     """``AIRFLOW_CONN_AWS_DEFAULT`` and ``AIRFLOW_CONN_DORIS_DEFAULT`` for the services in
     ``described`` (``LocalStack.describe()``), as the JSON both majors parse from the environment:
-    ``aws`` with kinesis-mock as its ``endpoint_url`` and moto for DynamoDB (when both run), and
-    this provider's ``doris`` type with ``database`` as the default database (when the stand-in
+    ``aws`` with kinesis-mock as its ``endpoint_url`` and moto for DynamoDB and STS (when both run),
+    and this provider's ``doris`` type with ``database`` as the default database (when the stand-in
     runs)."""
     connections = {}
     if "kinesis_mock" in described and "dynamodb" in described:
+        # moto answers STS too: the amazon provider's connection test calls GetCallerIdentity on
+        # STS's own endpoint, never on endpoint_url (kinesis-mock, which has no STS).
+        moto = {"endpoint_url": described["dynamodb"]["endpoint"]}
         extra = {"region_name": "us-east-1", "endpoint_url": described["kinesis_mock"]["endpoint"],
-                 "service_config": {"dynamodb": {"endpoint_url": described["dynamodb"]["endpoint"]}}}  # fmt: skip
+                 "service_config": {"dynamodb": moto, "sts": moto}}  # fmt: skip
         connections["AIRFLOW_CONN_AWS_DEFAULT"] = json.dumps(
             {"conn_type": "aws", "login": "local", "password": "local", "extra": extra}
         )
@@ -440,7 +446,7 @@ def _parser() -> argparse.ArgumentParser:
         )  # fmt: skip
         command.add_argument(
             "--env-file", type=Path, metavar="PATH",
-            help=f"the AIRFLOW_CONN_* exports (mode 0600); default: STATE_DIR/{ENV_FILE_NAME}",
+            help=f"the AIRFLOW_CONN_* exports and AIRFLOW__CORE__TEST_CONNECTION (mode 0600); default: STATE_DIR/{ENV_FILE_NAME}",
         )
     return parser
 
@@ -458,7 +464,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["KINESIS_DORIS_NODE_MODULES"] = str(args.node_modules)
     stack = LocalStack(args.state_dir, args.services).start()
     # Detach: the children outlive this command until `down` stops them by PID.
-    write_env_file(env_file, airflow_connections(stack.describe(), args.database))
+    write_env_file(env_file, {**airflow_connections(stack.describe(), args.database), **CONNECTION_TESTS_ON})
     log.info("Airflow connections written to %s; run: source %s", env_file, shlex.quote(str(env_file)))
     print(stack.endpoints_file.read_text())
     return 0
