@@ -32,8 +32,11 @@ from kinesis_doris_devstack.doris_sql import (
     TableSchema,
     Token,
     TokenCursor,
+    left,
     now_text,
     parse_type,
+    right,
+    substring_index,
     tokenize,
 )
 
@@ -472,6 +475,15 @@ class _Functions:
 
     def knows(self, name: str) -> bool:
         return name in _LAZY_FUNCTIONS or hasattr(self, f"_fn_{name}")
+
+    def _fn_substring_index(self, text: Any, delimiter: Any, count: Any) -> str | None:
+        return substring_index(to_text(text), to_text(delimiter), int(_number(count) or 0))
+
+    def _fn_left(self, text: Any, length: Any) -> str | None:
+        return left(to_text(text), int(_number(length) or 0))
+
+    def _fn_right(self, text: Any, length: Any) -> str | None:
+        return right(to_text(text), int(_number(length) or 0))
 
     def _fn_from_unixtime(self, seconds: Any, fmt: str = "%Y-%m-%d %H:%i:%s") -> str | None:
         number = _number(seconds)

@@ -49,12 +49,14 @@ _MIMIC_SHOWS = ("VARIABLES", "STATUS", "WARNINGS", "ERRORS")  # the rest: the en
 _BAD_DB_ERROR = 1049
 _STOP_TIMEOUT_SECONDS = 10.0
 
-# (db, statement) -> result; raises DorisSqlError. ``_Cluster.execute_sql`` with no row limit.
-Execute = Callable[[str, str], StatementResult]
+# (user, db, statement) -> result; raises DorisSqlError. ``_Cluster.execute_sql`` with no row limit.
+Execute = Callable[[str, str, str], StatementResult]
+# user -> the password it logs in with, None for no such user.
+PasswordOf = Callable[[str], str | None]
 
 
 class _StandInPassword(NativePasswordAuthPlugin):
-    """``mysql_native_password`` against the stand-in's one user, refusing as Doris does:
+    """``mysql_native_password`` against the stand-in's users, refusing as Doris does:
     ``Access denied for user '<user>' (using password: YES|NO)``, also for an unknown user."""
 
     async def auth(self, auth_info: AuthInfo | None = None) -> AsyncGenerator[Any, AuthInfo]:
@@ -74,17 +76,22 @@ class _StandInPassword(NativePasswordAuthPlugin):
 
 
 class _StandInIdentities(IdentityProvider):
-    def __init__(self, user: str, password: str) -> None:
-        self._user = user
+    """The users as they are at login: ``CREATE USER`` / ``DROP USER`` take effect at once."""
+
+    def __init__(self, password_of: PasswordOf) -> None:
+        self._password_of = password_of
         # An unknown user gets a hash no password matches, so it is refused like a wrong password.
-        self._auth_string = NativePasswordAuthPlugin.create_auth_string(password) if password else None
         self._nobody = NativePasswordAuthPlugin.create_auth_string("\0no such user\0")
 
     def get_plugins(self) -> Sequence[_StandInPassword]:
         return [_StandInPassword()]
 
     async def get_user(self, username: str) -> User | None:
-        auth_string = self._auth_string if username == self._user else self._nobody
+        password = self._password_of(username)
+        if password is None:
+            auth_string: str | None = self._nobody
+        else:
+            auth_string = NativePasswordAuthPlugin.create_auth_string(password) if password else None
         return User(name=username, auth_string=auth_string, auth_plugin=_StandInPassword.name)
 
 
@@ -152,7 +159,7 @@ class _DorisSession(Session):
 
     async def _run(self, statement: str) -> Any:
         try:
-            result = await asyncio.to_thread(self._execute, self.database or "", statement)
+            result = await asyncio.to_thread(self._execute, self.username or "", self.database or "", statement)
         except DorisSqlError as error:
             # Doris's FE words its analysis errors like this on the MySQL port too.
             raise MysqlError(f"errCode = 2, detailMessage = {error}", code=error.errcode) from None  # type: ignore[arg-type]
@@ -164,21 +171,20 @@ class _DorisSession(Session):
 class DorisMysqlServer:
     """The MySQL protocol port of one stand-in, served from a background thread.
 
-    :param execute: runs one statement in a session database ("" for none), with no row limit.
+    :param execute: runs one statement of a user in a session database ("" for none), with no row limit.
     :param has_database: whether a database exists (``USE``).
-    :param user: the one user that may log in.
-    :param password: its password.
+    :param password_of: the password of a user, None for no such user (asked at every login).
     :param host: address to bind (keep it on loopback).
     :param port: port to bind; 0 picks a free one (read :attr:`port` after :meth:`start`).
     """
 
-    def __init__(self, execute: Execute, has_database: Callable[[str], bool], user: str, password: str,
+    def __init__(self, execute: Execute, has_database: Callable[[str], bool], password_of: PasswordOf,
                  host: str = "127.0.0.1", port: int = 0) -> None:
         self.host = host
         self.port = port
         self._sessions: set[_DorisSession] = set()
         self._server = MysqlServer(session_factory=lambda: _DorisSession(execute, has_database, self._sessions),
-                                   identity_provider=_StandInIdentities(user, password))
+                                   identity_provider=_StandInIdentities(password_of))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 

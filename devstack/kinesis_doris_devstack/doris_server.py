@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, unquote, urlsplit
+from urllib.parse import parse_qs, parse_qsl, quote, unquote, urlsplit
 
-from kinesis_doris_devstack.doris_admin import FrontendAdmin
+from kinesis_doris_devstack.doris_admin import FrontendAdmin, Session
+from kinesis_doris_devstack.doris_dml import execute_dml
 from kinesis_doris_devstack.doris_mysql import DorisMysqlServer
 from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
 from kinesis_doris_devstack.doris_loads import (
@@ -90,6 +91,9 @@ _TOO_MANY_VERSIONS = (
     "time_series_max_tablet_version_num in be.conf to a larger value."
 )
 _FE_DETAIL = "TStatus: errCode = 2, detailMessage = "
+# FrontendServiceImpl.checkPasswordAndPrivs (begin_txn, 2PC): the PrivPredicate's toString in the text.
+_NO_LOAD_PRIVILEGE = ("Access denied; you need (at least one of) the (priv predicate: OR, Admin_priv Load_priv ) "
+                      "privilege(s) for this operation")
 _SQL_FAILURE = "Failed to execute sql: errCode = 2, detailMessage = "
 
 
@@ -241,30 +245,41 @@ class _Cluster:
 
     def __init__(self, user: str, password: str, root: Path, durable: bool,
                  label_keep_seconds: float, precommit_timeout_seconds: float) -> None:
-        self.user = user
-        self.password = password
         self.storage = Storage(root, TXN_BOOTSTRAP_DDL, durable=durable)
         self.txns = TxnManager(self.storage, label_keep_seconds, precommit_timeout_seconds)
         self.txns.abort_orphans()
         self.faults = FaultInjector()
-        self.admin = FrontendAdmin(user)
-        self.admin.set_fe_config("streaming_label_keep_max_second", int(label_keep_seconds))
-        self.admin.set_fe_config("stream_load_default_precommit_timeout_second", int(precommit_timeout_seconds))
+        self.admin = FrontendAdmin(user, password, on_fe_config=self._apply_fe_config, fe_configs={
+            "streaming_label_keep_max_second": int(label_keep_seconds),
+            "stream_load_default_precommit_timeout_second": int(precommit_timeout_seconds),
+        })
         self.error_log_dir = root / "error_log"
         self.stopping = threading.Event()
         self.be_host = "127.0.0.1"
         self.be_port = 0
 
+    def _apply_fe_config(self, key: str, value: str) -> None:
+        """The FE configs the stand-in models take effect when set (``ADMIN SET FRONTEND CONFIG``
+        or :meth:`DorisServer.set_fe_config`); the others are only shown."""
+        if key == "streaming_label_keep_max_second":
+            self.txns.set_windows(label_keep_seconds=float(value))
+        elif key == "stream_load_default_precommit_timeout_second":
+            self.txns.set_windows(precommit_timeout_seconds=float(value))
+
+    def session(self, user: str | None = None, remote_ip: str = "127.0.0.1") -> Session:
+        """A statement's runner: ``user`` (default: the stand-in's first user) from ``remote_ip``."""
+        return Session(self.admin, user or self.admin.user, remote_ip)
+
     def has_database(self, db: str) -> bool:
         with self.storage.lock:
             return self.storage.has_database(db)
 
-    def execute_unlimited(self, db: str, stmt: str) -> StatementResult:
-        """A statement of the MySQL port, which has no row limit."""
-        return self.execute_sql(db, stmt, None)
+    def execute_unlimited(self, user: str, db: str, stmt: str) -> StatementResult:
+        """A statement of ``user`` on the MySQL port, which has no row limit."""
+        return self.execute_sql(db, stmt, None, self.session(user))
 
     def credentials_valid(self, user: str, password: str) -> bool:
-        return user == self.user and password == self.password
+        return self.admin.authenticate(user, password)
 
     def write_error_log(self, lines: list[str]) -> str:
         """Store the rejected rows of a load; returns the ``file`` parameter of its ErrorURL."""
@@ -283,17 +298,23 @@ class _Cluster:
     def error_url(self, name: str) -> str:
         return f"http://{self.be_host}:{self.be_port}/api/_load_error_log?file={quote(name)}"
 
-    def execute_sql(self, db: str, stmt: str, limit: int | None = 10000) -> StatementResult:
-        """Run a statement with ``db`` as the session database, which must exist (as when FE's
-        SQL endpoint opens its connection); "" means no database; ``limit`` None: every row."""
+    def execute_sql(self, db: str, stmt: str, limit: int | None = 10000, session: Session | None = None) -> StatementResult:
+        """Run a statement of ``session`` (default: the first user's) with ``db`` as the session
+        database, which must exist (as when FE's SQL endpoint opens its connection); "" means no
+        database; ``limit`` None: every row."""
+        runner = session or self.session()
         with self.storage.lock:
             self.txns.sweep()
             if db and db != INFORMATION_SCHEMA and not self.storage.has_database(db):
                 raise DorisSqlError(f"Unknown database '{db}'", 1049)
-            administrative = self.admin.execute(stmt, (self.be_host, self.be_port))
+            administrative = self.admin.execute(stmt, (self.be_host, self.be_port), runner)
             if administrative is not None:
                 return administrative
-            return execute_statement(self.storage, db, stmt, limit)
+            written = execute_dml(self.storage, self.txns, runner, db, stmt,
+                                  lambda lines: self.error_url(self.write_error_log(lines)))
+            if written is not None:
+                return written
+            return execute_statement(self.storage, db, stmt, runner, limit)
 
 
 # --- HTTP plumbing shared by both ports --------------------------------------------------------
@@ -334,6 +355,10 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         user, colon, password = decoded.partition(":")
         return (user, password) if colon else None
+
+    def user_name(self) -> str:
+        """The Basic-auth user ("" without one)."""
+        return (self.basic_auth() or ("", ""))[0]
 
     def access_denied(self, user: str, password: str) -> str:
         return (f"Access denied for user '{user}@{self.client_address[0]}' "
@@ -509,7 +534,7 @@ class _FrontendHandler(_Handler):
             self._reply_early(fe_failed("No database selected."))
         elif not table:
             self._reply_early(fe_failed("No table selected."))
-        elif not self.cluster.admin.holds("Load_priv", db, table):
+        elif not self.cluster.admin.holds(self.user_name(), "Load_priv", db, table):
             # LoadAction checks the table privilege (checkTblAuth(..., PrivPredicate.LOAD)) before it
             # redirects: UnauthorizedException, the 401 envelope with HTTP 200.
             self._reply_early(fe_envelope(
@@ -564,7 +589,8 @@ class _FrontendHandler(_Handler):
         started = time.monotonic()
         try:
             row_limit = limit if isinstance(limit, int) and limit > 0 else 1000
-            result = self.cluster.execute_sql(db, stmt, row_limit)
+            session = self.cluster.session(self.user_name(), self.client_address[0])
+            result = self.cluster.execute_sql(db, stmt, row_limit, session)
         except DorisSqlError as error:
             self.send_json(fe_envelope("Error", 1, f"{_SQL_FAILURE}{error}"))
             return
@@ -667,6 +693,21 @@ class _BackendHandler(_Handler):
         else:
             self._not_found()
 
+    def do_POST(self) -> None:
+        path, _ = self.path_parts()
+        if path == "/api/update_config":
+            self._update_config()
+        else:
+            self._not_found()
+
+    def _update_config(self) -> None:
+        """``POST /api/update_config?key=value[&persist=true]`` (config_action.cpp): no auth
+        unless BE's ``enable_all_http_auth``; the parameters in key order (BE's params map)."""
+        self.close_connection = self.has_body()
+        params = sorted(parse_qsl(urlsplit(self.path).query, keep_blank_values=True))
+        results = self.cluster.admin.update_be_config(params)
+        self.send_body(200, json.dumps(results, indent=4).encode("utf-8"), "application/json")
+
     def _not_found(self) -> None:
         self.send_early(404, b"Not Found", "text/plain")
 
@@ -741,6 +782,8 @@ class _BackendHandler(_Handler):
         self._check_framing(reply, headers)
         if not self.cluster.credentials_valid(*credentials):
             raise self._failed(reply, f"[ANALYSIS_ERROR]{_FE_DETAIL}{self.access_denied(*credentials)}")
+        if not self.cluster.admin.holds(credentials[0], "Load_priv", context.db, context.table):
+            raise self._failed(reply, f"[ANALYSIS_ERROR]{_FE_DETAIL}{_NO_LOAD_PRIVILEGE}")
         self._begin(context)
         self._plan(context, headers)
 
@@ -885,7 +928,8 @@ class _BackendHandler(_Handler):
             self._send_2pc("ANALYSIS_ERROR", _FE_DETAIL + self.access_denied(*credentials))
             return
         try:
-            self.cluster.txns.commit_or_abort(db, operation, txn_id, label)
+            self.cluster.txns.commit_or_abort(db, operation, txn_id, label,
+                                              authorize=lambda table: self._require_load(credentials[0], db, table))
         except (TxnError, DorisSqlError) as error:
             self._send_2pc(getattr(error, "code", "INTERNAL_ERROR"), str(error))
             return
@@ -893,6 +937,10 @@ class _BackendHandler(_Handler):
         named = [f"label [{label}]"] if label is not None else []
         named += [f"transaction [{raw_txn_id}]"] if raw_txn_id is not None else []
         self._send_2pc("Success", f"{' '.join(named)} {operation} successfully.")
+
+    def _require_load(self, user: str, db: str, table: str) -> None:
+        if not self.cluster.admin.holds(user, "Load_priv", db, table):
+            raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}{_NO_LOAD_PRIVILEGE}")
 
     def _send_2pc(self, status: str, msg: str) -> None:
         self.send_body(200, _pretty({"status": status, "msg": msg}), _LIBEVENT_CONTENT_TYPE)
@@ -956,7 +1004,7 @@ class DorisServer:
         cluster = _Cluster(self._user, self._password, root, durable,
                            self._label_keep_seconds, self._precommit_timeout_seconds)
         self._cluster = cluster
-        self._mysql = DorisMysqlServer(cluster.execute_unlimited, cluster.has_database, self._user, self._password,
+        self._mysql = DorisMysqlServer(cluster.execute_unlimited, cluster.has_database, cluster.admin.password_of,
                                        self.host, self.query_port)
         try:
             self.query_port = self._mysql.start().port
@@ -1037,12 +1085,7 @@ class DorisServer:
         ``stream_load_default_precommit_timeout_second`` also take effect on the transactions;
         the others (``label_num_threshold``, ``max_running_txn_num_per_db``...) are only shown.
         """
-        cluster = self._running()
-        cluster.admin.set_fe_config(key, value)
-        if key == "streaming_label_keep_max_second":
-            cluster.txns.set_windows(label_keep_seconds=float(str(value)))
-        elif key == "stream_load_default_precommit_timeout_second":
-            cluster.txns.set_windows(precommit_timeout_seconds=float(str(value)))
+        self._running().admin.set_fe_config(key, value)
 
     def set_be_config(self, key: str, value: object) -> None:
         """Set a BE config that ``SHOW BACKEND CONFIG`` answers (shown only: the stand-in's BE
@@ -1054,14 +1097,15 @@ class DorisServer:
         client does not know: in redirects, ErrorURLs and ``SHOW BACKENDS``."""
         self._running().be_host = host
 
-    def set_grants(self, grants: Mapping[str, Iterable[str]]) -> None:
-        """Give the user exactly these privileges, by level (``"*"``, ``"db"``, ``"db.table"``),
-        as ``SHOW GRANTS`` prints them; without Admin_priv or Node_priv, ``ADMIN SHOW ... CONFIG``
-        and ``SHOW BACKENDS`` are refused (error 1227). Loads and queries are not checked against them."""
-        self._running().admin.set_grants(grants)
+    def set_grants(self, grants: Mapping[str, Iterable[str]], user: str | None = None) -> None:
+        """Give ``user`` (default: the stand-in's first user) exactly these privileges, by level
+        (``"*"``, ``"db"``, ``"db.table"``), as ``GRANT`` would and ``SHOW GRANTS`` prints them.
+        Statements, loads and 2PC operations are checked against them as Doris checks them."""
+        self._running().admin.set_grants(grants, user)
 
     def execute_sql(self, db: str, stmt: str) -> list[tuple[Any, ...]]:
-        """Run one statement of the SQL subset in-process; rows for queries, [] otherwise.
+        """Run one statement of the SQL subset in-process, as the stand-in's first user; rows
+        for queries, [] otherwise.
 
         :param db: current database ("" for none, e.g. for CREATE DATABASE).
         :param stmt: the statement.

@@ -23,7 +23,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import sqlglot
+from sqlglot import expressions as exp
 
 SEQUENCE_COLUMN = "__DORIS_SEQUENCE_COL__"
 DELETE_SIGN_COLUMN = "__DORIS_DELETE_SIGN__"
@@ -69,6 +72,47 @@ class DorisSqlError(Exception):
     def __init__(self, message: str, errcode: int = 1105) -> None:
         super().__init__(message)
         self.errcode = errcode
+
+
+# --- privileges ----------------------------------------------------------------------------------
+
+
+class Grantee(Protocol):
+    """Who runs a statement (``doris_admin.Session``): the checks Doris makes before running it."""
+
+    @property
+    def user(self) -> str: ...
+
+    @property
+    def remote_ip(self) -> str: ...
+
+    def holds(self, privilege: str, db: str = "", table: str = "") -> bool:
+        """``privilege`` (``Select_priv``...) globally, on ``db`` or on ``db.table``, or Admin_priv."""
+        ...
+
+    def sees(self, db: str, table: str = "") -> bool:
+        """``PrivPredicate.SHOW``: any table privilege on the table (or within the database)."""
+        ...
+
+
+def access_denied(privileges: str) -> DorisSqlError:
+    """``ErrorCode.ERR_SPECIFIC_ACCESS_DENIED_ERROR`` (1227) with the privileges the statement names."""
+    return DorisSqlError(f"Access denied; you need (at least one of) the ({privileges}) privilege(s) for this operation",
+                         1227)
+
+
+def require_table_privilege(grantee: Grantee, privilege: str, command: str, db: str, table: str) -> None:
+    """``ERR_TABLEACCESS_DENIED_ERROR`` (1142) unless ``grantee`` holds ``privilege`` on the table;
+    the table named ``db: table`` as the Nereids commands name it."""
+    if not grantee.holds(privilege, db, table):
+        raise DorisSqlError(
+            f"{command} command denied to user '{grantee.user}'@'{grantee.remote_ip}' for table '{db}: {table}'", 1142)
+
+
+def _require_database_privilege(grantee: Grantee, privilege: str, db: str) -> None:
+    # ERR_DBACCESS_DENIED_ERROR (1044), as CREATE / DROP DATABASE report it.
+    if not grantee.holds(privilege, db):
+        raise DorisSqlError(f"Access denied for user '{grantee.user}' to database '{db}'", 1044)
 
 
 # --- schema model ------------------------------------------------------------------------------
@@ -156,7 +200,7 @@ _TOKEN_RE = re.compile(
       |(?P<string>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*")
       |(?P<number>\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+)
       |(?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-      |(?P<op><=|>=|<>|!=|==|[(),.=;*<>+\-/%])""",
+      |(?P<op><=|>=|<>|!=|==|[(),.=;*<>+\-/%@])""",
     re.X | re.S,
 )
 
@@ -528,7 +572,8 @@ def _sequence_of(
 # --- storage -----------------------------------------------------------------------------------
 
 
-def _quote(name: str) -> str:
+def quote_identifier(name: str) -> str:
+    """A name as a SQLite identifier."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -605,7 +650,7 @@ class Storage:
         self._connections.pop(db).close()
         for other in self._connections.values():
             if db in {row[1] for row in other.execute("PRAGMA database_list")}:
-                other.execute("DETACH DATABASE " + _quote(db))
+                other.execute("DETACH DATABASE " + quote_identifier(db))
         for suffix in ("", "-wal", "-shm", "-journal"):
             self._path(db).with_name(self._path(db).name + suffix).unlink(missing_ok=True)
 
@@ -622,8 +667,8 @@ class Storage:
         )
         for statement in self._bootstrap_ddl:
             connection.execute(statement)
-        for name, function in _DORIS_FUNCTIONS.items():
-            connection.create_function(name, 1, function, deterministic=True)
+        for name, (arity, function) in _DORIS_FUNCTIONS.items():
+            connection.create_function(name, arity, function, deterministic=True)
         self._connections[db] = connection
         return connection
 
@@ -646,20 +691,20 @@ class Storage:
                 return
             raise DorisSqlError(f"Table '{statement.name}' already exists", 1050)
         schema = build_schema(statement, table_id=self._next_table_id())
-        column_sql = [f"{_quote(c.name)} {c.type.sqlite_type}" for c in schema.columns]
-        hidden = [f"{_quote(DELETE_SIGN_COLUMN)} INTEGER NOT NULL DEFAULT 0"]
+        column_sql = [f"{quote_identifier(c.name)} {c.type.sqlite_type}" for c in schema.columns]
+        hidden = [f"{quote_identifier(DELETE_SIGN_COLUMN)} INTEGER NOT NULL DEFAULT 0"]
         if schema.sequence_type:
-            hidden.insert(0, f"{_quote(SEQUENCE_COLUMN)} {schema.sequence_type.sqlite_type}")
-        physical = _quote(physical_table(schema.name))
-        visible = ", ".join(_quote(c.name) for c in schema.columns)
+            hidden.insert(0, f"{quote_identifier(SEQUENCE_COLUMN)} {schema.sequence_type.sqlite_type}")
+        physical = quote_identifier(physical_table(schema.name))
+        visible = ", ".join(quote_identifier(c.name) for c in schema.columns)
         with transaction(connection):
             connection.execute(f"CREATE TABLE {physical} ({', '.join(column_sql + hidden)})")
             if schema.keys_type != DUP_KEYS:
-                keys = ", ".join(_quote(c.name) for c in schema.key_columns)
-                connection.execute(f"CREATE INDEX {_quote('__idx_' + schema.name)} ON {physical} ({keys})")
+                keys = ", ".join(quote_identifier(c.name) for c in schema.key_columns)
+                connection.execute(f"CREATE INDEX {quote_identifier('__idx_' + schema.name)} ON {physical} ({keys})")
             connection.execute(
-                f"CREATE VIEW {_quote(schema.name)} AS SELECT {visible} FROM {physical} "
-                f"WHERE {_quote(DELETE_SIGN_COLUMN)} = 0"
+                f"CREATE VIEW {quote_identifier(schema.name)} AS SELECT {visible} FROM {physical} "
+                f"WHERE {quote_identifier(DELETE_SIGN_COLUMN)} = 0"
             )
             connection.execute("INSERT INTO __doris_tables VALUES (?, ?)", (schema.name, schema.to_json()))
 
@@ -678,8 +723,8 @@ class Storage:
                 return
             raise DorisSqlError(f"Unknown table '{table}'", 1051)
         with transaction(connection):
-            connection.execute(f"DROP VIEW {_quote(table)}")
-            connection.execute(f"DROP TABLE {_quote(physical_table(table))}")
+            connection.execute(f"DROP VIEW {quote_identifier(table)}")
+            connection.execute(f"DROP TABLE {quote_identifier(physical_table(table))}")
             connection.execute("DELETE FROM __doris_tables WHERE name = ?", (table,))
 
     def truncate_table(self, db: str, table: str) -> None:
@@ -687,7 +732,7 @@ class Storage:
         if self.table_schema(db, table) is None:
             raise DorisSqlError(f"Unknown table '{table}'", 1051)
         with transaction(connection):
-            connection.execute(f"DELETE FROM {_quote(physical_table(table))}")
+            connection.execute(f"DELETE FROM {quote_identifier(physical_table(table))}")
 
     # queries
 
@@ -709,7 +754,7 @@ class Storage:
             # Attached only for this query: a database file attached to a connection stays locked
             # against the other connections' writes (a later load or DDL got "database is locked").
             for name in attached:
-                connection.execute("DETACH DATABASE " + _quote(name))
+                connection.execute("DETACH DATABASE " + quote_identifier(name))
         truncated = False
         if limit is not None and len(rows) > limit:
             rows, truncated = rows[:limit], True
@@ -723,7 +768,7 @@ class Storage:
         for word in set(re.findall(r"`?([A-Za-z][A-Za-z0-9_-]*)`?\s*\.", sql)):
             # the current database too: `db.table` must resolve although it is SQLite's "main"
             if word not in present and self.has_database(word):
-                connection.execute("ATTACH DATABASE ? AS " + _quote(word), (str(self._path(word)),))
+                connection.execute("ATTACH DATABASE ? AS " + quote_identifier(word), (str(self._path(word)),))
                 attached.append(word)
         return attached
 
@@ -743,8 +788,40 @@ def _from_base64(text: str | None) -> str | None:
         return None
 
 
-# The Doris functions the documented queries use that SQLite lacks.
-_DORIS_FUNCTIONS = {"FROM_UNIXTIME": _from_unixtime, "FROM_BASE64": _from_base64}
+def substring_index(text: str | None, delimiter: str | None, count: int | None) -> str | None:
+    """Doris's ``SUBSTRING_INDEX``: before the ``count``-th delimiter from the left, or (a
+    negative count) after the ``count``-th from the right; the whole text when there are fewer;
+    ``''`` for a count of 0 or an empty delimiter; NULL in, NULL out."""
+    if text is None or delimiter is None or count is None:
+        return None
+    if count == 0 or not delimiter:
+        return ""
+    parts = text.split(delimiter)
+    return delimiter.join(parts[:count]) if count > 0 else delimiter.join(parts[count:])
+
+
+def left(text: str | None, length: int | None) -> str | None:
+    """Doris's ``LEFT``: the first ``length`` characters, ``''`` for a length below 1."""
+    if text is None or length is None:
+        return None
+    return text[:max(int(length), 0)]
+
+
+def right(text: str | None, length: int | None) -> str | None:
+    """Doris's ``RIGHT``: the last ``length`` characters, ``''`` for a length below 1."""
+    if text is None or length is None:
+        return None
+    return text[len(text) - min(max(int(length), 0), len(text)):]
+
+
+# The Doris functions the documented queries use that SQLite lacks, by name and argument count.
+_DORIS_FUNCTIONS: dict[str, tuple[int, Any]] = {
+    "FROM_UNIXTIME": (1, _from_unixtime),
+    "FROM_BASE64": (1, _from_base64),
+    "SUBSTRING_INDEX": (3, substring_index),
+    "LEFT": (2, left),
+    "RIGHT": (2, right),
+}
 # String literals and backticked names, where a ``DIV`` is text, not the operator.
 _QUOTED = re.compile(r"""('(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`[^`]*`)""")
 
@@ -811,14 +888,14 @@ def apply_rows(connection: sqlite3.Connection, schema: TableSchema, rows: Sequen
     if schema.sequence_type:
         names.append(SEQUENCE_COLUMN)
     names.append(DELETE_SIGN_COLUMN)
-    physical = _quote(physical_table(schema.name))
+    physical = quote_identifier(physical_table(schema.name))
     placeholders = ", ".join("?" * len(names))
-    insert = f"INSERT INTO {physical} ({', '.join(map(_quote, names))}) VALUES ({placeholders})"
+    insert = f"INSERT INTO {physical} ({', '.join(map(quote_identifier, names))}) VALUES ({placeholders})"
     if schema.keys_type == DUP_KEYS:
         connection.executemany(insert, [_stored_tuple(schema, row) for row in rows if not row.delete])
         return
     merged = _merge_by_key(connection, schema, rows)
-    update = f"UPDATE {physical} SET {', '.join(_quote(n) + ' = ?' for n in names)} WHERE rowid = ?"
+    update = f"UPDATE {physical} SET {', '.join(quote_identifier(n) + ' = ?' for n in names)} WHERE rowid = ?"
     for rowid, row in merged.values():
         if rowid is None:
             connection.execute(insert, _stored_tuple(schema, row))
@@ -852,11 +929,11 @@ def _stored_row(
     connection: sqlite3.Connection, schema: TableSchema, key: tuple[Any, ...]
 ) -> tuple[int | None, Any]:
     keys = schema.key_columns
-    where = " AND ".join(f"{_quote(c.name)} IS ?" for c in keys)
-    hidden = f", {_quote(SEQUENCE_COLUMN)}" if schema.sequence_type else ", NULL"
+    where = " AND ".join(f"{quote_identifier(c.name)} IS ?" for c in keys)
+    hidden = f", {quote_identifier(SEQUENCE_COLUMN)}" if schema.sequence_type else ", NULL"
     found = connection.execute(
-        f"SELECT rowid, {', '.join(_quote(c.name) for c in schema.columns)}{hidden}, "
-        f"{_quote(DELETE_SIGN_COLUMN)} FROM {_quote(physical_table(schema.name))} WHERE {where}",
+        f"SELECT rowid, {', '.join(quote_identifier(c.name) for c in schema.columns)}{hidden}, "
+        f"{quote_identifier(DELETE_SIGN_COLUMN)} FROM {quote_identifier(physical_table(schema.name))} WHERE {where}",
         key,
     ).fetchone()
     if found is None:
@@ -934,12 +1011,13 @@ def truncation_message(db: str, sql: str, limit: int) -> str:
 # --- the SQL endpoint's statement dispatcher -------------------------------------------------
 
 
-def execute_statement(storage: Storage, db: str, sql: str, limit: int | None = 1000) -> StatementResult:
+def execute_statement(storage: Storage, db: str, sql: str, grantee: Grantee, limit: int | None = 1000) -> StatementResult:
     """Execute one statement of the supported subset with ``db`` as the current database.
 
     :param storage: the stand-in's storage (caller holds ``storage.lock``).
     :param db: current database ("" for none, ``information_schema`` always exists).
     :param sql: the statement text.
+    :param grantee: who runs it; refused as Doris refuses a user without the privilege.
     :param limit: maximum number of rows returned by a query; a query that matches more returns
         the first ``limit`` with ``truncated`` set, and the stand-in logs a warning. None (the
         MySQL port) returns every row.
@@ -953,25 +1031,66 @@ def execute_statement(storage: Storage, db: str, sql: str, limit: int | None = 1
     if head in ("SELECT", "WITH"):
         if not db or db == INFORMATION_SCHEMA:
             raise DorisSqlError("No database selected", 1046)
+        _require_select(storage, db, sql, grantee)
         return storage.select(db, sql.strip().rstrip(";"), limit)
     cursor.next()
     if head == "CREATE":
-        return _create(storage, db, cursor)
+        return _create(storage, db, cursor, grantee)
     if head == "DROP":
-        return _drop(storage, db, cursor)
+        return _drop(storage, db, cursor, grantee)
     if head == "TRUNCATE":
         cursor.accept_word("TABLE")
         target_db, table = cursor.qualified_name()
         cursor.expect_end()
+        require_table_privilege(grantee, "Load_priv", "LOAD", _resolve_db(target_db, db), table)
         storage.truncate_table(_resolve_db(target_db, db), table)
         return EXEC_OK
     if head == "SHOW":
-        return _show(storage, db, cursor)
+        return _show(storage, db, cursor, grantee)
     if head in ("DESC", "DESCRIBE"):
         target_db, table = cursor.qualified_name()
         cursor.expect_end()
+        if not grantee.sees(_resolve_db(target_db, db), table):
+            require_table_privilege(grantee, "Select_priv", "DESCRIBE", _resolve_db(target_db, db), table)
         return _describe(storage, _resolve_db(target_db, db), table)
     raise DorisSqlError(f"Unsupported statement type in the Doris stand-in: {head}")
+
+
+def _require_select(storage: Storage, db: str, sql: str, grantee: Grantee) -> None:
+    """SELECT on every table the query reads (``UserAuthentication.checkPermission``): without
+    it, a query naming columns of the table gets the column refusal of
+    ``Auth.checkColsPriv`` (the first such column in schema order; Doris names whichever its set
+    yields first), one naming none (``count(*)``) ``ERR_TABLE_ACCESS_DENIED_ERROR`` (1224)."""
+    try:
+        tree = sqlglot.parse_one(sql, read="mysql")
+    except sqlglot.errors.ParseError:
+        return  # SQLite judges the text
+    named_ctes = {cte.alias_or_name for cte in tree.find_all(exp.CTE)}
+    for table in tree.find_all(exp.Table):
+        target = table.db or db
+        if (not table.db and table.name in named_ctes) or not storage.has_database(target):
+            continue
+        schema = storage.table_schema(target, table.name)
+        if schema is None or grantee.holds("Select_priv", target, table.name):
+            continue  # an unknown table: SQLite reports it
+        columns = _columns_read(tree, table, schema)
+        if not columns:
+            raise DorisSqlError(f"Access denied; you need (at least one of) the (Admin_priv Select_priv ) privilege(s) "
+                                f"on table {schema.name} for this operation", 1224)
+        raise DorisSqlError(f"Permission denied: user ['{grantee.user}'@'%'] does not have privilege for [priv "
+                            f"predicate: OR, Admin_priv Select_priv ] command on [internal].[{target}].[{schema.name}]."
+                            f"[{columns[0]}]")
+
+
+def _columns_read(tree: exp.Expression, table: exp.Table, schema: TableSchema) -> list[str]:
+    """The columns of ``schema`` the query names through ``table`` (all of them for ``*``), in schema order."""
+    names = {table.alias_or_name.lower(), table.name.lower()}
+    if any(isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star)
+           for select in tree.find_all(exp.Select) for projection in select.expressions):
+        return [column.name for column in schema.columns]
+    named = {column.name.lower() for column in tree.find_all(exp.Column)
+             if not column.table or column.table.lower() in names}
+    return [column.name for column in schema.columns if column.name.lower() in named]
 
 
 def _resolve_db(explicit: str | None, current: str) -> str:
@@ -981,10 +1100,12 @@ def _resolve_db(explicit: str | None, current: str) -> str:
     return db
 
 
-def _create(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
+def _create(storage: Storage, db: str, cursor: TokenCursor, grantee: Grantee) -> StatementResult:
     kind = cursor.expect_word("DATABASE", "SCHEMA", "TABLE")
     if kind == "TABLE":
         statement = parse_create_table(cursor)
+        if not grantee.holds("Create_priv", _resolve_db(statement.db, db), statement.name):
+            raise access_denied("CREATE")  # CreateTableStmt
         storage.create_table(_resolve_db(statement.db, db), statement)
         return EXEC_OK
     if_not_exists = cursor.accept_words("IF", "NOT", "EXISTS")
@@ -992,33 +1113,40 @@ def _create(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
     if cursor.accept_word("PROPERTIES"):
         _parse_properties(cursor)
     cursor.expect_end()
+    _require_database_privilege(grantee, "Create_priv", name)
     storage.create_database(name, if_not_exists)
     return EXEC_OK
 
 
-def _drop(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
+def _drop(storage: Storage, db: str, cursor: TokenCursor, grantee: Grantee) -> StatementResult:
     kind = cursor.expect_word("DATABASE", "SCHEMA", "TABLE")
     if_exists = cursor.accept_words("IF", "EXISTS")
     target_db, name = cursor.qualified_name()
     cursor.accept_word("FORCE")
     cursor.expect_end()
     if kind == "TABLE":
+        require_table_privilege(grantee, "Drop_priv", "DROP", _resolve_db(target_db, db), name)
         storage.drop_table(_resolve_db(target_db, db), name, if_exists)
     else:
+        _require_database_privilege(grantee, "Drop_priv", name)
         storage.drop_database(name, if_exists)
     return EXEC_OK
 
 
-def _show(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
+def _show(storage: Storage, db: str, cursor: TokenCursor, grantee: Grantee) -> StatementResult:
+    """SHOW DATABASES / TABLES list what the user sees (``PrivPredicate.SHOW``); SHOW CREATE
+    TABLE of a table the user does not see is refused (``ShowCreateTableStmt``)."""
     if cursor.accept_word("CREATE"):
         cursor.expect_word("TABLE")
         target_db, table = cursor.qualified_name()
         cursor.expect_end()
+        if not grantee.sees(_resolve_db(target_db, db), table):
+            require_table_privilege(grantee, "Select_priv", "SHOW CREATE TABLE", _resolve_db(target_db, db), table)
         return _show_create_table(storage, _resolve_db(target_db, db), table)
     what = cursor.expect_word("DATABASES", "SCHEMAS", "TABLES")
     if what in ("DATABASES", "SCHEMAS"):
         cursor.expect_end()
-        names = [INFORMATION_SCHEMA, *storage.database_names()]
+        names = [INFORMATION_SCHEMA, *(name for name in storage.database_names() if grantee.sees(name))]
         return StatementResult("result_set", ("Database",), ("VARCHAR",), tuple((n,) for n in names))
     target = db
     if cursor.accept_word("FROM", "IN"):
@@ -1027,7 +1155,7 @@ def _show(storage: Storage, db: str, cursor: TokenCursor) -> StatementResult:
     if cursor.accept_word("LIKE"):
         pattern = cursor.next().value
     cursor.expect_end()
-    names = storage.table_names(_resolve_db(target, ""))
+    names = [name for name in storage.table_names(_resolve_db(target, "")) if grantee.sees(target, name)]
     if pattern is not None:
         regex = re.compile("^" + re.escape(pattern).replace("%", ".*").replace("_", ".") + "$", re.I)
         names = [n for n in names if regex.match(n)]

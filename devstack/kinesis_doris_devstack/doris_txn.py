@@ -247,9 +247,12 @@ class TxnManager:
 
     # --- two-phase commit ---------------------------------------------------------------
 
-    def commit_or_abort(self, db: str, operation: str, txn_id: int | None, label: str | None) -> None:
+    def commit_or_abort(self, db: str, operation: str, txn_id: int | None, label: str | None,
+                        authorize: Callable[[str], None]) -> None:
         """Phase 2 of a 2PC load, by ``txn_id`` (which wins when both are sent) or by ``label``.
 
+        :param authorize: called with the transaction's table once it is found, before acting
+            (``loadTxn2PCImpl`` checks LOAD on the transaction's tables); raises to refuse.
         :raises TxnError: unknown transaction or a state that does not allow the operation.
         """
         with self._storage.lock:
@@ -262,6 +265,7 @@ class TxnManager:
                 txn = self._find(db, txn_id)
                 if txn is None:
                     raise TxnError("ANALYSIS_ERROR", f"{_FE_DETAIL}transaction [{txn_id}] not found")
+            authorize(txn.table_name)
             if operation == "commit":
                 self._commit_precommitted(db, txn)
             else:

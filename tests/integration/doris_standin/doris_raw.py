@@ -74,10 +74,11 @@ class RawDoris:
         assert reply.body.endswith(b"\n")
         return reply.json()
 
-    def sql(self, stmt: str, db: str = DB) -> dict[str, Any]:
+    def sql(self, stmt: str, db: str = DB, authorization: str | None = None) -> dict[str, Any]:
+        """The SQL endpoint's envelope; ``authorization`` (``basic(user, password)``) runs it as another user."""
         headers = {"X-Doris-Stream": "false", "Content-Type": "application/json"}
         reply = self.fe("POST", f"/api/query/default_cluster/{db}", json.dumps({"stmt": stmt}).encode(),
-                        Authorization=basic(), **headers)
+                        Authorization=authorization or basic(), **headers)
         assert reply.status == 200
         return reply.json()
 

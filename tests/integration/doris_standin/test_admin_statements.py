@@ -68,7 +68,7 @@ def test_a_stream_load_without_the_load_privilege_is_refused_at_the_fe(doris: Do
         "msg": "Unauthorized", "code": 401, "count": 0,
         "data": "Access denied; you need (at least one of) the LOAD privilege(s) for this operation",
     })
-    doris.set_grants({f"{DB}.{dup_table}": ["Load_priv"]})
+    doris.set_grants({f"{DB}.{dup_table}": ["Load_priv", "Select_priv"]})
     assert raw.stream_load(dup_table, b"1\ta\t1\n")["Status"] == "Success"
     assert doris.execute_sql(DB, f"SELECT COUNT(*) FROM {dup_table}") == [(1,)]
 
