@@ -266,9 +266,9 @@ class _Cluster:
         elif key == "stream_load_default_precommit_timeout_second":
             self.txns.set_windows(precommit_timeout_seconds=float(value))
 
-    def session(self, user: str | None = None, remote_ip: str = "127.0.0.1") -> Session:
-        """A statement's runner: ``user`` (default: the stand-in's first user) from ``remote_ip``."""
-        return Session(self.admin, user or self.admin.user, remote_ip)
+    def session(self, user: str, remote_ip: str = "127.0.0.1") -> Session:
+        """A statement's runner: ``user`` from ``remote_ip``."""
+        return Session(self.admin, user, remote_ip)
 
     def has_database(self, db: str) -> bool:
         with self.storage.lock:
@@ -299,10 +299,10 @@ class _Cluster:
         return f"http://{self.be_host}:{self.be_port}/api/_load_error_log?file={quote(name)}"
 
     def execute_sql(self, db: str, stmt: str, limit: int | None = 10000, session: Session | None = None) -> StatementResult:
-        """Run a statement of ``session`` (default: the first user's) with ``db`` as the session
+        """Run a statement of ``session`` (default: the in-process API's, unchecked) with ``db`` as the session
         database, which must exist (as when FE's SQL endpoint opens its connection); "" means no
         database; ``limit`` None: every row."""
-        runner = session or self.session()
+        runner = session or Session(self.admin, self.admin.user, unchecked=True)
         with self.storage.lock:
             self.txns.sweep()
             if db and db != INFORMATION_SCHEMA and not self.storage.has_database(db):
@@ -1104,8 +1104,8 @@ class DorisServer:
         self._running().admin.set_grants(grants, user)
 
     def execute_sql(self, db: str, stmt: str) -> list[tuple[Any, ...]]:
-        """Run one statement of the SQL subset in-process, as the stand-in's first user; rows
-        for queries, [] otherwise.
+        """Run one statement of the SQL subset in-process, as the stand-in's first user but not
+        checked against privileges (the test's own way in); rows for queries, [] otherwise.
 
         :param db: current database ("" for none, e.g. for CREATE DATABASE).
         :param stmt: the statement.

@@ -742,7 +742,7 @@ class Storage:
         attached = self._attach_referenced_databases(connection, sql)
         connection.execute("PRAGMA query_only = 1")
         try:
-            cursor = connection.execute(_integer_division(sql))
+            cursor = connection.execute(_sqlite_spelling(sql))
             fetched = cursor.fetchall() if limit is None else cursor.fetchmany(limit + 1)
             rows = tuple(tuple(r) for r in fetched)
             columns = tuple(d[0] for d in cursor.description or ())
@@ -819,17 +819,28 @@ _DORIS_FUNCTIONS: dict[str, tuple[int, Any]] = {
     "FROM_UNIXTIME": (1, _from_unixtime),
     "FROM_BASE64": (1, _from_base64),
     "SUBSTRING_INDEX": (3, substring_index),
-    "LEFT": (2, left),
-    "RIGHT": (2, right),
+    "DORIS_LEFT": (2, left),
+    "DORIS_RIGHT": (2, right),
 }
 # String literals and backticked names, where a ``DIV`` is text, not the operator.
 _QUOTED = re.compile(r"""('(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`[^`]*`)""")
 
 
-def _integer_division(sql: str) -> str:
-    """Doris's ``a DIV b`` as SQLite's ``a / b``, which truncates integers alike (outside quotes)."""
+# Doris syntax SQLite reads otherwise: ``a DIV b`` is SQLite's ``a / b`` (which truncates integers
+# alike); ``LEFT(`` / ``RIGHT(`` are join keywords to SQLite, so the functions go by other names.
+_SQLITE_SPELLINGS = ((re.compile(r"\bDIV\b", re.I), "/"), (re.compile(r"\b(LEFT|RIGHT)(\s*\()", re.I), r"DORIS_\1\2"))
+
+
+def _sqlite_spelling(sql: str) -> str:
+    """The query as SQLite reads it (outside quotes)."""
     parts = _QUOTED.split(sql)
-    return "".join(part if index % 2 else re.sub(r"\bDIV\b", "/", part, flags=re.I) for index, part in enumerate(parts))
+    return "".join(part if index % 2 else _respelled(part) for index, part in enumerate(parts))
+
+
+def _respelled(text: str) -> str:
+    for pattern, replacement in _SQLITE_SPELLINGS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _result_types(rows: Sequence[tuple[Any, ...]], width: int) -> tuple[str, ...]:
