@@ -157,9 +157,17 @@ class InProcessRunner(_Group):
 @dataclass
 class SparkOrInProcess(_Group):
     """Decide per run: in the task's process when the run's estimated records are at most
-    ``max_records``, with Spark otherwise (``core.runner_choice``: the estimate comes from each
-    shard's latest loaded intervals; a shard without any counts at Kinesis's write limit). The
-    decision and its inputs are logged and returned in XCom (``runner``).
+    ``max_records``, with Spark otherwise. The decision and its inputs are logged and returned in
+    XCom (``runner``).
+
+    The estimate (``core.runner_choice``) reads no record. Each shard counts the largest of its
+    latest loaded intervals' counts, at their rate over the run's interval when that is longer; a
+    shard without counts counts at Kinesis's write limit (1,000 records/s) over the interval, and a
+    TRIM_HORIZON pipeline's first range of a shard (its whole retention) at that limit over 365
+    days. Its error: exact for steady traffic; low by the factor a shard's traffic grew past its
+    busiest recent interval; high by the ratio of lengths for an interval shorter than the recent
+    ones; the write-limit counts bound Kinesis records, so on KPL-aggregated streams a shard
+    without counts may hold that many times the user records per aggregate.
 
     :param spark: how Spark runs when it is chosen.
     :param in_process: how the load runs in the task's process when that is chosen.
