@@ -4,8 +4,12 @@
 The DAG is loaded from Airflow's DAG folder (or ``--subdir``) as the scheduler parses it, its
 templated arguments are rendered as a manual run at ``--logical-date`` (default: now) would render
 them (``{{ ds }}``, ``{{ var.value.x }}``...), and the task checks its Doris and AWS deployment with
-its own connections and settings (``KinesisToDorisOperator.check_deployment``). Exit code 1 when an item is fatal (the task would
-fail before planning anything), 2 when the DAG or the task cannot be found or checked, 3 when
+its own connections and settings (``KinesisToDorisOperator.check_deployment``). It also reads a
+sample of the stream's records of the last hour, maps them as the loader would and names the
+members no column of the table takes and the columns none fills (``core.fields``); it loads
+nothing and moves no checkpoint. Exit code 1 when an item is fatal (the task would
+fail before planning anything, or would refuse the sampled records with
+``unmatched_fields="fail"``), 2 when the DAG or the task cannot be found or checked, 3 when
 nothing is fatal but Doris's label window could not be read (a user without ADMIN: only the
 run-time canary checks it then), else 0.
 """
@@ -17,7 +21,10 @@ import sys
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport
 
 EXIT_FATAL = 1
 EXIT_UNUSABLE = 2
@@ -127,7 +134,7 @@ def check(dag_id: str, task_id: str, subdir: str | None = None, logical_date: da
 
     unverified = any(item.check == "label window" and item.status is CheckStatus.NOT_VERIFIABLE for item in report.items)
     if report.fatal:
-        verdict, code = "fails: the task would fail before planning anything", EXIT_FATAL
+        verdict, code = _fatal_verdict(report), EXIT_FATAL
     elif unverified:
         verdict = ("passes, but Doris's label window could not be read: only the run-time canary checks it "
                    "(StateConfig(require_label_window_check=True) makes this fatal)")
@@ -138,11 +145,22 @@ def check(dag_id: str, task_id: str, subdir: str | None = None, logical_date: da
     return code
 
 
+def _fatal_verdict(report: PreflightReport) -> str:
+    """What a run would do: fail before planning, or (only the sampled records fatal) plan and
+    then refuse to send their chunks."""
+    from airflow_provider_kinesis_doris.core.fields import RECORD_FIELDS_CHECK
+
+    if all(item.check == RECORD_FIELDS_CHECK for item in report.fatal):
+        return "fails: the task would send nothing of a chunk holding such records (unmatched_fields='fail')"
+    return "fails: the task would fail before planning anything"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m airflow_provider_kinesis_doris")
     commands = parser.add_subparsers(dest="command", required=True)
     checking = commands.add_parser(
-        "check", help="check a KinesisToDorisOperator task's Doris and AWS deployment (the preflight)"
+        "check",
+        help="check a KinesisToDorisOperator task's Doris and AWS deployment (the preflight) and a sample of its records",
     )
     checking.add_argument("dag_id")
     checking.add_argument("task_id")

@@ -5,6 +5,8 @@ table so a pipeline is checked again only when they change."""
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from airflow.providers.common.compat.sdk import AirflowException
@@ -13,6 +15,7 @@ from botocore.exceptions import ClientError
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight, preflight_digest
 from airflow_provider_kinesis_doris.core.doris.preflight import DorisPreflightSettings, PreflightReport
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.fields import sampled_fields_item
 
 if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.config import ReadConfig, StateConfig
@@ -51,8 +54,13 @@ def run_preflight(
 def deployment_report(
     doris_hook: DorisHook, aws_hook: KinesisPipelineHook, config: PipelineConfig, read: ReadConfig, state: StateConfig
 ) -> PreflightReport:
-    """Both halves of the preflight for ``config``, whether or not its settings passed before."""
-    return preflight_report(doris_hook, aws_hook, *preflight_settings(config, read, state))
+    """Both halves of the preflight for ``config``, whether or not its settings passed before, and
+    the stream's recent records against the table's columns (``core.fields``): what the run would
+    report as unmatched fields, said before anything loads. Only the check command samples
+    records; a run compares what it loads."""
+    report = preflight_report(doris_hook, aws_hook, *preflight_settings(config, read, state))
+    fields = sampled_fields_item(aws_hook.kinesis, config, now_ms=int(time.time() * 1000))
+    return replace(report, items=(*report.items, fields))
 
 
 def preflight_settings(

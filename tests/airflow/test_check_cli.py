@@ -8,6 +8,7 @@ Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``): the subprocess is t
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from kinesis_doris_devstack.scenario import create_stream, events_table_ddl
+from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_records
 from tests.conftest import REPO_ROOT, events_table_on_local_stack, use_local_stack_connections
 from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
 
@@ -55,7 +56,8 @@ with DAG(dag_id="kd_check", schedule=SCHEDULES[os.environ.get("KD_CHECK_SCHEDULE
         stream_name=os.environ["KD_CHECK_STREAM"],
         doris_table=os.environ["KD_CHECK_TABLE"],
         checkpoint_table=os.environ["KD_CHECK_CHECKPOINTS"],
-        mapping=MappingConfig(metadata_columns=os.environ["KD_CHECK_METADATA"].split(",")),
+        mapping=MappingConfig(metadata_columns=os.environ["KD_CHECK_METADATA"].split(","),
+                              unmatched_fields=os.environ.get("KD_CHECK_UNMATCHED", "report")),
         runner=InProcessRunner(),
         state=StateConfig(require_label_window_check=os.environ.get("KD_CHECK_STRICT") == "1"),
     )
@@ -96,6 +98,7 @@ def test_a_deployment_that_passes_exits_0_and_lists_both_halves(deployment: Path
     assert "[ok] table columns:" in ran.stdout and "[ok] checkpoint table:" in ran.stdout
     assert "[ok] stream retention: retention 24 h" in ran.stdout
     assert "[wrong] checkpoint table recovery: the first run creates check_cli_checkpoints without" in ran.stdout
+    assert "[not verifiable] record fields: no record arrived in the last hour on stream check-cli-" in ran.stdout
     assert ran.stdout.rstrip().endswith("kd_check.load passes")
 
 
@@ -124,6 +127,76 @@ def test_a_metadata_column_the_table_lacks_exits_1_naming_it_and_the_fix(
     assert "lacks the metadata columns ['_kinesis_partition_key']" in ran.stdout
     assert "[FATAL] table columns:" in ran.stdout and "Fix: ALTER TABLE" in ran.stdout
     assert "kd_check.load fails: the task would fail before planning anything" in ran.stdout
+
+
+RENAMED_DDL = """CREATE TABLE `{table}` (
+    event_id BIGINT NOT NULL,
+    user_id VARCHAR(32) NULL,
+    amount INT NULL,
+    event_time BIGINT NULL,
+    _kinesis_shard VARCHAR(64) NULL,
+    _kinesis_sequence VARCHAR(80) NULL
+) DUPLICATE KEY(event_id)
+DISTRIBUTED BY HASH(event_id) BUCKETS 1
+PROPERTIES ("replication_num" = "1")"""
+
+
+def put_events(kinesis_client: Any, **fields: Any) -> None:
+    """Five events of the stream ``deployment`` made, each with ``fields`` besides its own."""
+    stream = os.environ["KD_CHECK_STREAM"]
+    put_records(kinesis_client, stream, [(f"k{i}", json.dumps({**event(i), **fields}).encode()) for i in range(5)])
+
+
+def checkpoint_items(dynamodb_client: Any) -> int:
+    """Items of the DAG's checkpoint table, 0 when no run created it."""
+    try:
+        return int(dynamodb_client.scan(TableName=os.environ["KD_CHECK_CHECKPOINTS"], Select="COUNT")["Count"])
+    except dynamodb_client.exceptions.ResourceNotFoundException:
+        return 0
+
+
+@pytest.mark.parametrize(("unmatched_fields", "exit_code", "level"), [("report", 0, "wrong"), ("fail", 1, "FATAL")])
+def test_a_field_the_table_has_no_column_for_is_named_before_anything_loads(
+    deployment: Path, doris_server: Any, kinesis_client: Any, dynamodb_client: Any, monkeypatch: pytest.MonkeyPatch,
+    unmatched_fields: str, exit_code: int, level: str,
+) -> None:  # fmt: skip
+    """The records carry ``ts`` where the table has ``event_time``: a run loads the column NULL
+    (or, with ``unmatched_fields="fail"``, refuses the chunk) and said so only after it ran; the
+    check said nothing of the records."""
+    table = f"{os.environ['KD_CHECK_TABLE'].partition('.')[2]}_renamed"
+    doris_server.execute_sql(DB, RENAMED_DDL.format(table=table))
+    monkeypatch.setenv("KD_CHECK_TABLE", f"{DB}.{table}")
+    monkeypatch.setenv("KD_CHECK_CHECKPOINTS", f"check_cli_{table}")
+    monkeypatch.setenv("KD_CHECK_UNMATCHED", unmatched_fields)
+    put_events(kinesis_client, ts=1767225600000)
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == exit_code, ran.stdout + ran.stderr[-3000:]
+    fields = next(line for line in ran.stdout.splitlines() if line.startswith(f"[{level}] record fields:"))
+    assert "5 records of the last hour (open shards read: 1)" in fields
+    assert "no column of the table takes (Doris drops them): ['ts']" in fields
+    assert "columns no record filled: ['event_time']" in fields
+    assert "Fix: Rename the column or the field (a transform can), or add the column" in fields
+    if unmatched_fields == "fail":
+        assert "kd_check.load fails: the task would send nothing of a chunk holding such records" in ran.stdout
+    assert doris_server.execute_sql(DB, f"SELECT COUNT(*) FROM {table}") == [(0,)]
+    assert checkpoint_items(dynamodb_client) == 0
+
+
+def test_records_the_table_takes_whole_pass_the_fields_item(
+    deployment: Path, kinesis_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KD_CHECK_METADATA", "_kinesis_shard,_kinesis_sequence,_kinesis_arrival")
+    monkeypatch.setenv("KD_CHECK_UNMATCHED", "fail")
+    put_events(kinesis_client)
+
+    ran = check(deployment, "kd_check", "load")
+
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
+    assert "[ok] record fields: 5 records of the last hour (open shards read: 1)" in ran.stdout
+    assert "fill every column and hold no member without one" in ran.stdout
+    assert not [flagged for flagged in flagged_checks(ran.stdout) if flagged.endswith("record fields")], ran.stdout
 
 
 def test_an_unknown_task_exits_2_naming_the_tasks_there_are(deployment: Path) -> None:
