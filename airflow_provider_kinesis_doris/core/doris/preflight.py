@@ -110,7 +110,7 @@ class DorisPreflightSettings:
     :param load_columns: ``load_options.columns`` (``target = expr`` entries included).
     :param sequence_col: ``load_options.sequence_col`` (``unique_key_sequence``).
     :param creates_dead_letter_table: the operator creates the dead-letter table when it is
-        missing, which needs CREATE_PRIV on the database.
+        missing, which needs CREATE_PRIV on it (or its database).
     :param max_concurrent_loads: the pipeline's loads at once (each may add a 2PC probe).
     :param require_label_window: a label window the user may not read (no ADMIN) is fatal, not
         left to the run-time canary (``StateConfig(require_label_window_check=True)``).
@@ -441,7 +441,9 @@ def _privileges(run_sql: SqlRunner, settings: DorisPreflightSettings, tables: se
     needed = [("LOAD_PRIV", f"{settings.database}.{settings.table}"),
               ("LOAD_PRIV", f"{settings.database}.{settings.dead_letter_table}")]
     if settings.creates_dead_letter_table and settings.dead_letter_table not in tables:
-        needed.append(("CREATE_PRIV", settings.database))
+        # Doris's CREATE TABLE checks CREATE on the table, granted at any level (checkTblPriv): a
+        # grant on the table-to-be is enough, as docs/production.md recommends.
+        needed.append(("CREATE_PRIV", f"{settings.database}.{settings.dead_letter_table}"))
     lacking = [(privilege, on) for privilege, on in needed if not _holds(granted, privilege, on)]
     if lacking:
         listed = ", ".join(f"{privilege} on {on}" for privilege, on in lacking)
