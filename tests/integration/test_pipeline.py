@@ -171,7 +171,7 @@ def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(wor
     counted = auto(max_records=expected - 1)
     world["run"](bounds[2], bounds[3], runner=counted)
     assert counted.choice is not None and counted.choice.ranges_at_write_limit == 0
-    assert counted.choice.estimated_records == expected > 0 and used == ["spark", "here", "spark"]
+    assert counted.choice.estimated_records >= expected > 0 and used == ["spark", "here", "spark"]
     assert [row[0] for row in world["rows"]()] == sorted(ids)
 
 
