@@ -23,7 +23,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kinesis_doris_devstack.doris_sql import EXEC_OK, DorisSqlError, StatementResult, Token, TokenCursor, tokenize
+from kinesis_doris_devstack.doris_sql import (
+    EXEC_OK,
+    DorisSqlError,
+    StatementResult,
+    Token,
+    TokenCursor,
+    parse_properties,
+    tokenize,
+)
 
 FE_CONFIG_TITLES = ("Key", "Value", "Type", "IsMutable", "MasterOnly", "Comment")
 BE_CONFIG_TITLES = ("BackendId", "Host", "Key", "Value", "Type", "IsMutable")
@@ -343,7 +351,7 @@ class FrontendAdmin:
         cursor.accept_word("ALL")
         cursor.expect_word("FRONTEND", "FRONTENDS")
         cursor.expect_word("CONFIG")
-        configs = _properties(cursor)
+        configs = parse_properties(cursor)
         cursor.expect_end()
         if not session.holds("Admin_priv"):
             raise _access_denied("ADMIN")
@@ -450,17 +458,6 @@ def _name_token(token: Token) -> str:
 def _identity(name: str, host: str) -> str:
     """``UserIdentity.toString``."""
     return f"'{name}'@'{host}'"
-
-
-def _properties(cursor: TokenCursor) -> dict[str, str]:
-    cursor.expect_op("(")
-    configs: dict[str, str] = {}
-    while not cursor.accept_op(")"):
-        key = cursor.next().value
-        cursor.expect_op("=")
-        configs[key] = cursor.next().value
-        cursor.accept_op(",")
-    return configs
 
 
 def _grants_row(name: str, account: _Account) -> tuple[str | None, ...]:

@@ -425,7 +425,8 @@ def _parse_column(cursor: TokenCursor) -> ColumnDef:
     return ColumnDef(name, ctype, nullable, default, aggregation, is_key)
 
 
-def _parse_properties(cursor: TokenCursor) -> dict[str, str]:
+def parse_properties(cursor: TokenCursor) -> dict[str, str]:
+    """``("key" = "value", ...)``: a CREATE TABLE's PROPERTIES, an ADMIN SET CONFIG's settings."""
     cursor.expect_op("(")
     properties: dict[str, str] = {}
     while not cursor.accept_op(")"):
@@ -497,7 +498,7 @@ def parse_create_table(cursor: TokenCursor) -> CreateTable:
         elif cursor.accept_word("ROLLUP"):
             cursor.skip_balanced()
         elif cursor.accept_word("PROPERTIES"):
-            properties = _parse_properties(cursor)
+            properties = parse_properties(cursor)
         else:
             raise DorisSqlError(f"Syntax error near '{cursor.next().text}'", 1064)
     cursor.expect_end()
@@ -1122,7 +1123,7 @@ def _create(storage: Storage, db: str, cursor: TokenCursor, grantee: Grantee) ->
     if_not_exists = cursor.accept_words("IF", "NOT", "EXISTS")
     name = cursor.identifier()
     if cursor.accept_word("PROPERTIES"):
-        _parse_properties(cursor)
+        parse_properties(cursor)
     cursor.expect_end()
     _require_database_privilege(grantee, "Create_priv", name)
     storage.create_database(name, if_not_exists)
