@@ -34,6 +34,7 @@ from airflow_provider_kinesis_doris.core.value_checks import (
     check_choice,
     check_duration,
     check_flag,
+    check_local_master,
     check_optional_mapping,
     check_optional_text,
     check_optional_whole_number,
@@ -127,6 +128,10 @@ class SparkRunner(_Group):
             raise ConfigurationError(
                 "Give runner.spark_conn_id (spark-submit) or runner.spark_connect_conn_id (Spark Connect), not both"
             )
+        # The master is the task's own Spark's only without a connection; a template is checked
+        # once rendered (validate runs again then).
+        if not (self.spark_conn_id or self.spark_connect_conn_id or "{{" in self.master):
+            check_local_master(f"{self.parameter}.master", self.master)
 
     def describe(self) -> str:
         """The Spark load job, as a failure names it."""

@@ -79,6 +79,17 @@ def check_text(name: str, value: str) -> str:
     return value
 
 
+def check_local_master(name: str, value: str) -> str:
+    """``value`` if it is a local Spark master (``local``, ``local[N]``, ``local[*]``): Spark in the
+    task's process runs in local mode only; a cluster is reached through a connection."""
+    if not check_text(name, value).startswith("local"):
+        raise ConfigurationError(
+            f"{name} {value!r}: Spark in the task's process runs in local mode only (local[*], local[N]); for a "
+            "cluster, submit through a spark connection (spark_conn_id) or use Spark Connect (spark_connect_conn_id)"
+        )
+    return value
+
+
 def check_optional_text(name: str, value: str | None) -> str | None:
     """``value`` if it is None or a non-empty string."""
     if value is not None and (not isinstance(value, str) or not value):

@@ -30,6 +30,7 @@ from typing import Any
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
+from airflow_provider_kinesis_doris.core.value_checks import check_local_master
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 
 log = logging.getLogger(__name__)
@@ -105,12 +106,7 @@ class SparkSettings:
     auth_secret: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
-        if not self.master.startswith("local"):
-            raise ConfigurationError(
-                f"spark_master {self.master!r}: Spark in the task's process runs in local mode only (local[*], "
-                "local[N]); for a cluster, submit through a spark connection (spark_conn_id) or use Spark Connect "
-                "(spark_connect_conn_id)"
-            )
+        check_local_master("master", self.master)
 
 
 MIN_JAVA = 17

@@ -68,14 +68,19 @@ print(json.dumps([
     group(lambda: SparkRunner(spark_conn_id="spark_default", spark_connect_conn_id="spark_connect_default")),
     group(lambda: ReadConfig(mode="fanout")),
     build(read={"mode": "efo"}),
+    group(lambda: SparkRunner(master="spark://127.0.0.1:7077")),
+    [group(lambda: SparkRunner(master="spark://127.0.0.1:7077", spark_conn_id="spark_default")),
+     group(lambda: SparkRunner(master="{{ params.master }}"))],
 ]))
 """
 
 
-def test_credentials_client_settings_spark_connections_and_read_mode_are_checked_when_the_dag_is_parsed() -> None:
+def test_credentials_client_settings_spark_connections_spark_master_and_read_mode_are_checked_when_the_dag_is_parsed() -> None:
     built = subprocess.run([sys.executable, "-c", BUILD_CHOICES], capture_output=True, text=True, timeout=120, check=True)
 
-    role, bad_mode, both_connections, bad_read_mode, read_as_dict = json.loads(built.stdout.strip().splitlines()[-1])
+    role, bad_mode, both_connections, bad_read_mode, read_as_dict, cluster_master, accepted = json.loads(
+        built.stdout.strip().splitlines()[-1]
+    )
 
     assert role == ["arn:aws:iam::123456789012:role/etl", False, {"mode": "adaptive"}]
     assert bad_mode.startswith("ConfigurationError: ") and "'instance_role'" in bad_mode and "default_chain" in bad_mode
@@ -85,6 +90,11 @@ def test_credentials_client_settings_spark_connections_and_read_mode_are_checked
     )
     assert bad_read_mode == "ConfigurationError: read.mode must be one of 'polling', 'efo', got 'fanout'"
     assert read_as_dict == "ConfigurationError: read must be a ReadConfig, got {'mode': 'efo'}"
+    # Before, a cluster master without a connection was refused only when the run started Spark,
+    # under the name spark_master.
+    assert cluster_master.startswith("ConfigurationError: runner.master 'spark://127.0.0.1:7077': Spark in the "
+                                     "task's process runs in local mode only"), cluster_master
+    assert accepted == [None, None], "a connection's master is the connection's; a template is checked rendered"
 
 
 BUILD_DECODERS = """
