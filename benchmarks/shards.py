@@ -273,7 +273,7 @@ def measure_history(
         wait_past(end + 1_000)
         run_interval(
             config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
-            prune_state=False,
+            prune=False,
         )  # fmt: skip
         before.append(round(_item_count(stack, config) / shards, 2))
         with counter.counting() as calls:
@@ -343,7 +343,7 @@ def _interval(
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
             config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
-            driver_concurrency=concurrency, prune_state=False,
+            driver_concurrency=concurrency, prune=False,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
         modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),

@@ -93,7 +93,7 @@ def _run(stack: Stack, config: PipelineConfig, start: int, end: int, runner: Any
     cpu_before = cpu_seconds(services)["loader"]
     started = time.perf_counter()
     result = run_interval(config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=runner,
-                          prune_state=False)  # fmt: skip
+                          prune=False)  # fmt: skip
     seconds = time.perf_counter() - started
     figures: dict[str, Any] = {"records": result.summary()["records"], "interval_s": round(seconds, 2),
                                "loader_cpu_s": round(cpu_seconds(services)["loader"] - cpu_before, 2)}  # fmt: skip

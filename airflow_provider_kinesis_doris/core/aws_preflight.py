@@ -64,7 +64,7 @@ class AwsPreflightSettings:
 
     :param label_keep_seconds: the Doris connection's label window.
     :param efo_consumer: the stream consumer's name when the pipeline reads with enhanced
-        fan-out (``read_mode="efo"``), else None.
+        fan-out (``ReadConfig(mode="efo")``), else None.
     :param creates_checkpoint_table: the operator creates a missing checkpoint table.
     """
 
@@ -287,7 +287,7 @@ def _consumers(stream: Mapping[str, Any] | None, consumer: _Answer | None, name:
         check, CheckStatus.WRONG,
         f"the stream has {count} consumers, Kinesis's limit is {EFO_CONSUMERS_PER_STREAM}: registering {name} "
         "fails, so the first run fails before anything is planned.",
-        "deregister a consumer that is no longer read, or use read_mode='polling'.",
+        "deregister a consumer that is no longer read, or read with ReadConfig(mode='polling').",
     )  # fmt: skip
 
 

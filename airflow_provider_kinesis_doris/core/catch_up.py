@@ -8,7 +8,7 @@ Kinesis all the same, and every run that plans only its own interval leaves them
 A run therefore looks at the grid of intervals its pipeline has planned (``interval#`` items) below
 its own start: between two planned intervals, and between the latest one and its own, the DAG's
 timetable (:attr:`CatchUp.next_interval`) names the intervals that should be there. Those that no
-DAG run covers (:attr:`CatchUp.has_own_run`) are *skipped*: the run loads them before its own,
+DAG run covers (:attr:`CatchUp.with_own_runs`) are *skipped*: the run loads them before its own,
 oldest first, each under its own interval's key, so a later backfill of one replays it exactly (I2)
 instead of planning a new range. An interval whose run exists and is only late (catch-up with
 several active runs, a retry, an out-of-order backfill) is left to that run. Intervals before the

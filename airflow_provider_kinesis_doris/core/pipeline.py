@@ -190,7 +190,7 @@ def run_interval(
     clock: Callable[[], int] = wall_clock_ms,
     warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
     driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
-    prune_state: bool = True,
+    prune: bool = True,
     catch_up: CatchUp | None = None,
     doris: Any | None = None,
 ) -> IntervalResult:
@@ -204,7 +204,7 @@ def run_interval(
         since it was first planned is logged as an error (a parent's run is probably stuck).
     :param driver_concurrency: shards whose planning, empty check and commit run at the same time
         in this process (``core.concurrency``).
-    :param prune_state: after the commit, prune the checkpoint table's history older than the
+    :param prune: after the commit, prune the checkpoint table's history older than the
         stream's retention plus Doris's label window, when no run has this hour (``core.prune``).
     :param catch_up: the DAG's timetable and runs, to find the intervals Airflow never ran
         (``core.catch_up``); None: plan this interval only.
@@ -226,7 +226,7 @@ def run_interval(
         return _run_one(
             config, start, end, kinesis=kinesis, store=store, credentials=credentials, runner=runner, clock=clock,
             warn_waiting_after_ms=warn_waiting_after_ms, driver_concurrency=driver_concurrency,
-            prune_state=prune_state, doris=doris,
+            prune=prune, doris=doris,
         )  # fmt: skip
 
     if catch_up is None:
@@ -335,7 +335,7 @@ def _run_one(
     clock: Callable[[], int],
     warn_waiting_after_ms: int,
     driver_concurrency: int,
-    prune_state: bool,
+    prune: bool,
     doris: Any | None,
 ) -> IntervalResult:
     with in_phase(Phase.PLANNING):
@@ -352,7 +352,7 @@ def _run_one(
         )  # fmt: skip
     if not plan.ranges:
         with in_phase(Phase.COMMITTING):
-            result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune_state))
+            result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune))
         _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
         return result
     with in_phase(Phase.PLANNING):
@@ -376,7 +376,7 @@ def _run_one(
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     with in_phase(Phase.COMMITTING):
         committed = commit_reports(store, reports, driver_concurrency, known)
-        pruned = _prune(plan, config, store, driver_concurrency, prune_state)
+        pruned = _prune(plan, config, store, driver_concurrency, prune)
     result = IntervalResult(plan, reports, committed, pruned, finished_ms=clock(), fields=_unmatched(config, reports))
     _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
     return result

@@ -54,7 +54,6 @@ from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.model import SHARD_START_INSTANT_MS, BoundaryKind, ShardRange
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +78,8 @@ class RunnerChoice:
     ranges_at_write_limit: int
     """Ranges counted at Kinesis's write limit: all when that bound alone was small enough,
     else those whose shard has no loaded interval and the sweeps from a shard's start."""
-    in_process_max_records: int
+    max_records: int
+    """``SparkOrInProcess.max_records``: the largest estimate loaded in process."""
 
     def summary(self) -> dict[str, Any]:
         return asdict(self)
@@ -168,9 +168,6 @@ class AutoRunner:
     max_records: int = DEFAULT_IN_PROCESS_MAX_RECORDS
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY
     choice: RunnerChoice | None = field(default=None, init=False)
-
-    def __post_init__(self) -> None:
-        check_whole_number("in_process_max_records", self.max_records, 0)
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> Sequence[RangeReport]:
         ranges = job.ranges

@@ -231,7 +231,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
                 credentials=self.aws_hook.load_job_credentials(doris_hook.connection_config().password,
                                                                self.executor_credentials),
                 runner=runner, warn_waiting_after_ms=int(self.read.waiting_warn_after.total_seconds() * 1000),
-                driver_concurrency=self.state.driver_concurrency, prune_state=self.state.prune,
+                driver_concurrency=self.state.driver_concurrency, prune=self.state.prune,
                 catch_up=catch_up_for(context, load=self.state.load_skipped_intervals,
                                       max_intervals=self.state.max_skipped_intervals),
             )  # fmt: skip

@@ -464,7 +464,7 @@ def test_auto_loads_a_small_interval_in_the_task_and_says_why_in_xcom(
     # One shard without a loaded interval: counted at 1,000 records/s over the 5-second interval.
     assert xcom["runner"] == {
         "runner": "in_process", "estimated_records": INTERVAL_S * 1_000, "ranges": 1, "ranges_at_write_limit": 1,
-        "in_process_max_records": 500_000,
+        "max_records": 500_000,
     }  # fmt: skip
     assert xcom["loaded"] == 4
     assert len(doris_server.execute_sql(DB, f"SELECT event_id FROM {stack['table']}")) == 4

@@ -71,7 +71,7 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(example, monkeypa
 def test_efo_loads_the_example_stream_exactly_once_and_polling_replays_of_it_load_nothing(
     example, monkeypatch, kinesis_client, dynamodb_endpoint, doris_server, efo_server
 ) -> None:
-    """``read_mode="efo"`` through the whole product: the task registers the consumer, Spark's
+    """``ReadConfig(mode="efo")`` through the whole product: the task registers the consumer, Spark's
     executors read through SubscribeToShard (the devstack's server in front of kinesis-mock, which
     the AWS connection points at), and replays of the same intervals in polling mode add nothing."""
     from tests.conftest import use_local_stack_connections

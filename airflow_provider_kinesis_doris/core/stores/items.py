@@ -160,8 +160,8 @@ class ChunkRecord:
     rows_filtered: int
     updated_ms: int
     attempt: str | None = None
-    """The attempt that wrote the intent (``new_attempt``), the only one that may record the chunk
-    not loaded; None for chunks recorded before attempts were named."""
+    """The attempt that wrote the intent (a new id per pass of a chunk, ``core.load._load_chunk``),
+    the only one that may record the chunk not loaded; None for chunks recorded before attempts were named."""
 
 
 @dataclass(frozen=True, slots=True)
