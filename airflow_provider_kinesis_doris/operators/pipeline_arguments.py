@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 
 
@@ -16,13 +17,13 @@ def loader_pipeline_id(stream_name: str, pipeline_id: str | None, doris_table: s
     """The pipeline id the loader uses: ``pipeline_id`` if given, else the loader's default
     ``<stream>.<doris_table>`` (``KinesisToDorisOperator``).
 
-    :raises ValueError: neither is given.
+    :raises ConfigurationError: neither is given.
     """
     if pipeline_id:
         return pipeline_id
     if doris_table:
         return f"{stream_name}.{doris_table}"
-    raise ValueError(
+    raise ConfigurationError(
         f"Give pipeline_id or doris_table for stream {stream_name!r}: the topology is kept per pipeline"
     )
 

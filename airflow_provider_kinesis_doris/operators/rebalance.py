@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.common.compat.sdk import BaseOperator
 
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
+from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
@@ -49,9 +50,7 @@ class KinesisShardRebalanceOperator(PipelineArgumentsMixin, BaseOperator):
             stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
             doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
         )  # fmt: skip
-        if partitions < 1:
-            raise ValueError(f"partitions must be at least 1, got {partitions}")
-        self.partitions = partitions
+        self.partitions = check_whole_number("partitions", partitions, minimum=1)
 
     def execute(self, context: Context) -> dict[str, Any]:
         pipeline_id = self.resolved_pipeline_id

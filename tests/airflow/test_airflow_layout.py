@@ -293,6 +293,7 @@ def _pipeline_classes() -> dict[str, type]:
 
 @pytest.mark.parametrize("name", ["KinesisToDorisOperator", "KinesisShardRebalanceOperator", "KinesisReshardSensor"])
 def test_the_pipeline_arguments_keep_their_names_defaults_and_templating(name: str) -> None:
+    from airflow_provider_kinesis_doris.core.errors import ConfigurationError
     from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
 
     cls = _pipeline_classes()[name]
@@ -318,7 +319,10 @@ def test_the_pipeline_arguments_keep_their_names_defaults_and_templating(name: s
     if loader:
         assert task.resolved_pipeline_id == "orders.shop.orders"
     else:
-        with pytest.raises(ValueError, match="Give pipeline_id or doris_table for stream 'orders'"):
+        with pytest.raises(ConfigurationError, match="Give pipeline_id or doris_table for stream 'orders'"):
             task.resolved_pipeline_id  # noqa: B018
+    if "Rebalance" in name:  # a ConfigurationError like every other argument's (it was a bare ValueError)
+        with pytest.raises(ConfigurationError, match="partitions must be a whole number of at least 1, got 0"):
+            cls(task_id="v", stream_name="orders", checkpoint_table="kd", partitions=0)
     named = cls(task_id="u", stream_name="orders", checkpoint_table="kd", pipeline_id="p", aws_conn_id="a", **required)
     assert (named.resolved_pipeline_id, named.aws_hook.aws_conn_id) == ("p", "a")
