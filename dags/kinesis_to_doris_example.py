@@ -58,8 +58,13 @@ with DAG(
         # Unset: <stream>.<database>.<table>. A new one with KD_EXAMPLE_TAKE_OVER_FROM naming the old
         # one goes on where that one stopped (README, "Moving to a new pipeline_id").
         pipeline_id=os.environ.get("KD_EXAMPLE_PIPELINE_ID") or None,
+        # KD_EXAMPLE_SPARK_CONNECT_CONN_ID names a spark_connect connection: the job runs on that
+        # Spark Connect server instead of in the task's process.
         runner=(
-            SparkRunner(master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"))
+            SparkRunner(
+                master=os.environ.get("KD_EXAMPLE_SPARK_MASTER", "local[2]"),
+                spark_connect_conn_id=os.environ.get("KD_EXAMPLE_SPARK_CONNECT_CONN_ID") or None,
+            )
             if os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true"
             else InProcessRunner()
         ),

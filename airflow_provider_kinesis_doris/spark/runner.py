@@ -128,6 +128,7 @@ def check_prerequisites(settings: SparkSettings) -> None:
     if importlib.util.find_spec("pyspark") is None:
         raise ConfigurationError(f"Loading with Spark needs PySpark, which this Python cannot import: {_INSTALL_HINT}")
     if settings.remote:
+        _check_connect_client()
         return
     java_home = os.environ.get("JAVA_HOME")
     java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
@@ -138,6 +139,20 @@ def check_prerequisites(settings: SparkSettings) -> None:
     if version is None or version < MIN_JAVA:
         found = f"Java {version}" if version is not None else "a java that does not say its version"
         raise ConfigurationError(f"Loading with Spark needs Java {MIN_JAVA}+; {java} (from {where}) is {found}: {_INSTALL_HINT}")
+
+
+def _check_connect_client() -> None:
+    """PySpark's Spark Connect client checks its own dependencies (pyspark's ``connect`` extra:
+    pandas, grpcio, zstandard, ...) when it is imported, which a remote session's first build does:
+    import it here, so a missing one fails the task before it plans anything."""
+    try:
+        import pyspark.sql.connect.session  # noqa: F401
+    except ImportError as exc:  # pyspark's PySparkImportError is one
+        raise ConfigurationError(
+            f"Loading through Spark Connect needs PySpark's Spark Connect client, which this Python cannot "
+            f"import ({exc}): install the provider with its apache-spark extra "
+            "(pip install 'airflow-provider-kinesis-doris[spark,apache-spark]'), which brings pyspark[connect]"
+        ) from exc
 
 
 @functools.cache

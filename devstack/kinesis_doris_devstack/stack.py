@@ -285,6 +285,70 @@ def start_spark_cluster(
     return [master, worker]
 
 
+def start_spark_connect_server(
+    log_dir: Path, *, python: str | None = None, token: str | None = None, master: str = "local[2]",
+    timeout: float = 90.0,
+) -> ServiceProcess:
+    """The Spark Connect server the pip package ships (``SparkConnectServer``, started by its
+    ``spark-submit`` as ``sbin/start-connect-server.sh`` does, in the foreground) with a
+    ``master`` of its own, its gRPC endpoint and driver on loopback only; the endpoint is
+    ``sc://127.0.0.1:<port>``.
+
+    ``python`` is what the server runs for its Python workers (``PYSPARK_PYTHON`` and
+    ``PYSPARK_DRIVER_PYTHON``): the planner
+    workers of its driver and the executors' workers both import the load job's code, so it is an
+    environment with this provider installed (a real server's, not the client's). With ``token``
+    the server refuses every call without that bearer token (``SPARK_CONNECT_AUTHENTICATE_TOKEN``,
+    in its environment, never on its command line). The server keeps its files under ``log_dir``.
+    """
+    import pyspark
+
+    spark_home = Path(pyspark.__file__).parent
+    port = free_port()
+    local_dir = log_dir / "connect-tmp"
+    local_dir.mkdir(exist_ok=True)
+    env = {"SPARK_HOME": str(spark_home), "SPARK_LOCAL_IP": LOOPBACK, "TMPDIR": str(local_dir)}
+    if python:
+        # The driver's planner workers take PYSPARK_DRIVER_PYTHON first (a caller's may be set).
+        env["PYSPARK_PYTHON"] = env["PYSPARK_DRIVER_PYTHON"] = python
+    if token:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
+    conf = {
+        "spark.connect.grpc.binding.address": LOOPBACK,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.bindAddress": LOOPBACK,
+        "spark.driver.host": LOOPBACK,
+        "spark.ui.enabled": "false",
+        "spark.local.dir": str(local_dir),
+    }
+    argv = [
+        str(spark_home / "bin" / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+        "--name", "Spark Connect server", "--master", master,
+        *(arg for key, value in conf.items() for arg in ("--conf", f"{key}={value}")),
+    ]  # fmt: skip
+    process, log_path = _spawn("spark_connect", argv, env, log_dir)
+    server = ServiceProcess("spark_connect", process, f"sc://{LOOPBACK}:{port}", log_path, extra={"port": port})
+    _wait_tcp(server, port, timeout)
+    return server
+
+
+def _wait_tcp(service: ServiceProcess, port: int, timeout: float) -> None:
+    """Wait until ``service`` accepts TCP connections on loopback ``port`` (a gRPC server answers
+    no HTTP/1 request); stop it if it does not in time or exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if service.process.poll() is not None:
+            returncode = service.process.returncode
+            raise RuntimeError(f"{service.name} exited with {returncode} while starting; see {service.log_path}")
+        try:
+            socket.create_connection((LOOPBACK, port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    service.stop()
+    raise TimeoutError(f"{service.name} did not listen on {LOOPBACK}:{port} within {timeout:.0f}s; see {service.log_path}")
+
+
 def _wait_for_log(service: ServiceProcess, needle: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -63,3 +63,15 @@ def test_spark_connect_needs_pyspark_but_no_java(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "pyspark", None)
     with pytest.raises(ConfigurationError, match="needs PySpark"):
         check_prerequisites(connect)
+
+
+def test_spark_connect_without_its_client_dependencies_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PySpark imports, but not its Spark Connect client: pandas (of pyspark's ``connect`` extra) is
+    missing, as it was in an install without pyspark-client. The task fails before it plans."""
+    monkeypatch.delitem(sys.modules, "pyspark.sql.connect.session", raising=False)  # imported afresh
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ConfigurationError) as error:
+        check_prerequisites(SparkSettings(remote="sc://127.0.0.1:15002"))
+    message = str(error.value)
+    assert "needs PySpark's Spark Connect client" in message and "pandas" in message.lower()
+    assert "airflow-provider-kinesis-doris[spark,apache-spark]" in message
