@@ -217,18 +217,33 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
     for key, value in _session_conf(settings).items():
         builder = builder.config(key, value)
-    # The session is kept for the next job of this process: starting one costs 4-8 s.
+    # A local session is kept for the next job of this process: starting one costs 4-8 s.
     spark = builder.getOrCreate()
-    if settings.remote:
-        job = _ship_credentials(spark, job)
-    return run_job(spark, job)
+    if not settings.remote:
+        return run_job(spark, job)
+    return _run_connected(spark, job)
+
+
+def _run_connected(spark: Any, job: LoadJob) -> list[RangeReport]:
+    """Run ``job`` in a Spark Connect session and end the session. Opening one costs a round
+    trip, and one left open would keep this run's credentials file on the server and make this
+    process's exit call a server that may be gone (PySpark's client retries such a call for
+    minutes before it lets the process end)."""
+    try:
+        reports = run_job(spark, _ship_credentials(spark, job))
+    except BaseException:
+        # The server may be what failed: close the channel without a call to it.
+        spark.client.close()
+        raise
+    spark.stop()  # releases the session on the server, and its artifacts with it
+    return reports
 
 
 def _ship_credentials(spark: Any, job: LoadJob) -> LoadJob:
     """Upload the credentials file to the Spark Connect server as a session artifact, whose
     executors may run on other hosts, and name it in the job without a folder, so that they read it
-    through ``SparkFiles``. Each run's file has a name of its own: a session lives as long as this
-    process, and Spark keeps the first file of a name."""
+    through ``SparkFiles``. The session ends with the run (:func:`_run_connected`), and the file
+    with it."""
     if not job.credentials_file:
         return job
     spark.addArtifacts(job.credentials_file, file=True)
@@ -248,7 +263,13 @@ def _session_conf(settings: SparkSettings) -> dict[str, str]:
     """Spark's settings for ``settings``: ours, then for local mode the local ones, then the user's
     (which win). A submission's master is its connection's: a driver that listened on loopback
     would be out of its executors' reach."""
-    local = settings.submitter is None and not settings.remote
+    if settings.remote:
+        # A Spark Connect server's Spark is running already: a session can change only its SQL
+        # settings, and the server warns of each other one (the UI and the Python workers are the
+        # server's to set).
+        ours = {key: value for key, value in _DEFAULT_CONF.items() if key.startswith("spark.sql.")}
+        return {**ours, **settings.conf}
+    local = settings.submitter is None
     return {**_DEFAULT_CONF, **(_LOCAL_CONF if local else {}), **settings.conf}
 
 

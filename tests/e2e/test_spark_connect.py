@@ -32,13 +32,6 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
     try:
         yield server
     finally:
-        # The runner keeps its session for the process's next job: release it while the server
-        # is there (a client whose server is gone retries for minutes when it exits).
-        from pyspark.sql.connect.session import SparkSession
-
-        session = SparkSession.getActiveSession() or SparkSession._get_default_session()
-        if session is not None:
-            session.stop()
         server.stop()
 
 
@@ -65,8 +58,10 @@ def descendants(pid: int) -> dict[int, str]:
 
 
 def test_the_example_dag_through_spark_connect_loads_exactly_once(
-    connect_server, example, monkeypatch, kinesis_client, dynamodb_client, doris_server
+    connect_server, example, monkeypatch, recwarn, kinesis_client, dynamodb_client, doris_server
 ) -> None:
+    from pyspark.sql.connect.session import SparkSession
+
     # "localhost": Spark's client sends a token without TLS only over a local channel.
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(
         {"conn_type": "spark_connect", "host": "localhost", "port": connect_server.extra["port"], "password": TOKEN}
@@ -80,6 +75,12 @@ def test_the_example_dag_through_spark_connect_loads_exactly_once(
             dag_run = run_dag_test(dag, datetime.fromtimestamp(end / 1000, tz=timezone.utc))
             assert str(dag_run.state) in ("success", "DagRunState.SUCCESS"), dag_run.state
 
+    # Each run ended its session: this process's exit calls no server (PySpark's client would
+    # retry a gone one for minutes), and the server keeps no run's credentials file.
+    assert SparkSession.getActiveSession() is None and SparkSession._get_default_session() is None
+    # The server's static settings are its own: the session asked to change none of them.
+    refused = [str(warning.message) for warning in recwarn if "spark." in str(warning.message)]
+    assert not refused, refused
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
     assert [row[0] for row in rows] == sorted(produced)
     store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, example["pipeline_id"])

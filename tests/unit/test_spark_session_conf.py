@@ -21,6 +21,13 @@ def test_a_cluster_or_connect_session_and_the_users_own_options_are_left_alone()
     assert _session_conf(mine)[JAVA_OPTIONS] == "-Xmx2g"
 
 
+def test_a_connect_session_sets_only_sql_settings_the_server_lets_a_session_change() -> None:
+    # The server's Spark runs already: a static setting (the UI, Python workers) is refused with a
+    # warning per key, so only the SQL ones go, and the user's own as given.
+    conf = _session_conf(SparkSettings(remote="sc://127.0.0.1:15002", conf={"spark.executor.memory": "2g"}))
+    assert conf == {"spark.sql.shuffle.partitions": "4", "spark.executor.memory": "2g"}
+
+
 def test_a_submission_ships_the_credentials_file_and_names_it_for_sparkfiles_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
     from airflow_provider_kinesis_doris.core.load_job import LoadJob
     from airflow_provider_kinesis_doris.core.settings import Credentials
