@@ -229,6 +229,8 @@ def _run_connected(spark: Any, job: LoadJob) -> list[RangeReport]:
     trip, and one left open would keep this run's credentials file on the server and make this
     process's exit call a server that may be gone (PySpark's client retries such a call for
     minutes before it lets the process end)."""
+    from airflow_provider_kinesis_doris.spark.job import run_job
+
     try:
         reports = run_job(spark, _ship_credentials(spark, job))
     except BaseException:
