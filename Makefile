@@ -125,8 +125,10 @@ $(VENV)/.bench-installed: $(UV)
 	$(UV) pip install --quiet --python $(VENV)/bin/python py-spy==0.4.3
 	touch $@
 
+# The figures are then checked (every one there, each sane) by benchmarks/test_run_figures.py.
 bench: install $(VENV)/.bench-installed
-	$(VENV)/bin/python benchmarks/run.py $(BENCH_ARGS)
+	$(VENV)/bin/python benchmarks/run.py --json-out bench-result.json $(BENCH_ARGS)
+	KD_BENCH_JSON=bench-result.json $(VENV)/bin/python -m pytest benchmarks/test_run_figures.py -q -p no:randomly
 
 # Per-interval control-plane cost by shard count (kinesis-mock, moto, the stand-in; no Spark).
 bench-shards: install

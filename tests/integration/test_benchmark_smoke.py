@@ -1,5 +1,6 @@
-"""The benchmark (``benchmarks/run.py``) at a tiny size, so that it cannot rot. Not a benchmark
-itself: it checks the script runs the whole local stack and reports every figure, sanely."""
+"""The benchmarks' parts that cost little: the CPU split of ``benchmarks/run.py`` and
+``make bench-shards`` at two tiny shard counts, so that they cannot rot. ``run.py``'s own figures
+are checked by ``make bench`` (``benchmarks/test_run_figures.py``): it starts Spark several times."""
 
 from __future__ import annotations
 
@@ -10,85 +11,9 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.spark]
+pytestmark = [pytest.mark.integration]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "run.py"
-RECORDS = 2000
-SHARDS = 4
-
-
-@pytest.fixture(scope="module")
-def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("bench")
-    out = folder / "result.json"
-    # About 100 s alone; 556 s beside make test's four workers on two cores (a fresh clone's run).
-    completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
-        [sys.executable, str(SCRIPT), "--records", str(RECORDS), "--auto-records", "400",
-         "--state-dir", str(folder / "stack"), "--json-out", str(out)],
-        capture_output=True, text=True, timeout=1000, check=False,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    last_line = completed.stdout.strip().splitlines()[-1]
-    assert json.loads(last_line) == json.loads(out.read_text())
-    return json.loads(last_line)
-
-
-@pytest.mark.timeout(1100)
-def test_the_json_line_has_every_figure(figures: dict) -> None:
-    from benchmarks.run import RESULT_KEYS
-
-    assert sorted(figures) == sorted(RESULT_KEYS)
-    assert figures["records"] == RECORDS and figures["small"]["records"] == RECORDS // 10
-
-
-@pytest.mark.timeout(1100)
-def test_the_figures_are_sane(figures: dict) -> None:
-    for key in ("e2e_s", "in_process_s", "raw_read_s", "raw_load_s", "empty_interval_s", "ratio_e2e_to_floor"):
-        assert figures[key] > 0, key
-    # e2e includes starting Spark: it cannot beat the bare floor at this size.
-    assert figures["e2e_s"] > max(figures["raw_read_s"], figures["raw_load_s"])
-    assert figures["empty_interval_started_spark"] is False
-    assert 0 < figures["peak_rss_loader_mb"] <= figures["peak_rss_mb"]
-    assert 0 < figures["peak_rss_loader_small_mb"] <= figures["peak_rss_small_mb"]
-    calls, minimum = figures["get_records_calls_per_shard"], figures["get_records_min_per_shard"]
-    assert len(calls) == SHARDS and calls.keys() == minimum.keys()
-    assert all(1 <= calls[shard] <= minimum[shard] for shard in calls)
-    assert figures["get_records_ratio"] == pytest.approx(max(calls[s] / minimum[s] for s in calls), abs=1e-3)
-
-
-@pytest.mark.timeout(1100)
-def test_the_cpu_figures_name_each_part_of_the_loader(figures: dict) -> None:
-    per_record = figures["cpu_us_per_record"]
-    assert per_record["bare"] == pytest.approx(per_record["bare_read"] + per_record["bare_load"], abs=0.15)
-    assert per_record["bare_read"] > 0 and per_record["local[2]"] > per_record["in_process"] > 0
-    assert figures["cpu_ratio_to_bare"]["local[2]"] == pytest.approx(per_record["local[2]"] / per_record["bare"], rel=0.02)
-    spark, here = figures["cpu_s_loader_parts"]["local[2]"], figures["cpu_s_loader_parts"]["in_process"]
-    # Spark's JVM and Python workers do the Spark run's work; the in-process run has no workers.
-    assert spark["jvm"] > 0 and spark["python_workers"] > 0 and here["python_workers"] == 0 and here["driver"] > 0
-    cold = figures["spark_cold_start"]
-    assert cold["jvm"] > 0 and cold["seconds"] > 0 and cold["cpu_s"] >= cold["jvm"]
-    memory = figures["peak_rss_loader_parts_mb"]["local[2]"]
-    assert memory["jvm"] > 0 and memory["python_workers"] > 0 and memory["driver"] > 0
-    assert figures["auto_small"]["runner"] == "in_process" and figures["auto_small"]["records"] == 400
-    assert 0 < figures["auto_small"]["s_after_planning"] < figures["e2e_s"]
-    split = figures["cpu_split_in_process"]
-    if split:  # py-spy is installed by `make bench`, not by `make test`
-        assert sum(split.values()) == pytest.approx(1, abs=0.01) and split["read"] > 0
-    assert set(figures["targets"]["cpu_ratio_to_bare_met"]) == {"local[2]", "in_process"}
-
-
-@pytest.mark.timeout(1100)
-def test_enhanced_fan_out_loads_the_same_rows_through_subscriptions_only(figures: dict) -> None:
-    assert figures["efo_rows_match"] is True
-    subscribes, get_records = figures["efo_subscribe_calls_per_shard"], figures["efo_get_records_calls_per_shard"]
-    assert len(subscribes) == SHARDS and subscribes.keys() == get_records.keys()
-    assert all(calls >= 1 for calls in subscribes.values()) and all(calls == 0 for calls in get_records.values())
-    # At least one event per shard carried its records; polling read the same shards by GetRecords.
-    assert figures["efo_events_sent"] >= SHARDS
-    assert figures["polling_get_records_calls_per_shard"].keys() == subscribes.keys()
-    assert all(calls >= 1 for calls in figures["polling_get_records_calls_per_shard"].values())
-    assert figures["efo_records_per_s"] > 0 and figures["polling_records_per_s"] > 0
-    assert figures["polling_records_per_s"] == pytest.approx(RECORDS / figures["in_process_s"], rel=0.05)
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_split_puts_each_sample_in_the_part_of_its_innermost_frame_of_ours() -> None:
@@ -117,7 +42,7 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
     completed = subprocess.run(  # noqa: S603 - our own module, fixed arguments
         [sys.executable, "-m", "benchmarks.shards", *SHARDS_SCRIPT_ARGS, "--state-dir", str(tmp_path / "stack"),
          "--json-out", str(out)],
-        capture_output=True, text=True, timeout=280, check=False, cwd=SCRIPT.parents[1],
+        capture_output=True, text=True, timeout=280, check=False, cwd=REPO_ROOT,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     *lines, history, final = [json.loads(line) for line in out.read_text().splitlines()]
