@@ -6,7 +6,10 @@ below; Airflow 2.x reads the same fields from ``DorisHook.get_connection_form_wi
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+
+from packaging.version import Version
 
 from airflow_provider_kinesis_doris import __version__
 
@@ -56,6 +59,20 @@ _DORIS_URIS = {
 }
 
 
+_PLUGINS = [{"name": "kinesis_doris_pipelines", "plugin-class": f"{_PACKAGE}.ui.plugin.KinesisDorisPipelinesPlugin"}]
+"""The pipeline pages (``ui.app``): a FastAPI app in the API server, which Airflow 3.1 first mounts
+from plugins. Listed only there: 2.11's webserver would import the plugin and fail on FastAPI."""
+
+
+def _serves_plugin_apps() -> bool:
+    # Read from the installed distribution, not `import airflow`: the providers manager calls this
+    # while Airflow itself is being imported.
+    try:
+        return Version(Version(version("apache-airflow")).base_version) >= Version("3.1.0")
+    except PackageNotFoundError:
+        return False
+
+
 def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-provider-kinesis-doris",
@@ -84,7 +101,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],
         "triggers": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kinesis_reshard"]}],
-        "extra-links": [f"{_PACKAGE}.links.doris.DorisTableLink"],
+        "extra-links": [f"{_PACKAGE}.links.doris.DorisTableLink", f"{_PACKAGE}.links.pipeline_page.KinesisDorisPipelineLink"],
         # doris://<conn id>/<database>/<table>: the loader's default outlet (assets.doris).
         # Airflow 3 reads "asset-uris", 2.11 "dataset-uris".
         "asset-uris": [_DORIS_URIS],
@@ -102,4 +119,5 @@ def get_provider_info() -> dict[str, Any]:
                 "conn-fields": DORIS_CONN_FIELDS,
             }
         ],
+        **({"plugins": _PLUGINS} if _serves_plugin_apps() else {}),
     }

@@ -34,6 +34,7 @@ from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
+from airflow_provider_kinesis_doris.links.pipeline_page import KinesisDorisPipelineLink
 from airflow_provider_kinesis_doris.operators import loader_setup as setup
 from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for, epoch_ms, interval_of
 from airflow_provider_kinesis_doris.operators.loader_arguments import (
@@ -120,7 +121,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = (*PipelineArgumentsMixin.template_fields, "runner", "mapping", "read", "load")
-    operator_extra_links = (DorisTableLink(),)
+    operator_extra_links = (DorisTableLink(), KinesisDorisPipelineLink())
     ui_color = "#d4e9f7"
 
     def __init__(

@@ -1,0 +1,1 @@
+"""The "Kinesis → Doris" pipeline pages in Airflow 3.1+'s UI (``plugin``): read only."""
