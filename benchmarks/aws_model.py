@@ -4,8 +4,9 @@ clock that leaves the emulators' own service time out.
 Every botocore request of this process that carries an ``X-Amz-Target`` (Kinesis and DynamoDB,
 whose JSON protocols the emulators speak) passes :meth:`AwsModel.send` while :meth:`AwsModel.active`
 is open: the call is admitted or throttled against AWS's per-shard, per-stream and per-account
-limits (a throttled call gets AWS's error code as a 400 reply, so botocore's retries and the
-driver's back-off meet it as they would on AWS), waits the operation's modelled latency on the
+limits, and DynamoDB's throughput per partition-key value (:class:`PartitionLimits`; a throttled
+call gets AWS's error code as a 400 reply, so botocore's retries and the driver's back-off meet it
+as they would on AWS), waits the operation's modelled latency on the
 :class:`VirtualClock`, and only then goes to the emulator, one call at a time, with the clock
 paused. Time read on the clock is therefore the driver's own work (its CPU during a pause
 included), the Doris stand-in's replies and the modelled latency, without the emulators' service
@@ -19,6 +20,7 @@ The figures and their sources are in docs/benchmarks.md ("An AWS model").
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from collections import Counter, deque
@@ -62,6 +64,36 @@ LIMITS: Mapping[str, Limit] = {
     "DescribeStreamSummary": Limit(20, "account", "LimitExceededException"),
     "DescribeStream": Limit(10, "account", "LimitExceededException"),
 }
+
+
+@dataclass(frozen=True)
+class PartitionLimits:
+    """DynamoDB's throughput per partition: "a single partition can support a maximum of 3,000
+    read capacity units (RCUs) or 1,000 write capacity units (WCUs)" (AWS's developer guide,
+    partitions and data distribution; on-demand and provisioned tables alike, adaptive capacity
+    does not raise it). All items of one partition-key value live in one partition, so that is the
+    most one key's items get. "Or": a second's capacity is spent by reads at 1/3,000 and by writes
+    at 1/1,000 each (one bucket, not two). Burst capacity: "DynamoDB currently retains up to 5
+    minutes (300 seconds) of unused read and write capacity"; ``saved_s`` is how much a key has
+    saved when the model starts: none by default (the worst case: a pipeline whose key was just
+    busy), ``burst_s`` for a key idle for five minutes.
+
+    A unit is 1 KB written, 4 KB read with ``ConsistentRead`` (half a unit without); a transaction
+    costs each of its items twice (AWS: "two underlying reads or writes of every item"). An item's
+    size is its request's JSON for a write (the whole item for ``PutItem``; for ``UpdateItem`` and
+    ``DeleteItem`` the key and the update, an undercount of an item larger than that), and its
+    reply's JSON for a read. A ``BatchWriteItem`` with one item over its key's capacity is refused
+    whole (AWS returns the others as written and that one as ``UnprocessedItems``): the model
+    retries more of a batch than AWS would."""
+
+    read_units_per_s: float = 3000
+    write_units_per_s: float = 1000
+    burst_s: float = 300
+    saved_s: float = 0
+    key_attribute: str = "pk"
+
+
+WRITE_UNIT_BYTES, READ_UNIT_BYTES = 1024, 4096
 
 
 class VirtualClock:
@@ -119,12 +151,16 @@ class _Body:
 class AwsModel:
     """Latency and call limits of AWS around the emulators (see the module's docstring)."""
 
-    def __init__(self, latency: Mapping[str, float] = LATENCY_S, limits: Mapping[str, Limit] = LIMITS) -> None:
+    def __init__(
+        self, latency: Mapping[str, float] = LATENCY_S, limits: Mapping[str, Limit] = LIMITS,
+        partitions: PartitionLimits = PartitionLimits(),
+    ) -> None:  # fmt: skip
         self.clock = VirtualClock()
         self._latency, self._limits = latency, limits
         self._lock = threading.Lock()
         self._admitted: dict[tuple[str, str], deque[float]] = {}
         self._iterator_shards: dict[str, str] = {}
+        self.partitions = _PartitionBuckets(partitions, self.clock)
         self.throttled: Counter[str] = Counter()
         """Calls refused with AWS's error code, by operation, since the model was made."""
 
@@ -151,8 +187,13 @@ class AwsModel:
         operation = (target.decode() if isinstance(target, bytes) else target).rsplit(".", 1)[-1]
         # Only a limited operation's parameters are read: parsing every body (a chunk's content
         # among them) would add the model's own CPU to the driver's on the clock.
-        params = json.loads(request.body or b"{}") if operation in self._limits else {}
+        dynamodb = target.startswith(b"DynamoDB" if isinstance(target, bytes) else "DynamoDB")
+        params = json.loads(request.body or b"{}") if operation in self._limits or dynamodb else {}
         refused = self._refusal(operation, params)
+        if dynamodb and not refused and not self.partitions.admit(operation, params):
+            with self._lock:
+                self.throttled[operation] += 1
+            refused = THROUGHPUT
         self.clock.sleep(self._latency.get(operation, OTHER_LATENCY_S))
         if refused:
             return _error_reply(request.url, refused, f"Rate exceeded for {operation} (AWS model)")
@@ -160,6 +201,8 @@ class AwsModel:
             reply = _original_send(endpoint, request)
             if reply.status_code == 200 and operation in ("GetShardIterator", "GetRecords"):
                 self._follow_iterator(operation, params, json.loads(reply.content))
+            if reply.status_code == 200 and dynamodb:
+                self.partitions.spend_reads(operation, params, json.loads(reply.content))
         return reply
 
     def _refusal(self, operation: str, params: Mapping[str, Any]) -> str | None:
@@ -201,6 +244,125 @@ class AwsModel:
             following = reply.get("ShardIterator" if operation == "GetShardIterator" else "NextShardIterator")
             if following:
                 self._iterator_shards[following] = shard
+
+
+class _PartitionBuckets:
+    """Each partition-key value's capacity (:class:`PartitionLimits`), in seconds of one
+    partition's throughput: refilled at one a second up to ``burst_s``, spent by every call that
+    touches the key. A write is admitted if its units are there; a read if the key's capacity is
+    not spent, and it pays for what its reply held (AWS meters a read by what it returned)."""
+
+    def __init__(self, limits: PartitionLimits, clock: VirtualClock) -> None:
+        self.limits, self._clock = limits, clock
+        self._lock = threading.Lock()
+        self._seconds: dict[str, tuple[float, float]] = {}  # key → (capacity left, when)
+        self.units: Counter[str] = Counter()
+        """Capacity units spent by each partition-key value (``table/value``), reads and writes."""
+
+    def admit(self, operation: str, params: Mapping[str, Any]) -> bool:
+        writes = _write_units(operation, params, self.limits.key_attribute)
+        keys = set(writes) | set(_read_keys(operation, params, self.limits.key_attribute))
+        with self._lock:
+            left = {key: self._refilled(key) for key in keys}
+            if any(seconds <= 0 for seconds in left.values()) or any(
+                left[key] < units / self.limits.write_units_per_s for key, units in writes.items()
+            ):
+                return False
+            for key, units in writes.items():
+                self._spend(key, left[key], units / self.limits.write_units_per_s)
+                self.units[key] += units
+        return True
+
+    def spend_reads(self, operation: str, params: Mapping[str, Any], reply: Mapping[str, Any]) -> None:
+        reads = _read_units(operation, params, reply, self.limits.key_attribute)
+        with self._lock:
+            for key, units in reads.items():
+                self._spend(key, self._refilled(key), units / self.limits.read_units_per_s)
+                self.units[key] += units
+
+    def _refilled(self, key: str) -> float:
+        now = self._clock.now()
+        left, since = self._seconds.get(key, (1.0 + self.limits.saved_s, now))
+        return min(left + (now - since), max(self.limits.burst_s, 1.0))
+
+    def _spend(self, key: str, left: float, seconds: float) -> None:
+        # A read may take the key below zero: it was admitted before its size was known.
+        self._seconds[key] = (left - seconds, self._clock.now())
+
+
+def _key(table: str, item_or_key: Mapping[str, Any], attribute: str) -> str:
+    (value,) = item_or_key[attribute].values()
+    return f"{table}/{value}"
+
+
+def _units(payload: Any, unit_bytes: int) -> int:
+    return max(1, math.ceil(len(json.dumps(payload)) / unit_bytes))
+
+
+def _write_units(operation: str, params: Mapping[str, Any], attribute: str) -> Counter[str]:
+    """Write units by partition-key value of a DynamoDB write (none for a read)."""
+    units: Counter[str] = Counter()
+    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        units[_key(params["TableName"], params.get("Item") or params["Key"], attribute)] += _units(params, WRITE_UNIT_BYTES)
+    elif operation == "BatchWriteItem":
+        for table, requests in params["RequestItems"].items():
+            for request in requests:
+                body = request.get("PutRequest", {}).get("Item") or request["DeleteRequest"]["Key"]
+                units[_key(table, body, attribute)] += _units(request, WRITE_UNIT_BYTES)
+    elif operation == "TransactWriteItems":
+        for entry in params["TransactItems"]:
+            ((kind, body),) = entry.items()
+            if kind != "ConditionCheck":  # a check reads: metered as a read unit by AWS, left out here
+                units[_key(body["TableName"], body.get("Item") or body["Key"], attribute)] += 2 * _units(body, WRITE_UNIT_BYTES)
+    return units
+
+
+def _read_keys(operation: str, params: Mapping[str, Any], attribute: str) -> list[str]:
+    """The partition-key values a DynamoDB read touches, known before its reply."""
+    if operation == "GetItem":
+        return [_key(params["TableName"], params["Key"], attribute)]
+    if operation == "Query":
+        value = _query_key_value(params, attribute)
+        return [f"{params['TableName']}/{value}"] if value is not None else []
+    if operation == "BatchGetItem":
+        return [_key(table, key, attribute) for table, request in params["RequestItems"].items() for key in request["Keys"]]
+    if operation == "TransactGetItems":
+        return [_key(entry["Get"]["TableName"], entry["Get"]["Key"], attribute) for entry in params["TransactItems"]]
+    return []
+
+
+def _query_key_value(params: Mapping[str, Any], attribute: str) -> str | None:
+    """The partition-key value a Query's ``KeyConditionExpression`` names (``pk = :pk ...``)."""
+    condition = params.get("KeyConditionExpression", "")
+    names = {alias for alias, name in params.get("ExpressionAttributeNames", {}).items() if name == attribute}
+    for clause in condition.split(" AND "):
+        left, _, right = (part.strip() for part in clause.partition("="))
+        if left in names | {attribute} and right in params.get("ExpressionAttributeValues", {}):
+            (value,) = params["ExpressionAttributeValues"][right].values()
+            return str(value)
+    return None
+
+
+def _read_units(operation: str, params: Mapping[str, Any], reply: Mapping[str, Any], attribute: str) -> Counter[str]:
+    """Read units by partition-key value of a DynamoDB read's reply (none for a write)."""
+    units: Counter[str] = Counter()
+    factor = 1.0 if params.get("ConsistentRead") else 0.5
+    if operation == "GetItem":
+        units[_key(params["TableName"], params["Key"], attribute)] += factor * _units(reply.get("Item", {}), READ_UNIT_BYTES)
+    elif operation == "Query":
+        value = _query_key_value(params, attribute)
+        if value is not None:
+            units[f"{params['TableName']}/{value}"] += factor * _units(reply.get("Items", []), READ_UNIT_BYTES)
+    elif operation == "BatchGetItem":
+        for table, items in reply.get("Responses", {}).items():
+            consistent = 1.0 if params["RequestItems"][table].get("ConsistentRead") else 0.5
+            for item in items:
+                if attribute in item:  # a projection without the key is left unmetered
+                    units[_key(table, item, attribute)] += consistent * _units(item, READ_UNIT_BYTES)
+    elif operation == "TransactGetItems":
+        for entry, response in zip(params["TransactItems"], reply.get("Responses", [])):
+            units[_key(entry["Get"]["TableName"], entry["Get"]["Key"], attribute)] += 2 * _units(response.get("Item", {}), READ_UNIT_BYTES)
+    return units
 
 
 def _error_reply(url: str, code: str, message: str) -> AWSResponse:

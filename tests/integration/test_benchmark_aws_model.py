@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from benchmarks.aws_model import LATENCY_S, AwsModel, VirtualClock
+from benchmarks.aws_model import LATENCY_S, AwsModel, PartitionLimits, VirtualClock
 from kinesis_doris_devstack.scenario import create_stream
 
 pytestmark = [pytest.mark.integration]
@@ -74,6 +74,88 @@ def test_get_records_is_limited_per_shard_through_the_iterators_it_returns(kines
     assert model.throttled["GetRecords"] >= 1
     # The back-off pause is on the model's clock too, so the throttle costs modelled time.
     assert modelled > 6 * LATENCY_S["GetRecords"] + 0.05 and real >= modelled
+
+
+def _dynamodb(endpoint: str, attempts: int) -> Any:
+    return boto3.client(
+        "dynamodb", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="local",
+        aws_secret_access_key="local", config=Config(retries={"total_max_attempts": attempts, "mode": "standard"}),
+    )  # fmt: skip
+
+
+def _table(dynamodb: Any) -> str:
+    table = f"aws-model-{uuid.uuid4().hex[:8]}"
+    dynamodb.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}],
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    )  # fmt: skip
+    return table
+
+
+def _put(dynamodb: Any, table: str, pk: str, n: int) -> None:
+    dynamodb.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": f"item#{n}"}})
+
+
+def _query_of(table: str, pk: str) -> dict[str, Any]:
+    return {"TableName": table, "KeyConditionExpression": "pk = :pk", "ConsistentRead": True,
+            "ExpressionAttributeValues": {":pk": {"S": pk}}}  # fmt: skip
+
+
+# Five write units a second for each key, no burst saved: the sixth one-unit write within a second
+# of the first is over its key's capacity.
+FIVE_A_SECOND = PartitionLimits(read_units_per_s=15, write_units_per_s=5, burst_s=1)
+
+
+def test_writes_over_one_keys_capacity_are_refused_as_aws_refuses_them_and_another_key_has_its_own(
+    dynamodb_endpoint: str,
+) -> None:
+    dynamodb = _dynamodb(dynamodb_endpoint, attempts=1)
+    table = _table(dynamodb)
+    model = AwsModel(partitions=FIVE_A_SECOND)
+    with model.active():
+        for n in range(5):
+            _put(dynamodb, table, "pipeline-a", n)
+        with pytest.raises(ClientError) as refused:
+            _put(dynamodb, table, "pipeline-a", 5)
+        for n in range(5):  # another partition-key value: a partition of its own
+            _put(dynamodb, table, "pipeline-b", n)
+    assert refused.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+    assert model.throttled == {"PutItem": 1}
+    assert model.partitions.units == {f"{table}/pipeline-a": 5, f"{table}/pipeline-b": 5}
+
+
+def test_botocores_retries_get_writes_through_at_the_keys_rate(dynamodb_endpoint: str) -> None:
+    dynamodb = _dynamodb(dynamodb_endpoint, attempts=10)
+    table = _table(dynamodb)
+    model = AwsModel(partitions=FIVE_A_SECOND)
+    with model.active():
+        started = model.clock.now()
+        for n in range(10):
+            _put(dynamodb, table, "pipeline-a", n)
+        modelled = model.clock.now() - started
+    # Ten one-unit writes at five a second, a second's worth there at the start: about a second
+    # of botocore's back-off on the model's clock.
+    assert model.throttled["PutItem"] >= 1 and modelled >= 0.9
+    assert model.partitions.units == {f"{table}/pipeline-a": 10}
+
+
+def test_a_read_pays_for_what_it_returned_and_the_next_one_waits_for_the_keys_capacity(dynamodb_endpoint: str) -> None:
+    dynamodb = _dynamodb(dynamodb_endpoint, attempts=1)
+    table = _table(dynamodb)
+    # Two read units a second: a consistent read of 15 KB (4 units) spends two seconds' worth.
+    model = AwsModel(partitions=PartitionLimits(read_units_per_s=2, write_units_per_s=1000, burst_s=1))
+    with model.active():
+        for n in range(3):  # 5 KB each: 5 write units
+            dynamodb.put_item(TableName=table, Item={"pk": {"S": "pipeline-a"}, "sk": {"S": f"item#{n}"}, "body": {"S": "x" * 5000}})
+        assert len(dynamodb.query(**_query_of(table, "pipeline-a"))["Items"]) == 3
+        with pytest.raises(ClientError) as refused:  # the key's capacity is spent: refused before it reads
+            dynamodb.query(**_query_of(table, "pipeline-a"))
+        model.clock.sleep(1.5)  # a second later it is not spent any more
+        assert len(dynamodb.query(**_query_of(table, "pipeline-a"))["Items"]) == 3
+    assert refused.value.response["Error"]["Code"] == "ProvisionedThroughputExceededException"
+    assert model.throttled == {"Query": 1}
+    assert model.partitions.units == {f"{table}/pipeline-a": 3 * 5 + 2 * 4}
 
 
 @pytest.mark.timeout(600)
