@@ -19,10 +19,15 @@ AIRFLOW3_VERSION := 3.3.2
 AIRFLOW2_VERSION := 2.11.2
 PYTEST_ARGS ?=
 
-.PHONY: install test test-af3 test-af2 test-lowest demo lock bench bench-shards bench-shards-aws proof clean
+.PHONY: install test test-af3 test-af2 test-lowest demo lock bench bench-shards bench-shards-aws proof clean chromium bench-page
 
 install: $(VENV)/.installed $(VENV2)/.installed $(VENV_SPARK)/.installed $(VENV_LOWEST)/.installed \
-	node_modules/.installed $(VENV)/.compose-installed
+	node_modules/.installed $(VENV)/.compose-installed chromium
+
+# Debian's Chromium for the pipeline page's browser test (tests/e2e/test_pipeline_page.py), installed
+# only where it is missing (apt-get needs root); the test drives it headless, never downloading a browser.
+chromium:
+	test -x /usr/bin/chromium || (apt-get update -qq && apt-get install -y -qq chromium)
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -138,6 +143,11 @@ bench-shards: install
 # out), issue 37's targets judged at the largest count; BENCH_ARGS=--shards 16,64,256,1000 for all.
 bench-shards-aws: install
 	$(VENV)/bin/python -m benchmarks.shards --aws-model --shards 16,64,256 --history-intervals 0 $(BENCH_ARGS)
+
+# The pipeline page's load time for a 1,000-shard pipeline (docs/benchmarks.md): its checkpoint-table
+# reads and its HTML, on moto on loopback; BENCH_ARGS=--shards N for another size.
+bench-page: install
+	$(VENV)/bin/python -m benchmarks.pipeline_page $(BENCH_ARGS)
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
 # runs 25), KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 1,000

@@ -454,7 +454,11 @@ def _clock(instant_ms: int) -> str:
     return datetime.fromtimestamp(instant_ms / 1000, tz=timezone.utc).strftime("%H:%M:%S")
 
 
-def print_report(report: dict[str, Any]) -> None:
+PIPELINE_PAGE = f"http://127.0.0.1:8080/kinesis-doris/pipelines/{LOADER_DAG}/load_interval"
+"""The loader's page (``airflow_provider_kinesis_doris.ui``) in an API server on the default port."""
+
+
+def print_report(report: dict[str, Any], airflow_home: Path | None = None) -> None:
     print("\nReport")
     for key in ("events_produced", "valid_events", "malformed_events", "rows_in_doris", "dead_lettered", "duplicates"):
         print(f"  {key.replace('_', ' '):<24} {report[key]}")
@@ -469,6 +473,10 @@ def print_report(report: dict[str, Any]) -> None:
         lag = "-" if shard["lag_ms"] is None else f"{shard['lag_ms'] / 1000:.1f} s"
         parents = ", ".join(shard["parents"]) or "-"
         print(f"  {shard['shard_id']:<22} {parents:<44} {shard['state']:<8} {shard['loaded_up_to'] or '-':<13} {lag}")
+    # The demo runs no API server (dag.test() needs none); the page is one command away, on Airflow 3.1+.
+    serve = f"AIRFLOW_HOME={airflow_home} " if airflow_home else ""
+    print(f"\n  pipeline page            {PIPELINE_PAGE}")
+    print(f"  {'':<24} (Airflow 3.1+, after `{serve}{Path(sys.executable).parent}/airflow api-server --port 8080`)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -497,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DemoFailed as failure:
         print(f"\ndemo failed: {failure}", file=sys.stderr)
         return 1
-    print_report(report)
+    print_report(report, settings.state_dir / "airflow")
     verdict = "OK" if report["ok"] else "MISMATCH"
     print(f"\n{verdict}: report in {settings.state_dir / 'report.json'}, logs in {settings.state_dir / 'logs'}")
     return 0 if report["ok"] else 1

@@ -1,0 +1,130 @@
+"""How long the pipeline page (``airflow_provider_kinesis_doris.ui``) takes for a 1,000-shard
+pipeline: the checkpoint table's reads (``ui.status.read_store_status``, one Query for the shards,
+one a shard for its latest ranges' counts, in parallel) and the HTML, on moto's DynamoDB on
+loopback. The metadata DB's part (runs, XCom) does not grow with the shard count and is left out.
+
+``make bench-page``; ``--shards`` and ``--intervals`` change the pipeline, ``--repeat`` the
+number of timed loads (the median is reported). Not a test: a figure for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardRange
+from airflow_provider_kinesis_doris.ui import html
+from airflow_provider_kinesis_doris.ui.status import read_store_status
+from kinesis_doris_devstack.stack import LocalStack
+
+INTERVAL_MS = 60_000
+HASH_SPACE = 2**128
+
+
+def _store(client: Any, table: str, pipeline_id: str) -> Any:
+    """The store on DynamoDB, whichever way this checkout builds it."""
+    try:
+        from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
+    except ImportError:  # before the store became the set of its parts on DynamoItems
+        from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+        store = DynamoCheckpointStore(client, table, pipeline_id)
+        store.create_table_if_missing()
+        return store
+    store = dynamo_store(client, table, pipeline_id)
+    store.items.create_table_if_missing()
+    return store
+
+
+def lineage(shards: int) -> list[ShardInfo]:
+    """A stream resharded once: a quarter of the shards split in two (half of the shards are their
+    children, all open), the rest never split."""
+    parents = shards // 4
+    width = HASH_SPACE // (shards - parents)
+    infos: list[ShardInfo] = []
+    for n in range(shards - 2 * parents):
+        infos.append(ShardInfo(f"shardId-{n:012d}", (), n * width, (n + 1) * width - 1, n, is_open=n >= parents))
+    for p in range(parents):
+        low, high = infos[p].starting_hash_key, infos[p].ending_hash_key
+        middle = (low + high) // 2
+        for half, (start, end) in enumerate(((low, middle), (middle + 1, high))):
+            n = shards - 2 * parents + 2 * p + half
+            infos.append(ShardInfo(f"shardId-{n:012d}", (infos[p].shard_id,), start, end, n, is_open=True))
+    return infos
+
+
+def fill(store: Any, infos: list[ShardInfo], intervals: int, first_ms: int) -> None:
+    """Every shard registered, each with ``intervals`` loaded ranges (their cuts stored first)."""
+    for info in infos:
+        store.ledger.register_shard(info)
+        cuts = [
+            Boundary(info.shard_id, first_ms + i * INTERVAL_MS, BoundaryKind.SHARD_START if i == 0 else BoundaryKind.AT,
+                     None if i == 0 else Position(1000 * i))
+            for i in range(intervals + 1)
+        ]  # fmt: skip
+        for cut in cuts:
+            store.ledger.put_boundary(cut)
+        for i in range(intervals):
+            start = first_ms + i * INTERVAL_MS
+            store.ranges.create_range(
+                ShardRange("bench", "bench-stream", info.shard_id, start, start + INTERVAL_MS, cuts[i], cuts[i + 1])
+            )
+            counts = {"records": 10, "rows_loaded": 9, "rows_filtered": 0, "dead_lettered": 1}
+            store.ranges.mark_range_loaded(info.shard_id, start, counts)
+
+
+def page_data(status: Any, intervals: int, first_ms: int) -> dict[str, Any]:
+    """What ``ui.view.build_page`` hands the HTML, with the DAG runs made up (the metadata DB's
+    part is not measured here)."""
+    return {
+        "pipeline": {"pipeline_id": "bench", "dag_id": "bench_dag", "task_id": "load", "stream_name": "bench-stream",
+                     "doris_table": "db.t", "checkpoint_table": "bench", "state": "healthy", "lag_ms": status.max_lag_ms},
+        "hours": 6.0, "store_error": None, "store": status.as_dict(),
+        "intervals": [{"run_id": f"run-{i}", "start": str(first_ms + i * INTERVAL_MS), "status": "loaded",
+                       "caught_up_by": None, "rows_loaded": status.intervals[first_ms + i * INTERVAL_MS].rows_loaded,
+                       "dead_lettered": 0} for i in range(intervals)],
+        "waiting": [], "doris": {"table": "db.t", "rows": 0, "error": None, "dead_letter_table": "db.t_dead_letter",
+                                 "dead_letters_by_reason": {}, "dead_letters_error": None},
+        "preflight": {"verdict": "passed", "digest": "x" * 16, "warnings": []}, "audit": None,
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--shards", type=int, default=1000)
+    parser.add_argument("--intervals", type=int, default=3, help="loaded ranges a shard, shown in the grid")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kd-bench-page-") as state, LocalStack(Path(state), ["dynamodb"]) as local:
+        client = boto3.client("dynamodb", endpoint_url=local.running["dynamodb"].endpoint, region_name="us-east-1",
+                              aws_access_key_id="testing", aws_secret_access_key="testing",
+                              config=Config(max_pool_connections=32))  # fmt: skip
+        store = _store(client, "bench_page", "bench")
+        first_ms = (int(time.time() * 1000) // INTERVAL_MS - args.intervals - 1) * INTERVAL_MS
+        began = time.monotonic()
+        infos = lineage(args.shards)
+        fill(store, infos, args.intervals, first_ms)
+        print(f"filled {args.shards} shards x {args.intervals} loaded ranges in {time.monotonic() - began:.0f} s")
+        timings = []
+        for _ in range(args.repeat):
+            began = time.monotonic()
+            status = read_store_status(store, args.intervals)
+            page = html.pipeline_page(page_data(status, args.intervals, first_ms), "/kinesis-doris")
+            timings.append(time.monotonic() - began)
+        assert len(status.shards) == args.shards and status.rows_loaded == 9 * args.shards * args.intervals
+        assert page.count("data-shard=") == args.shards
+    print(f"page for {args.shards} shards ({args.intervals} intervals): median {statistics.median(timings):.2f} s, "
+          f"min {min(timings):.2f} s, max {max(timings):.2f} s over {args.repeat} loads; HTML {len(page) // 1024} KiB")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
