@@ -55,7 +55,7 @@ from urllib.parse import urlsplit
 
 import requests
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.chunks import cut_chunks
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
@@ -605,7 +605,7 @@ def per_shard(reports: Sequence[RangeReport], figure: str) -> dict[str, int]:
 def _world(stack: Stack, config: PipelineConfig) -> dict[str, Any]:
     return {
         "kinesis": stack.kinesis,
-        "store": DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id),
+        "store": dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id),
         "credentials": Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local"),
     }
 
@@ -1144,7 +1144,7 @@ def connect(local: LocalStack, kinesis_service: str = "kinesalite") -> Stack:
     )  # fmt: skip
     client.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
     dynamodb = local_client("dynamodb", dynamodb_endpoint)
-    DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, "bench").create_table_if_missing()
+    dynamo_store(dynamodb, CHECKPOINT_TABLE, "bench").items.create_table_if_missing()
     return Stack(
         kinesis=local_client("kinesis", kinesis_endpoint),
         dynamodb=dynamodb,

@@ -61,7 +61,7 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from benchmarks.aws_model import AwsModel
 from benchmarks.run import CHECKPOINT_TABLE, Stack, connect, cpu_seconds, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
@@ -261,7 +261,7 @@ def measure_history(
     after a pruning that keeps the last ``keep`` (``core.prune.prune_shards``), and the AWS calls of
     those prunings per shard and pruning (in the operator a run prunes once an hour)."""
     config = _fresh_pipeline(stack, f"history-{shards}-{int(time.time())}", shards)
-    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
+    store = dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     first = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     before, after, pruning_calls = [], [], Counter[str]()
@@ -277,7 +277,7 @@ def measure_history(
         )  # fmt: skip
         before.append(round(_item_count(stack, config) / shards, 2))
         with counter.counting() as calls:
-            prune_shards(store, store.list_shard_checkpoints(), end - keep * interval_ms)
+            prune_shards(store, store.ledger.list_shard_checkpoints(), end - keep * interval_ms)
         pruning_calls.update(calls)
         after.append(round(_item_count(stack, config) / shards, 2))
     stack.kinesis.delete_stream(StreamName=config.stream_name)
@@ -295,7 +295,7 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
     table = name.replace("-", "_")
     create_tables(stack, table)
     config = replace(pipeline_config(stack, name, table, ChunkLimits()), checkpoint_table=f"{CHECKPOINT_TABLE}_{table}")
-    DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id).create_table_if_missing()
+    dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id).items.create_table_if_missing()
     return config
 
 
@@ -333,7 +333,7 @@ def _interval(
     of N cores, a run whose CPU seconds add up to N times its wall time waited for the CPU. With
     ``model``, the run goes through it, and its seconds on the model's clock and the calls the
     model throttled are kept too."""
-    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
+    store = dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     cpu_before = cpu_seconds(services)

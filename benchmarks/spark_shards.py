@@ -32,7 +32,7 @@ from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.settings import Credentials
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from benchmarks.run import SPARK_MASTER, Stack, connect, cpu_seconds
 from benchmarks.shards import _fresh_pipeline, put_per_shard
@@ -86,7 +86,7 @@ def _spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
 
 
 def _run(stack: Stack, config: PipelineConfig, start: int, end: int, runner: Any, services: Mapping[str, int]) -> dict[str, Any]:
-    store = DynamoCheckpointStore(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
+    store = dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     _timings.clear()

@@ -179,13 +179,13 @@ def aws_deployment(kinesis_client: Any, dynamodb_client: Any) -> Any:
     """A stream and a checkpoint table as the operator creates it, point-in-time recovery on: the
     ``AwsPreflightSettings`` of a deployment that passes every AWS preflight item."""
     from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings
-    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
     from kinesis_doris_devstack.scenario import create_stream
 
     n = f"{next(_aws_deployments)}-{datetime.now(timezone.utc):%H%M%S%f}"
     stream, table = f"aws-preflight-{n}", f"aws_preflight_{n}"
     create_stream(kinesis_client, stream, 1)
-    DynamoCheckpointStore(dynamodb_client, table, "p").create_table_if_missing()
+    dynamo_store(dynamodb_client, table, "p").items.create_table_if_missing()
     dynamodb_client.update_continuous_backups(
         TableName=table, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
     )

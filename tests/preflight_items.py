@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 
 DorisBreak = Callable[[Any, str, str], object]
 """Breaks the stand-in (a ``DorisServer``) for the pipeline's table: (server, database, table)."""
@@ -44,7 +44,7 @@ def _other_key_schema(settings: AwsPreflightSettings, kinesis: Any, dynamodb: An
 
 def _provisioned(settings: AwsPreflightSettings, kinesis: Any, dynamodb: Any) -> AwsPreflightSettings:
     table = f"{settings.checkpoint_table}_provisioned"
-    DynamoCheckpointStore(dynamodb, table, settings.pipeline_id).create_table_if_missing()
+    dynamo_store(dynamodb, table, settings.pipeline_id).items.create_table_if_missing()
     dynamodb.update_table(TableName=table, BillingMode="PROVISIONED",
                           ProvisionedThroughput={"ReadCapacityUnits": 5, "WriteCapacityUnits": 5})  # fmt: skip
     _recoverable(dynamodb, table)

@@ -270,7 +270,7 @@ def audit(
     if end_ms <= start_ms:
         raise ConfigurationError(f"The audit's span {describe_interval((start_ms, end_ms))} is empty")
     _check_columns(run_sql, target)
-    horizon = store.prune_horizon()
+    horizon = store.ranges.prune_horizon()
     notes: list[str] = []
     first_ms = store.ranges.first_interval_start()
     # Past the prune horizon the grid's first interval is where the pipeline started (pruning
@@ -279,15 +279,15 @@ def audit(
         # Before its first interval the pipeline loaded nothing, by design: not "never planned".
         notes.append(f"the pipeline starts at {describe_instant(first_ms)}: the audit starts there")
         start_ms = first_ms
-    floor = store.get_floor()
-    grid = store.intervals_between(start_ms, end_ms)
+    floor = store.ranges.get_floor()
+    grid = store.ranges.intervals_between(start_ms, end_ms)
     if floor is not None and start_ms <= floor.start_ms and floor.end_ms <= end_ms:
         grid = sorted({*grid, (floor.start_ms, floor.end_ms)})
     unplanned = _gaps(grid, max(start_ms, horizon or start_ms), end_ms)
     not_verifiable = []
     if horizon is not None and horizon > start_ms:
         not_verifiable.append(f"{describe_interval((start_ms, horizon))}: pruned (core.prune), its ranges are deleted")
-    shards = store.list_shard_checkpoints()
+    shards = store.ledger.list_shard_checkpoints()
     shard_ids = [shard.shard_id for shard in shards]
     pruned = {shard.shard_id: shard.pruned_through_ms or 0 for shard in shards}
     audits: list[RangeAudit] = []
@@ -297,7 +297,7 @@ def audit(
         low = None if interval == floor_interval else interval[0]
         counts = _counts(run_sql, target, low, interval[1])
         dead = _dead_letter_counts(run_sql, target, low, interval[1]) if target.dead_letter_table else None
-        held = store.ranges_at(shard_ids, interval[0]) if interval in grid else {}
+        held = store.ranges.ranges_at(shard_ids, interval[0]) if interval in grid else {}
         for shard_id in sorted({*held, *counts, *(dead or {})}):
             if shard_id not in held and pruned.get(shard_id, 0) >= interval[1]:
                 not_verifiable.append(f"shard {shard_id} in {describe_interval(interval)}: pruned")
@@ -374,8 +374,8 @@ def _range_audit(store: CheckpointStore, found: _Found, interval: Interval, shar
     rows_found, records_found = found.counts.get(shard_id, (0, 0))
     if shard_range is None:
         return RangeAudit(shard_id, interval, NO_RANGE, 0, 0, rows_found, 0, found_dead)
-    chunks = store.chunks_for_range(shard_id, interval[0])
-    contents = [ChunkContent.decode(text) for text in store.chunk_contents_for_range(shard_id, interval[0])]
+    chunks = store.chunks.chunks_for_range(shard_id, interval[0])
+    contents = [ChunkContent.decode(text) for text in store.chunks.chunk_contents_for_range(shard_id, interval[0])]
     by_first = {content.first.encode(): content for content in contents}
     checked = RangeAudit(
         shard_id, interval, shard_range.state.value, len({chunk.first for chunk in chunks}),

@@ -44,7 +44,7 @@ EFO_CONSUMERS_PER_STREAM = 20
 """Kinesis's limit of registered consumers per stream (RegisterStreamConsumer refuses the 21st)."""
 
 CHECKPOINT_KEY_SCHEMA = {"pk": ("HASH", "S"), "sk": ("RANGE", "S")}
-"""The key ``DynamoCheckpointStore.create_table_if_missing`` creates: name → (key type, type)."""
+"""The key ``DynamoItems.create_table_if_missing`` creates: name → (key type, type)."""
 
 _REFUSED_CODES = frozenset({"AccessDeniedException", "AccessDenied", "UnauthorizedOperation"})
 _NOT_FOUND = "ResourceNotFoundException"

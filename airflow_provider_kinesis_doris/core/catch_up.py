@@ -110,7 +110,7 @@ def find_skipped(
     :raises IntervalsSkipped: with ``catch_up.load`` False, when any interval is skipped; or when
         the timetable's next interval reaches back into the one before it.
     """
-    grid = store.intervals_before(start_ms, with_floor=sweeps)
+    grid = store.ranges.intervals_before(start_ms, with_floor=sweeps)
     missing, bridges = _missing(grid, start_ms, catch_up.next_interval)
     of_the_timetable = [interval for interval in missing if interval not in bridges]
     with_runs = catch_up.with_own_runs(of_the_timetable) if of_the_timetable else set()
@@ -125,7 +125,7 @@ def find_skipped(
             store.pipeline_id, ", ".join(describe_interval(bridge) for bridge in sorted(bridges)),
         )  # fmt: skip
     # A retry gets its first attempt's list back, though those intervals are planned by now.
-    to_load, loaded_before = store.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
+    to_load, loaded_before = store.ranges.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
     adopted = tuple(to_load)
     deferred = tuple(interval for interval in skipped if interval not in adopted and interval not in loaded_before)
     _advance_gapless(store, grid, missing)
@@ -150,7 +150,7 @@ def _advance_gapless(store: CheckpointStore, grid: Sequence[Interval], missing: 
     grid from there."""
     before = [interval for interval in grid if not missing or interval[1] <= missing[0][0]]
     if len(before) > GAPLESS_STEP:
-        store.advance_gapless(before[-1][0])
+        store.ranges.advance_gapless(before[-1][0])
 
 
 def _missing(

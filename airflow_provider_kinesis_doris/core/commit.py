@@ -56,8 +56,8 @@ def commit_reports(
     shard_ids = sorted(by_shard)
     known = known or {}
     map_bounded(lambda shard_id: _mark_loaded(store, by_shard[shard_id]), shard_ids, concurrency)
-    # Read once every reported range is marked: see CheckpointStore.loaded_through.
-    last_interval_start_ms = store.latest_interval_start()
+    # Read once every reported range is marked: see HighWaterMarks.loaded_through.
+    last_interval_start_ms = store.ranges.latest_interval_start()
     commits = map_bounded(
         lambda shard_id: _commit_shard(
             store, shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id), last_interval_start_ms
@@ -78,8 +78,8 @@ def _mark_loaded(store: CheckpointStore, reports: Sequence[RangeReport]) -> None
     for report in reports:
         if report.end is not None:
             # The end the loader settled: the commit's walk reads it next.
-            store.remember_boundary(boundary_from_dict(report.end))
-        store.mark_range_loaded(
+            store.ledger.remember_boundary(boundary_from_dict(report.end))
+        store.ranges.mark_range_loaded(
             report.shard_id,
             report.interval_start_ms,
             {
@@ -106,7 +106,7 @@ def _commit_shard(
         through_ms = mark.instant_ms if mark is not None and mark.kind is not BoundaryKind.SHARD_END else None
         return described, through_ms, False
     try:
-        store.mark_drained(shard_id)
+        store.marks.mark_drained(shard_id)
     except CheckpointConflict:
         log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
         return described, None, False
@@ -121,7 +121,7 @@ def _advance(
     read again and retried."""
     first = iter([known])
     return retry_on_conflict(
-        lambda: store.advance_high_water_mark(
+        lambda: store.marks.advance_high_water_mark(
             shard_id, last_lag_ms=lag_ms, known=next(first, None), last_interval_start_ms=last_interval_start_ms
         ),
         f"shard {shard_id}",

@@ -110,12 +110,12 @@ def _copy_cuts(old: CheckpointStore, new: CheckpointStore, handover: Handover) -
     known yet (PENDING) is the new pipeline's to resolve alone once the old range ending there is
     loaded; until then the old range's reader may still resolve it, so the handover waits."""
     assert handover.last_start_ms is not None and handover.end_ms is not None
-    for checkpoint in old.list_shard_checkpoints():
-        cut = old.get_boundary(checkpoint.shard_id, handover.end_ms)
+    for checkpoint in old.ledger.list_shard_checkpoints():
+        cut = old.ledger.get_boundary(checkpoint.shard_id, handover.end_ms)
         if cut is None:
             continue
         if cut.kind is BoundaryKind.PENDING:
-            last = old.get_range(checkpoint.shard_id, handover.last_start_ms)
+            last = old.ranges.get_range(checkpoint.shard_id, handover.last_start_ms)
             if last is not None and last.state is not RangeState.LOADED:
                 raise HandoverPending(
                     f"Pipeline {new.pipeline_id} takes over from pipeline {old.pipeline_id} at "
@@ -123,7 +123,7 @@ def _copy_cuts(old: CheckpointStore, new: CheckpointStore, handover: Handover) -
                     f"and the old pipeline's run of {describe_interval((handover.last_start_ms, handover.end_ms))} "
                     "has not loaded it: let that run finish; this run's retry takes over then."
                 )
-        new.put_boundary(cut)
+        new.ledger.put_boundary(cut)
 
 
 def check_after_start(store: CheckpointStore, start_ms: int, end_ms: int) -> None:

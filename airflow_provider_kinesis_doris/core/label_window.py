@@ -71,7 +71,7 @@ class LabelWindowWatch:
             if self._stored is not None:
                 return
             now = self._clock_ms()
-            stored = self._store.label_canaries()
+            stored = self._store.chunks.label_canaries()
             inside = self._inside(stored, now)
             if inside:
                 self._ask(inside[0], now)
@@ -84,13 +84,13 @@ class LabelWindowWatch:
         with self._lock:
             now = self._clock_ms()
             if self._stored is None:
-                stored = self._store.label_canaries()
+                stored = self._store.chunks.label_canaries()
                 self._keep(stored, self._inside(stored, now), now)
             if not self._due:
                 return
             self._due = False
             stored = self._stored or []
-            self._store.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
+            self._store.chunks.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
 
     def _inside(self, canaries: list[LabelCanary], now: int) -> list[LabelCanary]:
         """The canaries still inside the trusted window, oldest first."""

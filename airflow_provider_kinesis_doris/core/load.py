@@ -28,7 +28,7 @@ from typing import Any, NoReturn
 
 from airflow_provider_kinesis_doris.core.aws_clients import aws_client
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
 from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, cut_chunks, follow_contents
 from airflow_provider_kinesis_doris.core.fields import refuse_unmatched, sample_members
@@ -108,7 +108,7 @@ class LoadClients:
         return cls(
             job=job,
             kinesis=kinesis,
-            store=DynamoCheckpointStore(dynamodb, pipeline.checkpoint_table, pipeline.pipeline_id),
+            store=dynamo_store(dynamodb, pipeline.checkpoint_table, pipeline.pipeline_id),
             doris=DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy),
         )
 
@@ -164,7 +164,7 @@ def _stored_pending_ends(store: CheckpointStore, ranges: Mapping[int, ShardRange
     by_instant: dict[int, list[str]] = {}
     for shard_range in pending.values():
         by_instant.setdefault(shard_range.end.instant_ms, []).append(shard_range.shard_id)
-    stored = {instant: store.read_boundaries(shard_ids, instant) for instant, shard_ids in by_instant.items()}
+    stored = {instant: store.ledger.read_boundaries(shard_ids, instant) for instant, shard_ids in by_instant.items()}
     return {
         index: end for index, r in pending.items() if (end := stored[r.end.instant_ms].get(r.shard_id)) is not None
     }
@@ -236,12 +236,12 @@ def _read_and_load(
     what concurrent runs write (``LoadJob.fresh``); ``end_read``: its end is as stored moments
     ago. Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
-    recorded = [] if fresh else store.chunks_for_range(
+    recorded = [] if fresh else store.chunks.chunks_for_range(
         shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
     )  # fmt: skip
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(
-        clients.kinesis, shard_range, store, consumer_arn=pipeline.efo_consumer_arn,
+        clients.kinesis, shard_range, store.ledger, consumer_arn=pipeline.efo_consumer_arn,
         clock=lambda: clients.clock_ms() / 1000, end_read=end_read,
     )  # fmt: skip
     contents = {} if fresh else _settled_contents(store, shard_range)
@@ -355,7 +355,7 @@ def _check_unloaded_records_kept(
 def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:
     """The limits stored with the range (by its planner, or else by its first loader): a
     concurrent run with other limits then still cuts the same chunks, under the same labels."""
-    settled = shard_range.chunk_limits or store.settle_chunk_limits(
+    settled = shard_range.chunk_limits or store.ranges.settle_chunk_limits(
         shard_range.shard_id, shard_range.interval_start_ms, proposed
     )
     if settled != proposed:
@@ -465,7 +465,7 @@ def _settle_refused_rows(
     # A refused line makes its whole record a dead letter (a record's rows load together or not).
     line_records = chunk.line_records()
     amended = ChunkContent.decode(settled).with_refused({line_records[index]: reason for index, reason in refused.items()})
-    clients.store.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
+    clients.store.chunks.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
     raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
 
 
@@ -480,7 +480,7 @@ def _follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk:
 
     :raises RowsRefused: the content changed; the range is read again, following it.
     """
-    stored = store.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
+    stored = store.chunks.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
     if stored is not None and ChunkContent.decode(stored) != chunk.content:
         raise RowsRefused(
             f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
@@ -491,7 +491,7 @@ def _follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk:
 
 def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
     """The contents settled for the range's chunks, by first position."""
-    stored = store.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    stored = store.chunks.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     contents = (ChunkContent.decode(text) for text in stored)
     return {content.first: content for content in contents}
 
@@ -509,11 +509,11 @@ def _settle_content(
     """
     content = chunk.content.encode()
     interval_start_ms = shard_range.interval_start_ms
-    if known is None and store.put_chunk_intent_with_content(
+    if known is None and store.chunks.put_chunk_intent_with_content(
         first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content, attempt=attempt
     ):
         return content, True
-    stored = store.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
+    stored = store.chunks.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
     if ChunkContent.decode(stored) != chunk.content:
         # Another attempt settled it first with another mapping outcome, or amended it for rows
         # Doris refused; the range's next pass follows it.
@@ -558,7 +558,7 @@ def _load_once(
         # so a label Doris still knows is never loaded twice and its body never re-sent (I7).
         state = doris.get_load_state(database, label)
         if state.is_loaded:
-            store.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
+            store.chunks.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
             return None
         if state is LabelState.UNKNOWN and _past_label_window(clients, known):
             raise UnresolvableLoad(
@@ -578,13 +578,13 @@ def _load_once(
     owned = intent_put
     if known is None:
         if not intent_put:
-            owned = store.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
+            owned = store.chunks.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
     elif known.state != CHUNK_INTENT:
         # Known not loaded (never sent, or refused for certain): a fresh intent, so the label window
         # of this attempt starts now; only over the chunk as this pass read it.
-        owned = store.renew_chunk_intent(known, attempt)
+        owned = store.chunks.renew_chunk_intent(known, attempt)
         if not owned:
-            current = store.get_chunk(label, shard_id, interval_start_ms)
+            current = store.chunks.get_chunk(label, shard_id, interval_start_ms)
             if current is not None and current.state in _LOADED_STATES:
                 return None
     try:
@@ -593,14 +593,14 @@ def _load_once(
         if error.definitely_not_loaded and owned:
             # Provably not in Doris: a retry after the label window sends it again. Only while the
             # intent is still ours: an outcome another attempt recorded meanwhile stays.
-            store.record_chunk_outcome(
+            store.chunks.record_chunk_outcome(
                 label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms, owner=attempt
             )  # fmt: skip
         raise
     report.chunks_retried += result.attempts > 1
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
-    store.record_chunk_outcome(
+    store.chunks.record_chunk_outcome(
         label,
         result.state.value,
         txn_id,

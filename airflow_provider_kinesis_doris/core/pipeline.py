@@ -237,7 +237,7 @@ def run_interval(
     if skipped.unplanned or skipped.deferred or skipped.left_to_own_runs:
         # The prune horizon lies behind the trim horizon by the label window; each pruning read
         # the trim horizon of its time, which a stream's retention raised since may have moved back.
-        pruned_ms = store.prune_horizon() or 0
+        pruned_ms = store.ranges.prune_horizon() or 0
         horizon_ms = trim_horizon(kinesis, config.stream_name, clock)
         _raise_if_trimmed(skipped, config.pipeline_id, max(horizon_ms, pruned_ms))
     tried: dict[tuple[int, int], IntervalResult | ShardsWaiting] = {}
@@ -269,7 +269,7 @@ def run_interval(
 def _mark_if_loaded(store: CheckpointStore, start_ms: int, interval: tuple[int, int], outcome: IntervalResult | ShardsWaiting) -> None:
     if not isinstance(outcome, ShardsWaiting):
         with in_phase(Phase.COMMITTING):
-            store.mark_adopted_loaded(start_ms, interval)
+            store.ranges.mark_adopted_loaded(start_ms, interval)
 
 
 def _waiting_or_result(run: Callable[[int, int], IntervalResult], interval: tuple[int, int]) -> IntervalResult | ShardsWaiting:
@@ -360,7 +360,7 @@ def _run_one(
         empty = {report.shard_id: report for report in checked if report is not None}
         to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
         # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
-        topology = store.get_topology()
+        topology = store.ledger.get_topology()
         assignment = topology.assignment if topology else None
         job = LoadJob.of(config, to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
     with in_phase(Phase.LOADING):
@@ -415,7 +415,7 @@ def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: in
     for shard_id, parents in sorted(plan.waiting.items()):
         shard_range = plan.shard(shard_id).range
         needed = shard_range.interval_start_ms if shard_range is not None else plan.interval_start_ms
-        planned_ms = store.range_planned_ms(shard_id, needed)
+        planned_ms = store.ranges.range_planned_ms(shard_id, needed)
         waited_ms = now_ms - planned_ms if planned_ms is not None else 0
         marks = {parent: _loaded_through(store, parent) for parent in parents}
         described = ", ".join(f"{parent} ({_describe_mark(mark)})" for parent, mark in marks.items())
@@ -444,8 +444,8 @@ def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: in
 
 
 def _loaded_through(store: CheckpointStore, shard_id: str) -> Boundary | None:
-    shard = store.get_shard(shard_id)
-    return store.loaded_through(shard_id, shard.high_water_mark if shard else None)
+    shard = store.ledger.get_shard(shard_id)
+    return store.marks.loaded_through(shard_id, shard.high_water_mark if shard else None)
 
 
 def _describe_mark(mark: Boundary | None) -> str:
@@ -457,7 +457,7 @@ def _lacking_from(store: CheckpointStore, parent: str, mark: Boundary | None) ->
     None when no range of it was ever planned."""
     if mark is not None:
         return mark.instant_ms
-    earliest = store.earliest_range(parent)
+    earliest = store.ranges.earliest_range(parent)
     return earliest.interval_start_ms if earliest is not None else None
 
 
@@ -485,13 +485,13 @@ def _report_if_empty(
         return RangeReport(shard_range.shard_id, shard_range.interval_start_ms, end=boundary_to_dict(shard_range.end), drained=True)
     if holds_a_record(shard_range.start, shard_range.end):
         return None
-    if shard_range.start.kind is BoundaryKind.SHARD_START and store.chunks_for_range(
+    if shard_range.start.kind is BoundaryKind.SHARD_START and store.chunks.chunks_for_range(
         shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
     ):
         # A sweep reads from whatever retention still keeps: finding nothing says nothing about the
         # chunks an earlier attempt cut, which the loader checks against the read (DataTrimmed).
         return None
-    reader = RangeReader(kinesis, shard_range, store, limit=1, clock=lambda: clock() / 1000)
+    reader = RangeReader(kinesis, shard_range, store.ledger, limit=1, clock=lambda: clock() / 1000)
     records = iter(reader)
     if next(records, None) is not None:
         records.close()

@@ -183,16 +183,16 @@ def plan_interval(
     """
     _validate(store, pipeline_id, interval_start_ms, interval_end_ms)
     position = settle_initial_position(store, initial_position)
-    floor = store.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
+    floor = store.ranges.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
     if floor is not None:
         _check_aligned(floor, interval_start_ms, interval_end_ms)
-    prune_horizon_ms = store.prune_horizon()
+    prune_horizon_ms = store.ranges.prune_horizon()
     own_ranges = floor is None or interval_end_ms > floor.end_ms
     if own_ranges:
         # Before the prune horizon no new range is planned, and the grid there is pruned.
         registers = prune_horizon_ms is None or interval_start_ms >= prune_horizon_ms
         handover.check_after_start(store, interval_start_ms, interval_end_ms)
-        overlapped = store.register_interval(interval_start_ms, interval_end_ms, register=registers)
+        overlapped = store.ranges.register_interval(interval_start_ms, interval_end_ms, register=registers)
         if overlapped is not None:
             raise _misaligned(None, interval_start_ms, interval_end_ms, overlapped)
         # After registering: a handover reads the grid after its claim (core.handover).
@@ -203,11 +203,11 @@ def plan_interval(
     horizon_ms = trim_horizon(kinesis, stream_name, clock)
     # The cuts at the interval's start, stored by the previous interval's run, and the interval's
     # ranges of an earlier attempt: batched reads.
-    uncut = store.prefetch_boundaries(shard_ids, interval_start_ms)
+    uncut = store.ledger.prefetch_boundaries(shard_ids, interval_start_ms)
     planner = _IntervalPlanner(
         kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
         floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
-        stored=store.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
+        stored=store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
         max_probe_pages=max_probe_pages, clock=clock, chunk_limits=chunk_limits, uncut=uncut,
     )  # fmt: skip
     for generation in parent_generations(listed):
@@ -231,7 +231,7 @@ def settle_initial_position(store: CheckpointStore, setting: str | InitialPositi
         raise ConfigurationError(
             f"initial_position must be one of {[p.value for p in InitialPosition]}, got {setting!r}"
         ) from None
-    recorded = InitialPosition(store.settle_initial_position(wanted.value))
+    recorded = InitialPosition(store.ranges.settle_initial_position(wanted.value))
     if recorded is wanted:
         return recorded
     if recorded is InitialPosition.TRIM_HORIZON:
@@ -281,10 +281,10 @@ def reconcile_shards(
     :param concurrency: shards registered or closed at the same time.
     :return: shard id → stored checkpoint, for every shard the store knows.
     """
-    known = {checkpoint.shard_id: checkpoint for checkpoint in store.list_shard_checkpoints()}
+    known = {checkpoint.shard_id: checkpoint for checkpoint in store.ledger.list_shard_checkpoints()}
 
     def reconcile(info: ShardInfo) -> ShardCheckpoint:
-        checkpoint = known.get(info.shard_id) or store.register_shard(info)
+        checkpoint = known.get(info.shard_id) or store.ledger.register_shard(info)
         return _close(store, info.shard_id) if _newly_closed(checkpoint, info) else checkpoint
 
     # Only shards that need a write go to the pool: a steady stream has none.
@@ -303,7 +303,7 @@ def _newly_closed(checkpoint: ShardCheckpoint, info: ShardInfo) -> bool:
 
 def _close(store: CheckpointStore, shard_id: str) -> ShardCheckpoint:
     """Mark CLOSED; a concurrent update of another attribute is retried on the fresh counter."""
-    return retry_on_conflict(lambda: store.mark_closed(shard_id), f"shard {shard_id}")
+    return retry_on_conflict(lambda: store.ledger.mark_closed(shard_id), f"shard {shard_id}")
 
 
 class _IntervalPlanner:
@@ -402,10 +402,10 @@ class _IntervalPlanner:
         """Whether the interval's two cuts are stored and are the same cut: it was planned EMPTY.
         A quiet interval older than the prune horizon has no range to replay, but its cuts outlive
         the ranges pruned before it, and decide it without reading Kinesis."""
-        start = self.store.get_boundary(shard_id, self.start_ms)
+        start = self.store.ledger.get_boundary(shard_id, self.start_ms)
         if start is None or start.position is None:
             return False
-        end = self.store.get_boundary(shard_id, self.end_ms)
+        end = self.store.ledger.get_boundary(shard_id, self.end_ms)
         return end is not None and start.same_cut(end)
 
     def _check_not_pruned(self, shard_id: str, start_ms: int, end_ms: int, stored: ShardRange | None) -> None:
@@ -430,12 +430,12 @@ class _IntervalPlanner:
         """The stored range of the floor interval ``[start_ms, end_ms)``, or None; refused when a
         stored range overlaps it without matching it. Stored ranges are disjoint, so the latest
         one starting before the end is the only one that can be either (one Query)."""
-        latest = self.store.interval_before(shard_id, end_ms)
+        latest = self.store.ranges.interval_before(shard_id, end_ms)
         if latest is None or (latest[0] != start_ms and latest[1] <= start_ms):
             return None
         if latest != (start_ms, end_ms):
             raise _misaligned(shard_id, start_ms, end_ms, latest)
-        return self.store.get_range(shard_id, start_ms)
+        return self.store.ranges.get_range(shard_id, start_ms)
 
     def _find_or_create(
         self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int, stored: ShardRange | None
@@ -448,13 +448,13 @@ class _IntervalPlanner:
             if end_stored:
                 # No range: the quiet interval's end cut is stored alone (later walks read it), and
                 # the stored one decides.
-                proposed = replace(proposed, end=self.store.put_boundary(proposed.end))
+                proposed = replace(proposed, end=self.store.ledger.put_boundary(proposed.end))
                 if _holds_no_record(proposed):
                     return ShardDecision.EMPTY, None
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
             self._rewind_past(proposed, fence=False)
-            stored = self.store.create_range(proposed, with_end=not end_stored)
+            stored = self.store.ranges.create_range(proposed, with_end=not end_stored)
             # A concurrent planner of the same interval may have stored it first: follow the store.
             decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
         else:
@@ -494,7 +494,7 @@ class _IntervalPlanner:
         if shard_range.state is RangeState.PLANNED and not empty and not behind:
             first = iter([self.rewound.get(shard_range.shard_id, listed)])
             shard = retry_on_conflict(
-                lambda: self.store.rewind_high_water_mark(
+                lambda: self.store.marks.rewind_high_water_mark(
                     shard_range.shard_id, start_ms, fence=fence, known=next(first, None)
                 ),
                 f"shard {shard_range.shard_id}",
@@ -508,7 +508,7 @@ class _IntervalPlanner:
             return False
         # Strictly before: a cut at the instant itself may have been stored by an attempt at this
         # very interval that died before storing its range, and must not change the decision.
-        latest = self.store.boundary_at_or_before(shard.shard_id, instant_ms - 1)
+        latest = self.store.ledger.boundary_at_or_before(shard.shard_id, instant_ms - 1)
         return latest is not None and latest.kind is BoundaryKind.SHARD_END
 
     def _new_range(self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int) -> ShardRange:
@@ -534,7 +534,7 @@ class _IntervalPlanner:
     ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
-            self.kinesis, self.store, self.stream_name, shard, instant_ms,
+            self.kinesis, self.store.ledger, self.stream_name, shard, instant_ms,
             created_after=created_after, earlier=earlier, unstored=unstored, put=put,
             trim_horizon_ms=self.trim_horizon_ms, max_pages=self.max_probe_pages, clock=self.clock,
         )  # fmt: skip
@@ -551,7 +551,7 @@ class _IntervalPlanner:
                 and parent_plan.decision is ShardDecision.NOT_CREATED
             ):
                 return True
-            cut = self.store.get_boundary(parent, instant_ms)
+            cut = self.store.ledger.get_boundary(parent, instant_ms)
             if cut is not None and cut.kind is not BoundaryKind.SHARD_END:
                 return True
         return False
@@ -567,11 +567,11 @@ class _IntervalPlanner:
         )
 
     def _progress(self, parent_id: str) -> ParentProgress:
-        checkpoint = self.store.get_shard(parent_id)
+        checkpoint = self.store.ledger.get_shard(parent_id)
         assert checkpoint is not None, "listed shards are registered by reconcile_shards"
-        loaded_end = self.store.loaded_through(parent_id, checkpoint.high_water_mark)
+        loaded_end = self.store.marks.loaded_through(parent_id, checkpoint.high_water_mark)
         if loaded_end is None:
-            earliest = self.store.earliest_range(parent_id)
+            earliest = self.store.ranges.earliest_range(parent_id)
             loaded_through_ms = earliest.start.instant_ms if earliest is not None else None
         else:
             loaded_through_ms = loaded_end.instant_ms

@@ -6,9 +6,9 @@ its retention) less Doris's label window. Records before it are gone from Kinesi
 read them again, and a label window further back no Doris label of theirs is remembered either.
 
 Only ranges below a shard's high-water mark go (every one of them LOADED), with their chunks,
-contents and cuts (``CheckpointStore.prune_shard``), and the pipeline's interval grid before the
-horizon. The shard item keeps the span that was
-pruned, and a run of an interval inside it plans nothing for the shard (``PRUNED``). The table
+contents and cuts (:func:`prune_shard`: the marks record the span, then each part forgets its own
+items of it), and the pipeline's interval grid before the horizon. The shard item keeps the span
+that was pruned, and a run of an interval inside it plans nothing for the shard (``PRUNED``). The table
 therefore holds, per shard, the intervals of about one retention period plus one label window
 plus one pruning period, however long the pipeline runs. The run that prunes makes one Query per
 shard with loaded history, plus the deletes; the other runs of the hour read one item.
@@ -56,7 +56,7 @@ def prune_if_due(
 
     :return: what was pruned, or None when another run pruned up to the horizon already.
     """
-    if horizon_ms <= 0 or not store.raise_prune_horizon(horizon_ms):
+    if horizon_ms <= 0 or not store.ranges.raise_prune_horizon(horizon_ms):
         return None
     return _prune_shards(store, _with_history(store, horizon_ms), horizon_ms, concurrency)
 
@@ -66,12 +66,31 @@ def prune_shards(
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
 ) -> PruneResult:
     """Raise the pipeline's prune horizon to ``horizon_ms``, then prune each shard's loaded
-    history before it (:meth:`CheckpointStore.prune_shard`, one Query per shard, then the deletes).
+    history before it (:func:`prune_shard`, one Query per shard, then the deletes).
     A shard that another writer updated since it was read is skipped and pruned next time.
 
-    :param shards: the shards as read (``CheckpointStore.list_shard_checkpoints``)."""
-    store.raise_prune_horizon(horizon_ms)
+    :param shards: the shards as read (``ShardLedger.list_shard_checkpoints``)."""
+    store.ranges.raise_prune_horizon(horizon_ms)
     return _prune_shards(store, shards, horizon_ms, concurrency)
+
+
+def prune_shard(store: CheckpointStore, shard: ShardCheckpoint, horizon_ms: int) -> int:
+    """Delete the shard's loaded history before ``horizon_ms``: the marks record the span on the
+    shard item first (:meth:`~.stores.high_water_marks.HighWaterMarks.claim_pruned_span`), then
+    each part forgets its own items of it, chunks before the ranges and ranges before the cuts
+    they reference, so a run killed among the deletes leaves a prefix the next pruning finishes.
+
+    :return: items deleted.
+    :raises CheckpointConflict: another writer updated the shard since it was read.
+    """
+    span = store.marks.claim_pruned_span(shard, horizon_ms)
+    if span is None:
+        return 0
+    deleted = store.chunks.forget_chunks_through(span.shard_id, span.range_starts[-1]) if span.range_starts else 0
+    deleted += store.ranges.forget_ranges(span.shard_id, span.range_starts)
+    deleted += store.ledger.forget_cuts_before(span.shard_id, span.cuts_before_ms)
+    log.info("shard %s: pruned %d items of its history before %d", span.shard_id, deleted, span.through_ms)
+    return deleted
 
 
 def _prune_shards(
@@ -81,7 +100,7 @@ def _prune_shards(
 
     def prune(shard: ShardCheckpoint) -> int | None:
         try:
-            return store.prune_shard(shard, horizon_ms)
+            return prune_shard(store, shard, horizon_ms)
         except CheckpointConflict:
             log.info("shard %s was updated while it was pruned; it is pruned next time", shard.shard_id)
             return None
@@ -89,7 +108,7 @@ def _prune_shards(
     deleted = map_bounded(prune, shards, concurrency)
     result = PruneResult(
         horizon_ms,
-        items_deleted=sum(count or 0 for count in deleted) + store.prune_grid(horizon_ms),
+        items_deleted=sum(count or 0 for count in deleted) + store.ranges.prune_grid(horizon_ms),
         shards_pruned=sum(1 for count in deleted if count),
         shards_skipped=tuple(shard.shard_id for shard, count in zip(shards, deleted) if count is None),
     )
@@ -105,6 +124,6 @@ def _with_history(store: CheckpointStore, horizon_ms: int) -> list[ShardCheckpoi
     (a quiet shard's reaches past its mark)."""
     return [
         shard
-        for shard in store.list_shard_checkpoints()
+        for shard in store.ledger.list_shard_checkpoints()
         if shard.high_water_mark is not None and horizon_ms > (shard.pruned_through_ms or 0)
     ]

@@ -52,14 +52,14 @@ def observe_topology(kinesis: Any, store: CheckpointStore, stream_name: str) -> 
         or merged), or None on the first look.
     """
     live = list_shards(kinesis, stream_name)
-    stored = store.get_topology()
+    stored = store.ledger.get_topology()
     if stored is None:
         try:
-            store.save_topology([shard.shard_id for shard in live], {}, expected_version=None)
+            store.ledger.save_topology([shard.shard_id for shard in live], {}, expected_version=None)
             log.info("first look at stream %s: stored %d shards", stream_name, len(live))
             return None
         except CheckpointConflict:
-            stored = store.get_topology()  # someone else stored it first: compare with theirs
+            stored = store.ledger.get_topology()  # someone else stored it first: compare with theirs
             assert stored is not None, "the topology item is never deleted"
     return diff_topology(stored.shard_ids, stored.version, live)
 
@@ -78,10 +78,10 @@ def shard_loads_from_store(
     listed = set(listed_ids) if listed_ids is not None else None
     shards = [
         checkpoint
-        for checkpoint in store.list_shard_checkpoints()
+        for checkpoint in store.ledger.list_shard_checkpoints()
         if checkpoint.state is not ShardState.DRAINED and (listed is None or checkpoint.shard_id in listed)
     ]
-    loaded = {shard.shard_id: store.recent_loaded_counts(shard.shard_id, recent_intervals) for shard in shards}
+    loaded = {shard.shard_id: store.ranges.recent_loaded_counts(shard.shard_id, recent_intervals) for shard in shards}
     recent = set(sorted({start for counts in loaded.values() for start in counts})[-recent_intervals:])
     return [
         ShardLoad(
@@ -162,7 +162,7 @@ def rebalance(
     :raises CheckpointConflict: the topology kept changing under concurrent rebalances.
     """
     listed = list_shards(kinesis, stream_name)
-    before = {checkpoint.shard_id: checkpoint.state for checkpoint in store.list_shard_checkpoints()}
+    before = {checkpoint.shard_id: checkpoint.state for checkpoint in store.ledger.list_shard_checkpoints()}
     reconciled = reconcile_shards(store, listed)
     drained = tuple(_mark_drained_where_done(store, reconciled.values()))
     listed_ids = [shard.shard_id for shard in listed]
@@ -189,7 +189,7 @@ def _mark_drained_where_done(store: CheckpointStore, checkpoints: Iterable[Shard
         mark = checkpoint.high_water_mark
         if checkpoint.state is ShardState.CLOSED and mark is not None and mark.kind is BoundaryKind.SHARD_END:
             try:
-                store.mark_drained(checkpoint.shard_id, expected_counter=checkpoint.lease_counter)
+                store.marks.mark_drained(checkpoint.shard_id, expected_counter=checkpoint.lease_counter)
             except CheckpointConflict:
                 continue  # a concurrent commit updated it; it retires it itself or next time
             yield checkpoint.shard_id
@@ -204,10 +204,10 @@ def retired_parents(store: CheckpointStore, listed: Sequence[ShardInfo]) -> list
             children.setdefault(parent, []).append(shard.shard_id)
     retired = []
     for parent, kids in sorted(children.items()):
-        checkpoint = store.get_shard(parent)
+        checkpoint = store.ledger.get_shard(parent)
         if checkpoint is None or checkpoint.state is not ShardState.DRAINED:
             continue
-        kid_checkpoints = [store.get_shard(kid) for kid in kids]
+        kid_checkpoints = [store.ledger.get_shard(kid) for kid in kids]
         if all(kid is not None and kid.high_water_mark is not None for kid in kid_checkpoints):
             retired.append(parent)
     return retired
@@ -217,9 +217,9 @@ def _save_assignment(
     store: CheckpointStore, listed_ids: Sequence[str], loads: Sequence[ShardLoad], partitions: int
 ) -> tuple[int, Assignment]:
     def save_once() -> tuple[int, Assignment]:
-        stored = store.get_topology()
+        stored = store.ledger.get_topology()
         assignment = assign_partitions(loads, partitions, stored.assignment if stored else None)
-        saved = store.save_topology(listed_ids, assignment.partition_of, expected_version=stored.version if stored else None)
+        saved = store.ledger.save_topology(listed_ids, assignment.partition_of, expected_version=stored.version if stored else None)
         log.info("topology version %d: %s", saved.version, assignment.partition_of)
         return saved.version, assignment
 

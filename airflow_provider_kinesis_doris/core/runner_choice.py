@@ -97,7 +97,7 @@ def estimate_records(
     def one(shard_range: ShardRange) -> tuple[int, bool]:
         if _sweeps_the_shard(shard_range):
             return _at_write_limit(shard_range), True  # its shard's counts are of single intervals
-        counts = store.recent_loaded_counts(shard_range.shard_id, RECENT_INTERVALS)
+        counts = store.ranges.recent_loaded_counts(shard_range.shard_id, RECENT_INTERVALS)
         return (_from_recent_intervals(shard_range, counts), False) if counts else (_at_write_limit(shard_range), True)
 
     records = at_limit = 0

@@ -23,7 +23,8 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_e
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS, AwsSettings, Credentials, check_executor_credentials
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems, dynamo_store
 
 if TYPE_CHECKING:
     from botocore.config import Config
@@ -143,9 +144,9 @@ class KinesisPipelineHook(KinesisHook):
         self.log.info("Reading through stream consumer %s (enhanced fan-out)", arn)
         return arn
 
-    def checkpoint_store(self, table: str, pipeline_id: str) -> DynamoCheckpointStore:
+    def checkpoint_store(self, table: str, pipeline_id: str) -> CheckpointStore[DynamoItems]:
         """The checkpoint store of ``pipeline_id`` on the DynamoDB table ``table``."""
-        return DynamoCheckpointStore(self.dynamodb, table, pipeline_id)
+        return dynamo_store(self.dynamodb, table, pipeline_id)
 
     def check_topology(self, stream_name: str, checkpoint_table: str, pipeline_id: str) -> TopologyChange | None:
         """One look at the stream (blocking): the change since the pipeline's stored topology, or

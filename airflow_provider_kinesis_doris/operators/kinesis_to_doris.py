@@ -273,7 +273,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         """Before planning: the checkpoint table, the preflight, the Doris tables, the stream
         consumer; ``config`` with the consumer's ARN when the pipeline reads with enhanced fan-out."""
         if self.state.create_checkpoint_table:
-            store.create_table_if_missing()
+            store.items.create_table_if_missing()
         self._preflight_warnings = run_preflight(doris_hook, self.aws_hook, store, config, self.read, self.state, self.log)
         try:
             doris_hook.ensure_dead_letter_table(

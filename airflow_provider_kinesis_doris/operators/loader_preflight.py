@@ -47,7 +47,7 @@ def run_preflight(
             f"{report.text().splitlines()[0]}:\n{wrong}"
         )
     log.info("%s; settings %s recorded as checked", report.text().splitlines()[0], digest[:12])
-    store.record_passed_preflight(digest)
+    store.preflight.record_passed_preflight(digest)
     return [item.line() for item in report.warnings]
 
 
@@ -101,7 +101,7 @@ def _passed_preflight_digest(store: CheckpointStore) -> str | None:
     ValidationException): the preflight then runs and names the table and the fixes, instead of
     a bare error on GetItem."""
     try:
-        return store.passed_preflight_digest()
+        return store.preflight.passed_preflight_digest()
     except ClientError as exc:
         if aws_error_code(exc) not in ("ResourceNotFoundException", "ValidationException"):
             raise

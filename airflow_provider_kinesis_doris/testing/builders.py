@@ -82,7 +82,7 @@ def run_in_memory(
     config: PipelineConfig, start_ms: int, end_ms: int, *, kinesis: Any, store: Any, doris: Any, **options: Any
 ) -> IntervalResult:
     """``run_interval`` of ``[start_ms, end_ms)`` against fakes (a ``FakeKinesis``, a
-    ``MemoryCheckpointStore``, a ``MemoryDoris``), loading in this thread on the fake's clock;
+    ``memory_store``, a ``MemoryDoris``), loading in this thread on the fake's clock;
     ``options`` go to ``run_interval`` (``catch_up``, ``driver_concurrency``, ...)."""
     return run_interval(
         config, start_ms, end_ms, kinesis=kinesis, store=store, credentials=Credentials(),

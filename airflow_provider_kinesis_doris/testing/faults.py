@@ -54,6 +54,10 @@ class FailOnNthCall:
     Every other attribute is the target's own. Thread-safe: calls are numbered under a lock, so
     concurrent runs sharing a wrapper fail exactly ``times`` calls in total.
 
+    A checkpoint store's methods are those of its parts: name one as ``"part.method"`` (e.g.
+    ``"chunks.record_chunk_outcome"``) and the proxy hands out a proxy of that part, so the fault
+    strikes where the caller uses the part (``store.chunks.record_chunk_outcome(...)``).
+
     :param target: the real object (a boto3 client, a checkpoint store, ...).
     :param method: the method to fail, or several whose calls are numbered together.
     :param nth: the first failing call, from 1.
@@ -83,10 +87,19 @@ class FailOnNthCall:
         return f"FailOnNthCall({'/'.join(self._methods)} #{self._first}..{self._last} of {type(self._target).__name__})"
 
     def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._target, name)
-        if name not in self._methods:
-            return attribute
+        return self._reach(self._target, name, name)
 
+    def _reach(self, owner: Any, name: str, path: str) -> Any:
+        """``owner``'s attribute ``name`` (``path`` from the target): failing if it is a chosen
+        method, a proxy if a chosen method lies within it, else itself."""
+        attribute = getattr(owner, name)
+        if path in self._methods:
+            return self._failing(name, attribute)
+        if any(method.startswith(f"{path}.") for method in self._methods):
+            return _Within(self, attribute, path)
+        return attribute
+
+    def _failing(self, name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             with self._lock:
                 self.calls += 1
@@ -97,12 +110,25 @@ class FailOnNthCall:
                 self._before()
             elif fires and not self._applied:
                 raise self._error(name, number)
-            answer = attribute(*args, **kwargs)
+            answer = method(*args, **kwargs)
             if fires and self._before is None:
                 raise self._error(name, number)
             return answer
 
         return call
+
+
+class _Within:
+    """A part of a :class:`FailOnNthCall`'s target (a store's ``chunks``): its chosen methods fail,
+    counted with the wrapper's own."""
+
+    def __init__(self, wrapper: FailOnNthCall, target: Any, path: str) -> None:
+        self._wrapper = wrapper
+        self._target = target
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        return self._wrapper._reach(self._target, name, f"{self._path}.{name}")
 
 
 ClientsWrap = Callable[[LoadClients], LoadClients]

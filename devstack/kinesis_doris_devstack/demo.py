@@ -38,7 +38,7 @@ from typing import IO, Any
 import pymysql
 
 from airflow_provider_kinesis_doris.core.audit import AuditTarget, audit
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
@@ -271,7 +271,7 @@ class Demo:
         doris = running["doris"].extra
         self.kinesis = local_client("kinesis", kinesis_url)
         self.producer_kinesis = local_client("kinesis", kinesis_url)
-        self.store = DynamoCheckpointStore(local_client("dynamodb", dynamodb_url), CHECKPOINT_TABLE, PIPELINE_ID)
+        self.store = dynamo_store(local_client("dynamodb", dynamodb_url), CHECKPOINT_TABLE, PIPELINE_ID)
         self.doris = DorisStreamLoadClient(
             DorisConnectionConfig(host="127.0.0.1", port=int(doris["fe_port"]), user=str(doris["user"]),
                                   password=str(doris["password"]))
@@ -339,7 +339,7 @@ class Demo:
         shards = create_stream(self.kinesis, STREAM, 4)
         self.doris.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
         self.doris.run_sql(DATABASE, events_table_ddl(TABLE))
-        self.store.create_table_if_missing()
+        self.store.items.create_table_if_missing()
         self.progress.step(
             f"Airflow home {os.environ['AIRFLOW_HOME']}; stream {STREAM} ({len(shards)} shards); "
             f"table {DATABASE}.{TABLE}; checkpoint table {CHECKPOINT_TABLE}"
@@ -368,7 +368,7 @@ class Demo:
         compare against."""
         process, log_path = self._airflow("reshard-watch", "dags", "test", WATCH_DAG)
         deadline = time.monotonic() + self.settings.step_timeout_seconds
-        while self.store.get_topology() is None:
+        while self.store.ledger.get_topology() is None:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise DemoFailed(f"the reshard watch never took its first look; see {log_path}")
             time.sleep(0.5)
@@ -377,7 +377,7 @@ class Demo:
 
     def _finish_watch(self, process: subprocess.Popen[bytes], log_path: Path) -> None:
         self._wait(process, log_path, f"`airflow dags test {WATCH_DAG}`")
-        topology = self.store.get_topology()
+        topology = self.store.ledger.get_topology()
         assert topology is not None, "the watch stored the topology before"
         self.progress.step(
             f"reshard watch saw the change and rebalanced: topology v{topology.version} with "
@@ -428,7 +428,7 @@ class Demo:
             "dead_lettered": self._count(f"SELECT COUNT(*) FROM {TABLE}_dead_letter"),
             "duplicates": rows - distinct,
             "every_valid_event_once": (rows, distinct, low, high) == (valid, valid, 0, valid - 1),
-            "shards": [_shard_row(checkpoint) for checkpoint in self.store.list_shard_checkpoints()],
+            "shards": [_shard_row(checkpoint) for checkpoint in self.store.ledger.list_shard_checkpoints()],
             "audit": audited,
         }
         report["ok"] = (

@@ -346,12 +346,12 @@ def test_a_failed_spark_job_names_spark_and_its_master(
 def test_a_failed_commit_says_the_rows_are_in_doris(
     dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
 ) -> None:
-    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("DynamoDB is unavailable")
 
-    monkeypatch.setattr(DynamoCheckpointStore, "mark_range_loaded", broken)
+    monkeypatch.setattr(RangeBook, "mark_range_loaded", broken)
     create_stream(kinesis_client, stack["stream"], 1)
     # An interval without records, after the stream was created, commits its (empty) range
     # without starting a runner.
@@ -422,7 +422,7 @@ def test_spark_without_a_usable_java_fails_before_planning_and_says_what_to_inst
     dags: Any, stack: dict[str, str], kinesis_client: Any, dynamodb_client: Any, failures: list[BaseException],
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
 ) -> None:  # fmt: skip
-    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 
     java = tmp_path / "jdk11" / "bin" / "java"
     java.parent.mkdir(parents=True)
@@ -440,9 +440,9 @@ def test_spark_without_a_usable_java_fails_before_planning_and_says_what_to_inst
         "(pip install 'airflow-provider-kinesis-doris[spark]') and a Java 17+ runtime, or load without Spark "
         "(runner=InProcessRunner(), or SparkOrInProcess() for small intervals)"
     ), message
-    store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, f"{stack['stream']}.{DB}.{stack['table']}")
-    store.create_table_if_missing()  # a no-op if the run had made it
-    assert store.list_shard_checkpoints() == []  # not even the shards were registered
+    store = dynamo_store(dynamodb_client, CHECKPOINT_TABLE, f"{stack['stream']}.{DB}.{stack['table']}")
+    store.items.create_table_if_missing()  # a no-op if the run had made it
+    assert store.ledger.list_shard_checkpoints() == []  # not even the shards were registered
 
 
 @pytest.mark.integration

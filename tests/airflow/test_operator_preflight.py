@@ -95,9 +95,9 @@ def sealed_interval_end() -> datetime:
 
 
 def passed_digest(dynamodb_client: Any, pipeline_id: str, table: str = CHECKPOINT_TABLE) -> str | None:
-    from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+    from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 
-    return DynamoCheckpointStore(dynamodb_client, table, pipeline_id).passed_preflight_digest()
+    return dynamo_store(dynamodb_client, table, pipeline_id).preflight.passed_preflight_digest()
 
 
 def test_a_metadata_column_the_table_lacks_fails_the_task_before_anything_is_planned(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from kinesis_doris_devstack.scenario import merge, split
 from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
@@ -38,7 +38,7 @@ def aws_connection(monkeypatch: pytest.MonkeyPatch, kinesis_mock_endpoint: str, 
 @pytest.fixture
 def stream(kinesis_client: Any, dynamodb_client: Any, aws_connection: None) -> str:
     """A 2-shard stream on kinesis-mock, and the checkpoint table on moto."""
-    DynamoCheckpointStore(dynamodb_client, TABLE, "setup").create_table_if_missing()
+    dynamo_store(dynamodb_client, TABLE, "setup").items.create_table_if_missing()
     name = f"watch-{uuid.uuid4().hex[:10]}"
     kinesis_client.create_stream(StreamName=name, ShardCount=2)
     wait_stream_active(kinesis_client, name)
@@ -74,7 +74,7 @@ def test_the_sensor_fires_once_per_split_or_merge(stream: str, kinesis_client: A
     assert watch.mode == "reschedule"
 
     assert watch.poke({}).is_done is False  # first look stores the topology
-    stored = DynamoCheckpointStore(dynamodb_client, TABLE, f"{stream}.pipe").get_topology()
+    stored = dynamo_store(dynamodb_client, TABLE, f"{stream}.pipe").ledger.get_topology()
     assert stored is not None and len(stored.shard_ids) == 2 and stored.version == 1
     assert watch.poke({}).is_done is False  # unchanged
 
@@ -186,7 +186,7 @@ def test_a_deferred_sensor_keeps_the_region_and_client_settings_it_was_given(
 
     kinesis = boto3.client("kinesis", endpoint_url=kinesis_mock_endpoint, region_name=OTHER_REGION)
     dynamodb = boto3.client("dynamodb", endpoint_url=dynamodb_endpoint, region_name=OTHER_REGION)
-    DynamoCheckpointStore(dynamodb, TABLE, "setup").create_table_if_missing()
+    dynamo_store(dynamodb, TABLE, "setup").items.create_table_if_missing()
     stream = f"regional-{uuid.uuid4().hex[:10]}"
     kinesis.create_stream(StreamName=stream, ShardCount=2)
     wait_stream_active(kinesis, stream)
@@ -237,7 +237,7 @@ def test_the_watch_dag_runs_sensor_and_rebalance(
     from airflow_provider_kinesis_doris.version_compat import AIRFLOW_V_3_0_PLUS
 
     table = "demo.events"
-    store = DynamoCheckpointStore(dynamodb_client, TABLE, f"{stream}.{table}")
+    store = dynamo_store(dynamodb_client, TABLE, f"{stream}.{table}")
     assert observe_topology(kinesis_client, store, stream) is None
     parent, children = split_first_shard(kinesis_client, stream)
     monkeypatch.setenv("KD_EXAMPLE_STREAM", stream)
@@ -252,9 +252,9 @@ def test_the_watch_dag_runs_sensor_and_rebalance(
     run = dag.test(mark_success_pattern="signal_loader", **date_argument)
 
     assert run.state == DagRunState.SUCCESS
-    topology = store.get_topology()
+    topology = store.ledger.get_topology()
     assert topology.version == 2 and set(children) <= set(topology.assignment)
-    assert store.get_shard(parent) is not None and {store.get_shard(c).parent_ids for c in children} == {(parent,)}
+    assert store.ledger.get_shard(parent) is not None and {store.ledger.get_shard(c).parent_ids for c in children} == {(parent,)}
 
 
 def test_a_missing_stream_or_checkpoint_table_is_named(stream: str) -> None:

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.scenario import event, put_events, wait_past
 from tests.e2e.conftest import CHECKPOINT_TABLE, DB, aligned_grid, events_per_interval, load_example_dag, run_dag_test
 
@@ -25,8 +25,8 @@ def test_three_intervals_then_replays_load_exactly_once(example, kinesis_client,
 
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
     assert [row[0] for row in rows] == sorted(produced)
-    store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, example["pipeline_id"])
-    shards = store.list_shard_checkpoints()
+    store = dynamo_store(dynamodb_client, CHECKPOINT_TABLE, example["pipeline_id"])
+    shards = store.ledger.list_shard_checkpoints()
     assert len(shards) == 2
     assert {shard.high_water_mark.instant_ms for shard in shards} == {bounds[3]}
 

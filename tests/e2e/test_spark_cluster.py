@@ -23,7 +23,7 @@ from typing import Any
 import pyspark
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
@@ -136,8 +136,8 @@ def load_interval(  # type: ignore[no-untyped-def]
         chunk_limits=ChunkLimits(max_rows=20),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
     ), **pipeline)  # fmt: skip
-    store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
-    store.create_table_if_missing()
+    store = dynamo_store(dynamodb_client, config.checkpoint_table, config.pipeline_id)
+    store.items.create_table_if_missing()
     credentials = Credentials(doris_password=DORIS_PASSWORD, aws_access_key_id="testing", aws_secret_access_key=AWS_SECRET)
     result = run_interval(
         config, start, end, kinesis=kinesis_client, store=store, credentials=credentials,

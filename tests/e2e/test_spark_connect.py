@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.stack import ServiceProcess, start_spark_connect_server
 from tests.conftest import DORIS_PASSWORD, REPO_ROOT
 from tests.e2e.conftest import CHECKPOINT_TABLE, DB, events_per_interval, load_example_dag, run_dag_test
@@ -83,8 +83,8 @@ def test_the_example_dag_through_spark_connect_loads_exactly_once(
     assert not refused, refused
     rows = doris_server.execute_sql(DB, f"SELECT event_id FROM {example['table']} ORDER BY event_id")
     assert [row[0] for row in rows] == sorted(produced)
-    store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, example["pipeline_id"])
-    shards = store.list_shard_checkpoints()
+    store = dynamo_store(dynamodb_client, CHECKPOINT_TABLE, example["pipeline_id"])
+    shards = store.ledger.list_shard_checkpoints()
     assert len(shards) == 2
     assert {shard.high_water_mark.instant_ms for shard in shards} == {bounds[2]}
     # The server's Python workers (kept for reuse) ran the job: the executor environment's Python,

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.doris_server import DorisServer
 from kinesis_doris_devstack.efo_server import EfoServer
 from tests.faults.trial import (
@@ -22,8 +22,8 @@ from tests.faults.trial import (
 
 @pytest.fixture(scope="module")
 def proof_stack(kinesis_mock_endpoint: str, dynamodb_endpoint: str) -> Iterator[Stack]:
-    store = DynamoCheckpointStore(aws_client("dynamodb", dynamodb_endpoint), CHECKPOINT_TABLE, "setup")
-    store.create_table_if_missing()
+    store = dynamo_store(aws_client("dynamodb", dynamodb_endpoint), CHECKPOINT_TABLE, "setup")
+    store.items.create_table_if_missing()
     with DorisServer(user=DORIS_USER, password=DORIS_PASSWORD) as doris, DorisServer(
         user=DORIS_USER, password=DORIS_PASSWORD, label_keep_seconds=SHORT_LABEL_KEEP_SECONDS
     ) as short, EfoServer(

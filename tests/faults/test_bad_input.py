@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
@@ -50,7 +50,7 @@ class World:
         # Doris's default (not strict), to show what it does with values that do not convert.
         config = pipeline_config(stack, self.doris, self.stream, self.table, chunk_rows=4, strict_mode=None)
         self.config = replace(config, pipeline_id=pipeline_id) if pipeline_id else config
-        self.store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE,
+        self.store = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE,
                                            self.config.pipeline_id)  # fmt: skip
 
     def put(self, payloads: Iterable[tuple[str, bytes]]) -> tuple[int, int]:
@@ -71,8 +71,8 @@ class World:
         return sorted((reason, base64.b64decode(payload)) for reason, payload in rows)
 
     def ranges_loaded(self) -> list[bool]:
-        return [r.state is RangeState.LOADED for s in self.store.list_shard_checkpoints()
-                for r in self.store.ranges_for_shard(s.shard_id)]  # fmt: skip
+        return [r.state is RangeState.LOADED for s in self.store.ledger.list_shard_checkpoints()
+                for r in self.store.ranges.ranges_for_shard(s.shard_id)]  # fmt: skip
 
 
 def _json(event: dict[str, Any]) -> bytes:
@@ -157,7 +157,7 @@ def test_a_chunk_doris_refuses_in_bulk_fails_loudly_and_moves_no_checkpoint(proo
 
     assert failure.value.error_url
     assert world.rows() == [] and world.dead() == [] and world.ranges_loaded() == [False]
-    assert all(s.high_water_mark is None for s in world.store.list_shard_checkpoints())
+    assert all(s.high_water_mark is None for s in world.store.ledger.list_shard_checkpoints())
     with pytest.raises(PermanentStreamLoadError):  # the replay fails the same way
         world.run(start, end, in_one_chunk)
     assert world.rows() == []
@@ -177,7 +177,7 @@ def test_rows_doris_filters_under_a_filter_ratio_are_counted_and_reported(proof_
     assert world.rows() == [(1, "ok", None), (3, "ok", 3)]
     assert summary["loaded"] == 2 and summary["filtered"] == 1 and summary["records"] == 3
     (shard_id,) = summary["shards"]
-    assert world.store.range_counts(shard_id, start)["rows_filtered"] == 1
+    assert world.store.ranges.range_counts(shard_id, start)["rows_filtered"] == 1
 
 
 def test_names_with_characters_not_valid_in_labels_or_urls(proof_stack: Stack) -> None:

@@ -20,7 +20,8 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.settings import Credentials
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -45,12 +46,12 @@ class World:
                 self.kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": event}).encode(), PartitionKey=str(j))
                 self.produced.append(event)
         self.kinesis.now_ms = T0 + intervals * IV + 100
-        self.old = MemoryCheckpointStore("old", clock=lambda: self.kinesis.now_ms)
+        self.old = memory_store("old", clock=lambda: self.kinesis.now_ms)
         self.new = self.old.of_pipeline("new")
         self.doris = MemoryDoris()
         self.config = pipeline_config(stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)))
 
-    def run(self, store: MemoryCheckpointStore, start_ms: int, end_ms: int, *, step_ms: int = IV, **changes: Any) -> IntervalResult:
+    def run(self, store: CheckpointStore, start_ms: int, end_ms: int, *, step_ms: int = IV, **changes: Any) -> IntervalResult:
         config = replace(self.config, pipeline_id=store.pipeline_id, **changes)
 
         def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
@@ -113,7 +114,7 @@ def test_an_old_plan_that_registered_before_the_claim_is_the_old_pipelines() -> 
     world = World()
     for k in range(3):
         world.old_run(k)
-    register = world.old.register_interval
+    register = world.old.ranges.register_interval
 
     def register_then_take_over(start_ms: int, end_ms: int, **kwargs: Any) -> Any:
         registered = register(start_ms, end_ms, **kwargs)
@@ -121,7 +122,7 @@ def test_an_old_plan_that_registered_before_the_claim_is_the_old_pipelines() -> 
             world.run(world.new, T0 + 4 * IV, T0 + 5 * IV, take_over_from="old")
         return registered
 
-    world.old.register_interval = register_then_take_over  # type: ignore[method-assign]
+    world.old.ranges.register_interval = register_then_take_over  # type: ignore[method-assign]
     world.old_run(3)
 
     assert world.new.ranges.handovers()[0].end_ms == T0 + 4 * IV  # type: ignore[union-attr]

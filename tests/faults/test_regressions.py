@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from tests.faults.trial import (
     CHECKPOINT_TABLE,
     Stack,
@@ -27,20 +28,20 @@ from tests.faults.trial import (
 )
 
 
-def _stored_range(store: MemoryCheckpointStore) -> ShardRange:
-    start = store.put_boundary(Boundary("shard-1", 100, BoundaryKind.SHARD_START))
-    end = store.put_boundary(Boundary("shard-1", 200, BoundaryKind.PENDING))
-    return store.create_range(ShardRange(store.pipeline_id, "stream", "shard-1", 100, 200, start, end))
+def _stored_range(store: CheckpointStore) -> ShardRange:
+    start = store.ledger.put_boundary(Boundary("shard-1", 100, BoundaryKind.SHARD_START))
+    end = store.ledger.put_boundary(Boundary("shard-1", 200, BoundaryKind.PENDING))
+    return store.ranges.create_range(ShardRange(store.pipeline_id, "stream", "shard-1", 100, 200, start, end))
 
 
 def test_the_first_run_of_a_range_fixes_its_chunk_limits() -> None:
-    store = MemoryCheckpointStore("pipeline")
+    store = memory_store("pipeline")
     _stored_range(store)
 
-    assert store.settle_chunk_limits("shard-1", 100, ChunkLimits(5, 1000)) == ChunkLimits(5, 1000)
-    assert store.settle_chunk_limits("shard-1", 100, ChunkLimits(2, 50)) == ChunkLimits(5, 1000)
+    assert store.ranges.settle_chunk_limits("shard-1", 100, ChunkLimits(5, 1000)) == ChunkLimits(5, 1000)
+    assert store.ranges.settle_chunk_limits("shard-1", 100, ChunkLimits(2, 50)) == ChunkLimits(5, 1000)
     with pytest.raises(CheckpointNotFound, match=r"shard-1 for interval start 1970-01-01T00:00:00\.999Z \(999\)"):
-        store.settle_chunk_limits("shard-1", 999, ChunkLimits(5, 1000))
+        store.ranges.settle_chunk_limits("shard-1", 999, ChunkLimits(5, 1000))
 
 
 @pytest.mark.integration
@@ -58,7 +59,7 @@ def test_concurrent_runs_with_different_chunk_sizes_load_each_record_once(proof_
     errors: list[BaseException] = []
 
     def run(chunk_rows: int) -> None:
-        store = DynamoCheckpointStore(aws_client("dynamodb", proof_stack.dynamodb_endpoint), CHECKPOINT_TABLE,
+        store = dynamo_store(aws_client("dynamodb", proof_stack.dynamodb_endpoint), CHECKPOINT_TABLE,
                                       config.pipeline_id)  # fmt: skip
         try:
             run_with(replace(config, chunk_limits=ChunkLimits(max_rows=chunk_rows)), start, end,

@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError, Retry
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, INITIAL_POSITION_KEY
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
@@ -43,7 +43,7 @@ class _World:
                 self.kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": event_id}).encode(), PartitionKey="k")
                 self.produced.append(event_id)
         self.kinesis.now_ms = T0 + intervals * IV + 100
-        self.store = MemoryCheckpointStore("p", clock=lambda: self.kinesis.now_ms)
+        self.store = memory_store("p", clock=lambda: self.kinesis.now_ms)
         self.doris = MemoryDoris()
         self.own_runs: set[tuple[int, int]] = set()
         self.catch_up = CatchUp(
@@ -64,7 +64,7 @@ class _World:
         return self.doris.tally("t", "event_id")
 
     def chunk_states(self, k: int) -> list[str]:
-        return [chunk.state for chunk in self.store.chunks_for_range(SHARD, T0 + k * IV)]
+        return [chunk.state for chunk in self.store.chunks.chunks_for_range(SHARD, T0 + k * IV)]
 
 
 def _refused(method: str, call: int) -> RetryableStreamLoadError:
@@ -97,7 +97,7 @@ def test_a_try_that_read_not_loaded_never_turns_a_chunk_another_try_loaded_back_
         world.run(1)
 
     # B's first outcome write comes after its pass read the chunk log; A runs just before it.
-    b_store = FailOnNthCall(world.store, ("renew_chunk_intent", "record_chunk_outcome"), 1, before=backfill_run_of_interval_1)
+    b_store = FailOnNthCall(world.store, ("chunks.renew_chunk_intent", "chunks.record_chunk_outcome"), 1, before=backfill_run_of_interval_1)
     with pytest.raises(RetryableStreamLoadError):
         world.run(2, store=b_store, doris=_doris_refusing(world.doris))
     assert world.chunk_states(1) == ["VISIBLE"], "the outcome A recorded stays"
@@ -165,7 +165,7 @@ def test_a_pipeline_that_started_at_interval_refuses_trim_horizon_before_plannin
     assert "initial_position TRIM_HORIZON applies to a new pipeline_id only" in str(refused.value)
     assert "started with initial_position INTERVAL" in str(refused.value)
     assert "Set initial_position back to INTERVAL" in str(refused.value)
-    assert world.store.get_floor() is None and world.store.get_range(SHARD, T0 + 3 * IV) is None
+    assert world.store.ranges.get_floor() is None and world.store.ranges.get_range(SHARD, T0 + 3 * IV) is None
 
     world.run(3)
     assert world.copies() == Counter(world.produced)
@@ -181,7 +181,7 @@ def test_a_pipeline_that_started_at_trim_horizon_keeps_its_floor_when_set_to_int
         world.run(k, pipeline_config(initial_position="TRIM_HORIZON"))
     backfill = world.run(1).xcom_summary()
     assert backfill["decisions"] == {"COVERED": 1} and backfill["loaded"] == 0
-    assert world.store.get_range(SHARD, T0 + IV) is None
+    assert world.store.ranges.get_range(SHARD, T0 + IV) is None
     assert world.copies() == Counter(world.produced)
 
 
@@ -190,11 +190,11 @@ def test_a_pipeline_planned_before_the_fact_was_recorded_keeps_what_its_items_sh
     floor started at INTERVAL, one with a floor at TRIM_HORIZON."""
     world = _World(intervals=2, per_interval=1)
     world.run(0)
-    del world.store.table.items[("p", INITIAL_POSITION_KEY)]
+    del world.store.items.table.items[("p", INITIAL_POSITION_KEY)]
     with pytest.raises(ConfigurationError, match="started with initial_position INTERVAL"):
         world.run(1, pipeline_config(initial_position="TRIM_HORIZON"))
 
     swept = _World(intervals=2, per_interval=1)
     swept.run(1, pipeline_config(initial_position="TRIM_HORIZON"))
-    del swept.store.table.items[("p", INITIAL_POSITION_KEY)]
-    assert swept.store.settle_initial_position("INTERVAL") == "TRIM_HORIZON"
+    del swept.store.items.table.items[("p", INITIAL_POSITION_KEY)]
+    assert swept.store.ranges.settle_initial_position("INTERVAL") == "TRIM_HORIZON"

@@ -23,7 +23,7 @@ from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Runner, run_interval
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store, MemoryTable
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -63,12 +63,12 @@ def test_a_spark_retry_of_a_new_shard_start_range_whose_head_was_trimmed_loads_e
     for event_id in range(8):
         _put(kinesis, T0 - 5_000 + event_id, event_id=event_id)  # before the first interval: the sweep's
     kinesis.now_ms = T0 + 2 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     crashes: list[InjectedCrash] = []
 
     def spark_task_retried(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         # The first attempt's executor is lost before the third chunk's first write.
-        first_attempt = load_in_thread(kinesis, FailOnNthCall(store, "put_chunk_intent_with_content", 3), doris)
+        first_attempt = load_in_thread(kinesis, FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 3), doris)
         try:
             return first_attempt(job, credentials)
         except InjectedCrash as crash:
@@ -137,7 +137,7 @@ def test_dead_letters_follow_an_amendment_another_run_made_after_this_run_settle
     table = MemoryTable()
 
     def run(doris: Any) -> IntervalResult:
-        store = MemoryCheckpointStore("p", table, clock=lambda: kinesis.now_ms)  # a process of its own
+        store = memory_store("p", table, clock=lambda: kinesis.now_ms)  # a process of its own
         return _run(config, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     def run_a() -> None:
@@ -169,9 +169,9 @@ def test_a_replayer_whose_clock_is_behind_reports_a_label_doris_forgot_instead_o
     for event_id in range(2):
         _put(kinesis, T0 + 1_000 + event_id, event_id=event_id)
     kinesis.now_ms = T0 + 2 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     with pytest.raises(InjectedCrash):  # Doris made the chunk visible; its outcome was never recorded
-        _run(config, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris), doris)
+        _run(config, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "chunks.record_chunk_outcome", 1), doris), doris)
 
     kinesis.now_ms += keep_seconds * 1000 + 1_000  # just past the label window ...
     doris.forget_labels()  # ... which Doris has applied

@@ -24,8 +24,9 @@ from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, memory_store, MemoryTable
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, client_error
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -57,10 +58,10 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
     pairs = 55
     with mock_aws():
         raw = boto3.client("dynamodb", region_name="us-east-1")
-        setup = DynamoCheckpointStore(raw, "cp", PIPELINE)
-        setup.create_table_if_missing()
+        setup = dynamo_store(raw, "cp", PIPELINE)
+        setup.items.create_table_if_missing()
         for n in range(pairs + 1):  # the interval's start cuts, stored by the previous interval's run
-            setup.put_boundary(Boundary(_shard(n), T0, BoundaryKind.PENDING))
+            setup.ledger.put_boundary(Boundary(_shard(n), T0, BoundaryKind.PENDING))
         on_the_wire = threading.Event()
         release = threading.Event()
 
@@ -70,7 +71,7 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
 
         held = FailOnNthCall(raw, "transact_write_items", 1, before=hold)
         client = FailOnNthCall(held, "transact_write_items", 2, error=client_error("InternalServerError"))
-        store = DynamoCheckpointStore(client, "cp", PIPELINE)  # one run's store, shared by its planner threads
+        store = dynamo_store(client, "cp", PIPELINE)  # one run's store, shared by its planner threads
         failed: dict[str, BaseException] = {}
 
         def start(name: str, write: Callable[[], Any]) -> threading.Thread:
@@ -85,18 +86,18 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
             return thread
 
         def queued() -> int:
-            with store._grouped._lock:
-                return len(store._grouped._queue)
+            with store.items._grouped._lock:
+                return len(store.items._grouped._queue)
 
-        threads = [start(_shard(0), lambda: store.create_range(_new_range(0), with_end=True))]
+        threads = [start(_shard(0), lambda: store.ranges.create_range(_new_range(0), with_end=True))]
         assert on_the_wire.wait(WAIT_SECONDS)
         lone_cut = Boundary(_shard(pairs + 1), T0 + 5 * IV, BoundaryKind.PENDING)  # another thread's put
-        threads.append(start("lone cut", lambda: store.put_boundary(lone_cut)))
+        threads.append(start("lone cut", lambda: store.ledger.put_boundary(lone_cut)))
         for n in range(1, pairs + 1):
             # One writer after the other, so the queue's order (and the group boundary) is fixed.
             while queued() < 1 + 2 * (n - 1):
                 threading.Event().wait(0.001)
-            threads.append(start(_shard(n), lambda n=n: store.create_range(_new_range(n), with_end=True)))
+            threads.append(start(_shard(n), lambda n=n: store.ranges.create_range(_new_range(n), with_end=True)))
         while queued() < 1 + 2 * pairs:
             threading.Event().wait(0.001)
         release.set()
@@ -104,12 +105,12 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
             thread.join(WAIT_SECONDS)
             assert not thread.is_alive()
 
-        fresh = DynamoCheckpointStore(raw, "cp", PIPELINE)
-        stored = {n: fresh.get_range(_shard(n), T0) for n in range(pairs + 1)}  # CheckpointNotFound before the fix
+        fresh = dynamo_store(raw, "cp", PIPELINE)
+        stored = {n: fresh.ranges.get_range(_shard(n), T0) for n in range(pairs + 1)}  # CheckpointNotFound before the fix
         assert client.fired == 1 and "lone cut" in failed and _shard(pairs) not in failed
         for n, shard_range in stored.items():
             assert (shard_range is None) == (_shard(n) in failed), (n, failed.get(_shard(n)))
-            assert (fresh.get_boundary(_shard(n), T0 + IV) is None) == (shard_range is None), n
+            assert (fresh.ledger.get_boundary(_shard(n), T0 + IV) is None) == (shard_range is None), n
 
 
 class _World:
@@ -138,10 +139,10 @@ class _World:
         self.kinesis.now_ms = at_ms
         self.kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": event_id}).encode(), PartitionKey="k")
 
-    def store(self) -> MemoryCheckpointStore:
-        return MemoryCheckpointStore(PIPELINE, self.table, clock=lambda: self.kinesis.now_ms)
+    def store(self) -> CheckpointStore:
+        return memory_store(PIPELINE, self.table, clock=lambda: self.kinesis.now_ms)
 
-    def run(self, k: int, store: MemoryCheckpointStore | None = None, loader_store: Any = None) -> None:
+    def run(self, k: int, store: CheckpointStore | None = None, loader_store: Any = None) -> None:
         store = store or self.store()
 
         def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
@@ -158,7 +159,7 @@ class _World:
         return self.doris.tally("t", "event_id")
 
 
-class _PausingStore(MemoryCheckpointStore):
+class _PausingItems(MemoryItems):
     """Calls ``pause`` once, at the first write on ``shard``'s item that ``at`` picks out."""
 
     def __init__(self, *args: Any, shard: str, at: Callable[[Mapping[str, Any]], bool], pause: Callable[[], None],
@@ -167,12 +168,12 @@ class _PausingStore(MemoryCheckpointStore):
         self._sk, self._at, self._pause, self._after = f"shard#{shard}", at, pause, after
         self._paused = False
 
-    def _update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
+    def update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
         pauses = sk == self._sk and not self._paused and self._at(changes)
         self._paused |= pauses
         if pauses and not self._after:
             self._pause()
-        updated = super()._update(sk, changes, expected)
+        updated = super().update(sk, changes, expected)
         if pauses and self._after:
             self._pause()
         return updated
@@ -198,10 +199,10 @@ def test_a_commit_that_read_the_shard_before_a_backfilled_range_existed_cannot_m
 
     def backfill() -> None:
         # P stores its range once C has walked; it dies in its loader, its range stays unloaded.
-        store = _PausingStore(PIPELINE, world.table, clock=lambda: world.kinesis.now_ms, shard=world.shard,
-                              at=drops_the_mark, pause=lambda: (p_rewound.set(), c_walked.wait(WAIT_SECONDS)), after=True)  # fmt: skip
+        store = CheckpointStore(_PausingItems(PIPELINE, world.table, clock=lambda: world.kinesis.now_ms, shard=world.shard,
+                              at=drops_the_mark, pause=lambda: (p_rewound.set(), c_walked.wait(WAIT_SECONDS)), after=True))  # fmt: skip
         try:
-            world.run(0, store, loader_store=FailOnNthCall(store, "put_chunk_intent_with_content", 1))
+            world.run(0, store, loader_store=FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 1))
         except InjectedCrash as error:
             outcome["P"] = error
         finally:
@@ -209,8 +210,8 @@ def test_a_commit_that_read_the_shard_before_a_backfilled_range_existed_cannot_m
 
     def later() -> None:
         # C writes its mark once P's rewind #2 is done.
-        store = _PausingStore(PIPELINE, world.table, clock=lambda: world.kinesis.now_ms, shard=world.shard,
-                              at=sets_a_mark, pause=lambda: (c_walked.set(), p_done.wait(WAIT_SECONDS)), after=False)  # fmt: skip
+        store = CheckpointStore(_PausingItems(PIPELINE, world.table, clock=lambda: world.kinesis.now_ms, shard=world.shard,
+                              at=sets_a_mark, pause=lambda: (c_walked.set(), p_done.wait(WAIT_SECONDS)), after=False))  # fmt: skip
         try:
             world.run(2, store)
             outcome["C"] = None
@@ -228,8 +229,8 @@ def test_a_commit_that_read_the_shard_before_a_backfilled_range_existed_cannot_m
     assert isinstance(outcome["P"], InjectedCrash) and outcome["C"] is None and c_walked.is_set()
 
     view = world.store()
-    x = view.get_shard(world.shard)
-    assert x is not None and view.get_range(world.shard, T0).state is RangeState.PLANNED  # type: ignore[union-attr]
+    x = view.ledger.get_shard(world.shard)
+    assert x is not None and view.ranges.get_range(world.shard, T0).state is RangeState.PLANNED  # type: ignore[union-attr]
     assert x.state is not ShardState.DRAINED and x.high_water_mark is None, x
     with pytest.raises(ShardsWaiting):
         world.run(3)  # the child waits for X's backfilled range

@@ -22,7 +22,8 @@ from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, Runner, run_interval
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -58,7 +59,7 @@ def _trim(kinesis: FakeKinesis, records: int) -> None:
 # --- the head of a TRIM_HORIZON sweep trimmed past its recorded chunks ----------------------------
 
 
-def _sweep(events: list[bytes]) -> tuple[FakeKinesis, MemoryCheckpointStore, MemoryDoris]:
+def _sweep(events: list[bytes]) -> tuple[FakeKinesis, CheckpointStore, MemoryDoris]:
     """A stream whose ``events`` arrived before the first interval: a TRIM_HORIZON pipeline's floor
     range (from SHARD_START) sweeps them."""
     kinesis = FakeKinesis(now_ms=T0 - 10_000)
@@ -66,7 +67,7 @@ def _sweep(events: list[bytes]) -> tuple[FakeKinesis, MemoryCheckpointStore, Mem
     for offset, data in enumerate(events):
         _put(kinesis, T0 - 5_000 + offset, data)
     kinesis.now_ms = T0 + 2 * IV
-    return kinesis, MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    return kinesis, memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
 
 
 SWEEP = pipeline_config(initial_position="TRIM_HORIZON")
@@ -86,21 +87,21 @@ def test_a_sweep_whose_failed_chunk_retention_trimmed_whole_fails_with_data_trim
 
     with pytest.raises(RetryableStreamLoadError):
         _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, FailOnNthCall(doris, "load_idempotently", 2, down)), doris)
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "NOT_LOADED"]
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["VISIBLE", "NOT_LOADED"]
     _trim(kinesis, 4)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
         _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1})
-    assert store.get_range(SHARD, T0).state is RangeState.PLANNED
+    assert store.ranges.get_range(SHARD, T0).state is RangeState.PLANNED
 
 
 def test_a_sweep_killed_before_its_next_chunk_was_recorded_fails_with_data_trimmed_past_its_loaded_chunks() -> None:
     """Variant 2: chunk [0,1] is VISIBLE and the task is killed before chunk [2,3]'s first write
     (chunk k+1 is read while chunk k loads); retention trims events 0..2. Event 2 was lost green."""
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
-    killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
+    killed = FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
         _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris), doris)
     _trim(kinesis, 3)
@@ -119,8 +120,8 @@ def test_a_sweep_whose_chunk_rows_loaded_without_its_dead_letters_fails_with_dat
     kinesis, store, doris = _sweep([_event(0), b"not json: event 1", _event(2), _event(3), _event(4)])
     sweep = replace(SWEEP, chunk_limits=ChunkLimits(max_rows=3))
     with pytest.raises(InjectedCrash):
-        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "put_chunk_intent", 1), doris), doris)
-    assert [(chunk.label[:3], chunk.state) for chunk in store.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]
+        _run(sweep, 0, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "chunks.put_chunk_intent", 1), doris), doris)
+    assert [(chunk.label[:3], chunk.state) for chunk in store.chunks.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]
     _trim(kinesis, 1)
 
     with pytest.raises(DataTrimmed, match=r"first record of chunk .*, whose labels are not all known loaded"):
@@ -135,7 +136,7 @@ def test_a_sweep_retried_after_retention_trimmed_only_loaded_records_loads_the_r
     loaded: event 2, the first not loaded, is still kept, so nothing is lost and the retry loads
     the rest once."""
     kinesis, store, doris = _sweep([_event(n) for n in range(6)])
-    killed = FailOnNthCall(store, "put_chunk_intent_with_content", 2)
+    killed = FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 2)
     with pytest.raises(InjectedCrash):
         _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, killed, doris), doris)
     _trim(kinesis, 1)  # event 0: the retry starts inside the loaded chunk [0,1] and skips its rest
@@ -158,14 +159,14 @@ def test_a_sweep_loaded_whole_whose_commit_died_commits_after_retention_trimmed_
 
     with pytest.raises(InjectedCrash):
         _run(SWEEP, 0, kinesis, store, dies_before_the_commit, doris)
-    end = store.get_boundary(SHARD, T0 + IV)
+    end = store.ledger.get_boundary(SHARD, T0 + IV)
     assert end is not None and end.kind is BoundaryKind.AFTER
     _trim(kinesis, 4)
     _put(kinesis, T0 + 2 * IV, _event(4))  # the stream goes on
 
     _run(SWEEP, 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
-    assert store.get_range(SHARD, T0).state is RangeState.LOADED
+    assert store.ranges.get_range(SHARD, T0).state is RangeState.LOADED
     assert doris.tally("t", "event_id") == Counter(range(4))
 
 
@@ -185,7 +186,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     for event_id in range(6):
         _put(kinesis, T0 + 1_000 + event_id, _event(event_id))
     kinesis.now_ms = T0 + IV + 100
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     doris.down = True
     with pytest.raises(RetryableStreamLoadError):
         _run(pipeline_config(), 0, kinesis, store, load_in_thread(kinesis, store, doris), doris)
@@ -199,7 +200,7 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
             runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris,
         )  # fmt: skip
     pending = Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
-    assert store.get_range(SHARD, T0 + IV).start == pending
+    assert store.ranges.get_range(SHARD, T0 + IV).start == pending
     kinesis.now_ms += 25 * HOUR_MS
     kinesis.retention_hours = 24
     _trim(kinesis, 7)
@@ -209,13 +210,13 @@ def test_a_pending_start_read_after_retention_trimmed_its_records_fails_with_dat
     with pytest.raises(DataTrimmed, match=rf"from {instant} starts at .* a cut no reader has made"):
         _run(pipeline_config(), 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
-    assert store.get_boundary(SHARD, T0 + IV) == pending, "the start must not be cut after the trimmed records"
+    assert store.ledger.get_boundary(SHARD, T0 + IV) == pending, "the start must not be cut after the trimmed records"
     assert doris.tally("t", "event_id") == Counter()
 
 
-def _pending_start_range(store: MemoryCheckpointStore) -> ShardRange:
-    start = store.put_boundary(Boundary(SHARD, T0, BoundaryKind.PENDING))
-    end = store.put_boundary(Boundary(SHARD, T0 + IV, BoundaryKind.PENDING))
+def _pending_start_range(store: CheckpointStore) -> ShardRange:
+    start = store.ledger.put_boundary(Boundary(SHARD, T0, BoundaryKind.PENDING))
+    end = store.ledger.put_boundary(Boundary(SHARD, T0 + IV, BoundaryKind.PENDING))
     return ShardRange("p", STREAM, SHARD, T0, T0 + IV, start, end)
 
 
@@ -227,8 +228,8 @@ def test_a_pending_start_inside_retention_is_located_and_read(age_hours: int) ->
     kinesis.create_stream(StreamName=STREAM, ShardCount=1)
     _put(kinesis, T0 + 1_000, _event(0))
     kinesis.now_ms = T0 + age_hours * HOUR_MS
-    store = MemoryCheckpointStore("p")
-    reader = RangeReader(kinesis, _pending_start_range(store), store, clock=lambda: kinesis.now_ms / 1000)
+    store = memory_store("p")
+    reader = RangeReader(kinesis, _pending_start_range(store), store.ledger, clock=lambda: kinesis.now_ms / 1000)
 
     assert [json.loads(record.data)["event_id"] for record in reader] == [0]
     assert reader.outcome.start.kind is BoundaryKind.AT
@@ -240,8 +241,8 @@ def test_a_pending_start_older_than_the_stream_retention_is_data_trimmed_before_
     kinesis.create_stream(StreamName=STREAM, ShardCount=1)
     _put(kinesis, T0 + 1_000, _event(0))
     kinesis.now_ms = T0 + 49 * HOUR_MS
-    store = MemoryCheckpointStore("p")
-    reader = RangeReader(kinesis, _pending_start_range(store), store, clock=lambda: kinesis.now_ms / 1000)
+    store = memory_store("p")
+    reader = RangeReader(kinesis, _pending_start_range(store), store.ledger, clock=lambda: kinesis.now_ms / 1000)
 
     with pytest.raises(DataTrimmed, match=r"older than the stream's trim horizon 2023-11-14T23:13:20Z"):
         list(reader)
@@ -251,7 +252,7 @@ def test_a_pending_start_older_than_the_stream_retention_is_data_trimmed_before_
 # --- the PENDING end of a sweep, first read after retention --------------------------------------
 
 
-def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, MemoryCheckpointStore, MemoryDoris]:
+def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, CheckpointStore, MemoryDoris]:
     """Events 0 and 1 before the first interval (the TRIM_HORIZON floor range sweeps them); its
     first run plans at the tip, so the sweep's end at ``T0 + IV`` is stored PENDING, and dies before
     reading. Events 2 and 3 arrive in interval 1, the shard is split if ``closes``, and a day passes:
@@ -262,14 +263,14 @@ def _sweep_planned_only(closes: bool = False) -> tuple[FakeKinesis, MemoryCheckp
     _put(kinesis, T0 - 5_000, _event(0))
     _put(kinesis, T0 - 4_000, _event(1))
     kinesis.now_ms = T0 + IV + 100
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     planned_only = FailOnNthCall(kinesis, "get_shard_iterator", 2)  # planning's probe, then the empty check
     with pytest.raises(InjectedCrash):
         run_interval(
             SWEEP, T0, T0 + IV, kinesis=planned_only, store=store, credentials=Credentials(),
             runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris,
         )  # fmt: skip
-    assert store.get_range(SHARD, T0).end == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
+    assert store.ranges.get_range(SHARD, T0).end == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     _put(kinesis, T0 + IV + 1_000, _event(2))
     _put(kinesis, T0 + IV + 2_000, _event(3))
     if closes:
@@ -313,7 +314,7 @@ def test_a_sweep_whose_pending_end_is_first_read_after_retention_trimmed_past_it
     with pytest.raises(DataTrimmed):
         _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
-    assert store.get_boundary(SHARD, T0 + IV) == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
+    assert store.ledger.get_boundary(SHARD, T0 + IV) == Boundary(SHARD, T0 + IV, BoundaryKind.PENDING)
     assert doris.tally("t", "event_id") == Counter()
 
 

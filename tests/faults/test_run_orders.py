@@ -1,6 +1,6 @@
 """The replay contract under run orders the machine chooses (hypothesis's rule-based state machine).
 
-Over the in-memory fakes (FakeKinesis, MemoryCheckpointStore, MemoryDoris) with the real planner,
+Over the in-memory fakes (FakeKinesis, CheckpointStore, MemoryDoris) with the real planner,
 loader and commit, a test case is a sequence of steps: produce records, seal the current interval,
 split or merge shards, run any sealed interval (again, out of order, or inside another run), fail
 a run anywhere (a kill before any store write, Doris down, a lost Doris reply, a read that dies),
@@ -47,6 +47,7 @@ from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, Skip
 from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, INITIAL_POSITION_KEY, LabelCanary, adopted_sk
 from airflow_provider_kinesis_doris.core.errors import (
     BoundaryNotFound,
@@ -76,7 +77,7 @@ from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, MemoryTable
 
 STREAM = "events"
 TABLE = "t"
@@ -170,7 +171,7 @@ def _written_sk(write: tuple[str, object, Callable[[], bool]]) -> str:
     return write[0]
 
 
-class KillableStore(MemoryCheckpointStore):
+class KillableItems(MemoryItems):
     """A store that can die before its n-th write, or run another interval at it (two runs at once),
     or take turns with another run's store at every write (:class:`Lockstep`). With
     :meth:`group_writes` its grouped writes go as DynamoDB's do.
@@ -191,30 +192,30 @@ class KillableStore(MemoryCheckpointStore):
     def group_writes(self, max_items: int) -> None:
         """Send the grouped writes (planning's cuts and ranges, the commit's marks) through the
         product's :class:`GroupedWrites`, at most ``max_items`` to a transaction, as
-        :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore` does
+        :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.CheckpointStore` does
         (the memory store writes them one by one). Call before any thread writes: the table's lock
         becomes reentrant, for a transaction to hold it over the memory store's own writes."""
         self.table.lock = threading.RLock()
         self.grouped = CountedGroups(self._transact, max_items, key=_written_sk)
 
-    def sibling(self, pipeline_id: str | None = None) -> KillableStore:
-        """Another run's store on the same table (another process), grouping alike; of another
+    def sibling(self, pipeline_id: str | None = None) -> KillableItems:
+        """Another run's items on the same table (another process), grouping alike; of another
         pipeline if ``pipeline_id`` names one."""
-        store = KillableStore(pipeline_id or self.pipeline_id, self.table, clock=self._clock)
+        items = KillableItems(pipeline_id or self.pipeline_id, self.table, clock=self.clock)
         if self.grouped is not None:
-            store.group_writes(self.grouped.max_items)
-        return store
+            items.group_writes(self.grouped.max_items)
+        return items
 
-    def _put_new_grouped_all(self, items: Any) -> list[bool]:
+    def put_new_grouped_all(self, items: Any) -> list[bool]:
         if self.grouped is None:
-            return super()._put_new_grouped_all(items)
-        writer, put_new_all = object(), super()._put_new_all
+            return super().put_new_grouped_all(items)
+        writer, put_new_all = object(), super().put_new_all
         return self.grouped.write_all([(item["sk"], writer, partial(put_new_all, [item])) for item in items])
 
-    def _update_grouped(self, sk: str, changes: Any, expected: Any) -> bool:
+    def update_grouped(self, sk: str, changes: Any, expected: Any) -> bool:
         if self.grouped is None:
-            return super()._update_grouped(sk, changes, expected)
-        update = super()._update
+            return super().update_grouped(sk, changes, expected)
+        update = super().update
         return self.grouped.write((sk, object(), lambda: update(sk, changes, expected) is not None))
 
     def _transact(self, writes: Sequence[tuple[str, object, Callable[[], bool]]]) -> list[bool]:
@@ -236,20 +237,20 @@ class KillableStore(MemoryCheckpointStore):
         """Count writes from now on, failing or interleaving at the given write."""
         self.writes, self.kill_at, self.interleave = 0, kill_at, interleave
 
-    def _put_new_all(self, items: Any) -> bool:
+    def put_new_all(self, items: Any) -> bool:
         # Every put goes through here (the in-memory ``_put_new`` too): a write of several items at
         # once (a chunk's content with its intent) is one request, applied whole or not at all.
         with self._writing():
-            return super()._put_new_all(items)
+            return super().put_new_all(items)
 
-    def _delete(self, sks: Any) -> None:
+    def delete(self, sks: Any) -> None:
         for sk in sks:
             with self._writing():
-                super()._delete([sk])
+                super().delete([sk])
 
-    def _update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
+    def update(self, sk: str, changes: Any, expected: Any) -> dict[str, Any] | None:
         with self._writing():
-            return super()._update(sk, changes, expected)
+            return super().update(sk, changes, expected)
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
@@ -271,6 +272,19 @@ class KillableStore(MemoryCheckpointStore):
             rival()
         if killed:
             raise crash("store write", write)
+
+
+KillableStore = CheckpointStore[KillableItems]
+"""A store whose items can die before a write (:class:`KillableItems`)."""
+
+
+def killable_store(pipeline_id: str, table: MemoryTable | None = None, *, clock: Callable[[], int]) -> KillableStore:
+    return CheckpointStore(KillableItems(pipeline_id, table, clock=clock))
+
+
+def sibling(store: KillableStore, pipeline_id: str | None = None) -> KillableStore:
+    """Another run's store on the same table (:meth:`KillableItems.sibling`)."""
+    return CheckpointStore(store.items.sibling(pipeline_id))
 
 
 class RetainingKinesis(FakeKinesis):
@@ -493,7 +507,7 @@ class RunOrders(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.kinesis = RetainingKinesis(now_ms=T0)
-        self.store = KillableStore("p", clock=lambda: self.kinesis.now_ms)
+        self.store = killable_store("p", clock=lambda: self.kinesis.now_ms)
         """The store of the pipeline the DAG loads now (after a handover, the new one's)."""
         self.stores = [self.store]
         """Every pipeline's store, the first pipeline's first (:meth:`hand_over`)."""
@@ -729,14 +743,14 @@ class RunOrders(RuleBasedStateMachine):
 
     def _before_start(self) -> set[int]:
         """Records retention deleted before a sweep first read them: the pipeline never held them."""
-        floor = self.stores[0].get_floor()
+        floor = self.stores[0].ranges.get_floor()
         swept = {event for event, arrival in self.before_floor.items() if floor is not None and arrival < floor.end_ms}
         return self.before_start | swept
 
     def _swept(self, shard_id: str) -> bool:
         """Whether a sweep range of the shard is stored: a run that settled the floor may have died
         before planning it, and the sweep then starts at whatever retention keeps when planned."""
-        return any(r.start.kind is BoundaryKind.SHARD_START for r in self.store.ranges_for_shard(shard_id))
+        return any(r.start.kind is BoundaryKind.SHARD_START for r in self.store.ranges.ranges_for_shard(shard_id))
 
     def _unclaimed(self, shard_id: str, record: Any) -> bool:
         """Whether ``record`` lies in a sweep (a range from the shard's start) no attempt has cut a
@@ -744,8 +758,8 @@ class RunOrders(RuleBasedStateMachine):
         position = Position(record.sequence)
         return any(
             r.start.kind is BoundaryKind.SHARD_START and _before(position, record.arrival_ms, r.end)
-            and not self.store.chunks_for_range(shard_id, r.interval_start_ms)
-            for r in self.store.ranges_for_shard(shard_id)
+            and not self.store.chunks.chunks_for_range(shard_id, r.interval_start_ms)
+            for r in self.store.ranges.ranges_for_shard(shard_id)
         )  # fmt: skip
 
     def _trimmable(self, shard_id: str, record: Any) -> bool:
@@ -753,13 +767,13 @@ class RunOrders(RuleBasedStateMachine):
             return True  # past the trim horizon: the product asks for it wherever a range holds the record
         position = Position(record.sequence)
         holding = [
-            r for r in self.store.ranges_for_shard(shard_id)
+            r for r in self.store.ranges.ranges_for_shard(shard_id)
             if not _before(position, record.arrival_ms, r.start) and _before(position, record.arrival_ms, r.end)
         ]  # fmt: skip
         concrete = (BoundaryKind.SHARD_START, BoundaryKind.AT, BoundaryKind.AFTER)
         located_by_time = any(
             r.start.kind is BoundaryKind.PENDING and r.start.instant_ms <= record.arrival_ms
-            for r in self.store.ranges_for_shard(shard_id)
+            for r in self.store.ranges.ranges_for_shard(shard_id)
         )  # fmt: skip
         return bool(holding) and all(r.start.kind in concrete for r in holding) and not located_by_time
 
@@ -778,14 +792,14 @@ class RunOrders(RuleBasedStateMachine):
             # be as old as retention by then (a pause longer than retention: DataTrimmed at best).
             return
         self.pruned_below = max(self.pruned_below, horizon)
-        self.store.arm(kill_at=kill_at)
+        self.store.items.arm(kill_at=kill_at)
         try:
-            shards = self.store.list_shard_checkpoints()
+            shards = self.store.ledger.list_shard_checkpoints()
             EXPLORED["pruned items"] += prune_shards(self.store, shards, T0 + horizon * IV).items_deleted
         except InjectedCrash:
             EXPLORED["prune killed"] += 1
         finally:
-            self.store.arm()
+            self.store.items.arm()
         EXPLORED["prune"] += 1
 
     @rule()
@@ -801,8 +815,8 @@ class RunOrders(RuleBasedStateMachine):
         self.doris.forget_labels()
         window_ms = trusted_window_seconds(self.config.doris.label_keep_seconds) * 1000
         for store in self.stores:
-            stored = store.label_canaries()
-            store.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
+            stored = store.chunks.label_canaries()
+            store.chunks.replace_label_canaries(stored, [LabelCanary(c.label, c.loaded_ms - window_ms) for c in stored])
         EXPLORED["label window passed"] += 1
 
     @precondition(lambda self: self.current > 0)
@@ -814,7 +828,7 @@ class RunOrders(RuleBasedStateMachine):
         TRIM_HORIZON before planning anything (and the setting is put back). Before the first plan
         nothing is recorded and nothing switches: the setting then is where the pipeline starts."""
         switched = "INTERVAL" if self.config.initial_position == "TRIM_HORIZON" else "TRIM_HORIZON"
-        recorded = self.store.table.items.get((self.store.pipeline_id, INITIAL_POSITION_KEY), {}).get("initial_position")
+        recorded = self.store.items.table.items.get((self.store.pipeline_id, INITIAL_POSITION_KEY), {}).get("initial_position")
         if recorded is None:
             return  # before the first plan the setting is the pipeline's start: create() draws it
         if recorded == "TRIM_HORIZON":
@@ -824,14 +838,14 @@ class RunOrders(RuleBasedStateMachine):
         first = self.handover_end or 0  # the current pipeline's intervals
         if first >= self.sealed:
             return
-        k, kept, floor = first + pick % (self.sealed - first), self.config, self.store.get_floor()
+        k, kept, floor = first + pick % (self.sealed - first), self.config, self.store.ranges.get_floor()
         self.config = replace(self.config, initial_position=switched)
         try:
             with pytest.raises(ConfigurationError, match="initial_position TRIM_HORIZON applies to a new pipeline_id only"):
                 self._run_interval(k, self.kinesis, Fault("none"))
         finally:
             self.config = kept
-        assert self.store.get_floor() == floor, "a refused setting planned nothing"
+        assert self.store.ranges.get_floor() == floor, "a refused setting planned nothing"
         EXPLORED["initial position TRIM_HORIZON refused on an INTERVAL pipeline"] += 1
 
     @precondition(lambda self: self.handover_end is None and not self.retention_trims and self.current > 1)
@@ -848,7 +862,7 @@ class RunOrders(RuleBasedStateMachine):
         last = self.store.ranges.last_interval()
         if last is None:
             return
-        new = self.store.sibling("p2")
+        new = sibling(self.store, "p2")
         handover = take_over(new, "p", "INTERVAL")
         assert handover is not None and handover.end_ms == last[1], handover
         self.handover_end = (last[1] - T0) // IV
@@ -871,11 +885,11 @@ class RunOrders(RuleBasedStateMachine):
         target = self._store_for(k)
         if store is None or store.pipeline_id == target.pipeline_id:
             return store or target
-        return target.sibling()
+        return sibling(target)
 
     def _initial_position(self) -> str:
         """Where the pipeline's shards started: recorded by its first plan, else the setting."""
-        recorded = self.store.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
+        recorded = self.store.items.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
         return str(recorded or self.config.initial_position)
 
     def _status(self, k: int) -> str | None:
@@ -892,13 +906,13 @@ class RunOrders(RuleBasedStateMachine):
         if fault.kind == "trim_mid_read":
             kinesis = FailOnNthCall(self.kinesis, "get_records", fault.at, before=lambda: self._trim_all(fault.rival))
         if fault.kind == "kill_before_store_write":
-            self._store_for(k).arm(kill_at=fault.at)
+            self._store_for(k).items.arm(kill_at=fault.at)
         elif fault.kind == "concurrent_run":
             rival = fault.rival % self.sealed
-            rival_store = self._store_for(rival).sibling()
+            rival_store = sibling(self._store_for(rival))
             # Another process's run, on its own store: one whose grouped writes queued behind this
             # run's transaction would wait for it forever.
-            self._store_for(k).arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
+            self._store_for(k).items.arm(interleave=(fault.at, lambda: self._run(rival, Fault("none"), rival_store)))
         elif fault.kind == "doris_down":
             self.doris.down = True
         elif fault.kind == "lost_doris_reply":
@@ -946,7 +960,7 @@ class RunOrders(RuleBasedStateMachine):
             EXPLORED[f"fault {fault.kind}"] += 1
             EXPLORED[f"run {self.outcome.get(k)}"] += 1
             for store in self.stores:
-                store.arm()
+                store.items.arm()
             self.doris.down = False
             self.doris.lose_reply_at = None
 
@@ -973,7 +987,7 @@ class RunOrders(RuleBasedStateMachine):
         def lost(method: str, call: int) -> Exception:
             return RuntimeError(f"executor lost at {method} call {call}")
 
-        dying = FailOnNthCall(store, ("put_chunk_intent_with_content", "record_chunk_outcome"), fault.at, lost)
+        dying = FailOnNthCall(store, ("chunks.put_chunk_intent_with_content", "chunks.record_chunk_outcome"), fault.at, lost)
 
         def spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
             if fault.at % 2 == 0:  # a local master joins the partitions (spark.runner), so a retry re-runs more ranges
@@ -1045,8 +1059,8 @@ class RunOrders(RuleBasedStateMachine):
         first_doris, rival_doris = (RefusingDoris(self.doris) if fault.refused == side else None for side in ("first", "rival"))
         EXPLORED["lockstep with one try's sends refused"] += bool(fault.refused)
         lockstep = Lockstep(fault.turns)
-        first_store, rival_store = self._store_for(k), self._store_for(rival).sibling()
-        first_store.lockstep, rival_store.lockstep = (lockstep, True), (lockstep, False)
+        first_store, rival_store = self._store_for(k), sibling(self._store_for(rival))
+        first_store.items.lockstep, rival_store.items.lockstep = (lockstep, True), (lockstep, False)
         errors: list[BaseException] = []
 
         def run_rival() -> None:
@@ -1064,7 +1078,7 @@ class RunOrders(RuleBasedStateMachine):
         finally:
             lockstep.finish(True)
             thread.join(2 * Lockstep.WAIT_S)
-            first_store.lockstep = None
+            first_store.items.lockstep = None
             assert not thread.is_alive(), f"lockstep: the rival run of interval {rival} did not end"
             if lockstep.switches:
                 EXPLORED["lockstep of one interval" if rival == k else "lockstep of two intervals"] += 1
@@ -1076,14 +1090,14 @@ class RunOrders(RuleBasedStateMachine):
         """The store sends grouped writes as DynamoDB does, in transactions of ``max_items`` (its
         100, made small: the driver's threads fill several); 0: one by one, as the memory store."""
         if max_items:
-            self.store.group_writes(max_items)
+            self.store.items.group_writes(max_items)
         EXPLORED[f"grouped writes {max_items}"] += 1
 
     def _note_taken_on(self, k: int) -> None:
         """The skipped intervals the run of interval k took on, as it stored them before loading
         any: also known when the run then failed (a stop before its result names them, such as
         DataTrimmed in one of them, stops them too)."""
-        stored = self.store.table.items.get((self._store_for(k).pipeline_id, adopted_sk(T0 + k * IV)))
+        stored = self.store.items.table.items.get((self._store_for(k).pipeline_id, adopted_sk(T0 + k * IV)))
         for start, _ in (stored or {}).get("intervals", []):
             self.adopted_by.setdefault((int(start) - T0) // IV, k)
 
@@ -1127,7 +1141,7 @@ class RunOrders(RuleBasedStateMachine):
 
     def _chunks_in(self, state: str) -> bool:
         return any(
-            item.get("kind") == "chunk" and item.get("state") == state for item in self.store.table.items.values()
+            item.get("kind") == "chunk" and item.get("state") == state for item in self.store.items.table.items.values()
         )
 
     def _lost(self) -> list[int]:
@@ -1177,12 +1191,12 @@ class RunOrders(RuleBasedStateMachine):
         visible = self._visible()
         for store in self.stores:
             for shard_id, position, arrival, event in self._records():
-                checkpoint = store.get_shard(shard_id)
+                checkpoint = store.ledger.get_shard(shard_id)
                 mark = checkpoint.high_water_mark if checkpoint else None
                 if visible[event] or mark is None or not _before(position, arrival, mark):
                     continue
                 planned = [
-                    r for r in store.ranges_for_shard(shard_id)
+                    r for r in store.ranges.ranges_for_shard(shard_id)
                     if not _before(position, arrival, r.start) and _before(position, arrival, r.end)
                 ]  # fmt: skip
                 assert not planned, (
@@ -1192,7 +1206,7 @@ class RunOrders(RuleBasedStateMachine):
     def _uncovered(self) -> list[int]:
         """Sealed intervals without a DAG run that no run's catch-up has loaded yet (in a
         TRIM_HORIZON pipeline, those before its first planned interval are its sweep's)."""
-        floor = self.stores[0].get_floor()
+        floor = self.stores[0].ranges.get_floor()
         swept = (floor.start_ms - T0) // IV if floor is not None else 0
         return [k for k in range(swept, self.sealed) if k not in self.runs and k not in self.adopted_by]
 
@@ -1261,7 +1275,7 @@ class RunOrders(RuleBasedStateMachine):
         for shard in self.kinesis._shards(STREAM, "ListShards").values():
             # After a handover a shard closed before it drained in the old pipeline, one closed
             # after it in the new one.
-            checkpoints = [c for store in self.stores if (c := store.get_shard(shard.shard_id)) is not None]
+            checkpoints = [c for store in self.stores if (c := store.ledger.get_shard(shard.shard_id)) is not None]
             if not shard.is_open and checkpoints and not stuck:
                 assert any(c.state is ShardState.DRAINED for c in checkpoints), f"closed shard {shard.shard_id} never drained"
         # The retries above ran after the last step's invariants.
@@ -1370,7 +1384,7 @@ def merge(m: RunOrders) -> None:
 
 def drained(shard_id: str) -> Step:
     def step(m: RunOrders) -> None:
-        assert m.store.get_shard(shard_id).state is ShardState.DRAINED
+        assert m.store.ledger.get_shard(shard_id).state is ShardState.DRAINED
 
     return step
 
@@ -1392,7 +1406,7 @@ def test_repro_waiting_gap_a_child_waiting_in_a_green_run_keeps_its_interval() -
         run(0), run(1, Fault("doris_down"), expect="RetryableStreamLoadError"),
         run(2, expect="ShardsWaiting"), run(1), run(2), run(3),
     )
-    assert machine.store.get_shard("shardId-000000000000").state is ShardState.DRAINED
+    assert machine.store.ledger.get_shard("shardId-000000000000").state is ShardState.DRAINED
 
 
 def test_repro_parent_never_drained_the_parents_end_loaded_before_its_earlier_range() -> None:
@@ -1464,7 +1478,7 @@ def test_an_interval_planned_before_a_shard_existed_is_no_hole_whatever_its_cuts
     hole for ever (never drained)."""
     for relaxed_order in (False, True):
         machine = _play(seal, seal, run(1), split, merge, split, relaxed_order=relaxed_order)
-        assert machine.store.get_shard("shardId-000000000003").state is ShardState.DRAINED
+        assert machine.store.ledger.get_shard("shardId-000000000003").state is ShardState.DRAINED
 
 
 def test_a_chain_of_children_born_after_a_planned_interval_loads_in_one_run() -> None:
@@ -1474,7 +1488,7 @@ def test_a_chain_of_children_born_after_a_planned_interval_loads_in_one_run() ->
     # Interval 2 is sealed before it runs: a run of the interval records still arrive in is
     # refused (the reader measures "sealed" on the run's clock).
     def loaded_through_interval_2(m: RunOrders) -> None:
-        assert m.store.get_shard("shardId-000000000006").high_water_mark.instant_ms == T0 + 3 * IV
+        assert m.store.ledger.get_shard("shardId-000000000006").high_water_mark.instant_ms == T0 + 3 * IV
 
     _play(produce(1), seal, seal, run(1), split, merge, split, merge, run(0), seal, run(2), loaded_through_interval_2)
 
@@ -1488,7 +1502,7 @@ def test_quiet_intervals_after_one_planned_before_a_shard_existed_are_no_hole() 
     cuts to interval 1. The merge child waited for ever, and the closed child never drained."""
     for relaxed_order in (False, True):
         machine = _play(seal, seal, run(1), merge, seal, split, produce(1), merge, shards=2, relaxed_order=relaxed_order)
-        assert machine.store.get_shard("shardId-000000000003").state is ShardState.DRAINED
+        assert machine.store.ledger.get_shard("shardId-000000000003").state is ShardState.DRAINED
 
 
 def test_a_gap_whose_proof_of_the_shards_birth_was_pruned_is_crossed_by_the_prune_horizon() -> None:
@@ -1513,7 +1527,7 @@ def test_a_gap_whose_proof_of_the_shards_birth_was_pruned_is_crossed_by_the_prun
         step(machine)
         machine.no_checkpoint_past_unloaded_data()
     machine.teardown()
-    assert machine.store.get_shard("shardId-000000000006").state is ShardState.DRAINED
+    assert machine.store.ledger.get_shard("shardId-000000000006").state is ShardState.DRAINED
 
 
 def test_a_pruning_killed_among_its_deletes_then_a_lower_horizon_keeps_every_cut_a_range_needs() -> None:
@@ -1541,9 +1555,9 @@ def test_a_backfill_before_a_shards_earliest_range_pulls_its_mark_back() -> None
     machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
     for step in (produce(3), seal, produce(2), seal, run(1)):
         step(machine)
-    assert machine.store.get_shard("shardId-000000000000").high_water_mark is not None
+    assert machine.store.ledger.get_shard("shardId-000000000000").high_water_mark is not None
     machine._run(0, Fault("doris_down"))
-    assert machine.store.get_shard("shardId-000000000000").high_water_mark is None
+    assert machine.store.ledger.get_shard("shardId-000000000000").high_water_mark is None
     machine.no_checkpoint_past_unloaded_data()
     for step in (run(0), split, produce_both_halves(2), seal, run(2)):
         step(machine)
@@ -1567,14 +1581,14 @@ def test_an_interval_that_overlaps_stored_ranges_without_matching_one_is_refused
     start: int, end: int
 ) -> None:
     machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
-    before = machine.store.ranges_for_shard("shardId-000000000000")
+    before = machine.store.ranges.ranges_for_shard("shardId-000000000000")
     with pytest.raises(ConfigurationError, match=r"overlaps the stored range of interval \[\S+Z, \S+Z\) \(\d+, \d+\) without matching it"):
         _plan_without_loading(machine, start, end)
-    assert machine.store.ranges_for_shard("shardId-000000000000") == before
+    assert machine.store.ranges.ranges_for_shard("shardId-000000000000") == before
 
 
-def _grid(store: MemoryCheckpointStore) -> list[tuple[int, int]]:
-    return [(int(item["start_ms"]) - T0, int(item["end_ms"]) - T0) for item in store._query("interval#")]
+def _grid(store: CheckpointStore) -> list[tuple[int, int]]:
+    return [(int(item["start_ms"]) - T0, int(item["end_ms"]) - T0) for item in store.items.query("interval#")]
 
 
 def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a_misaligned_interval() -> None:
@@ -1582,14 +1596,14 @@ def test_a_table_from_before_the_interval_grid_is_registered_and_still_refuses_a
     the interval of every stored range, so a misaligned interval that overlaps only an old range is
     refused before anything is stored, as the per-shard check refused it."""
     machine = _play(produce(2), seal, produce(2), seal, run(0), run(1))
-    machine.store._delete([item["sk"] for item in machine.store._query("interval")])
+    machine.store.items.delete([item["sk"] for item in machine.store.items.query("interval")])
     assert _grid(machine.store) == []
-    store = KillableStore("p", machine.store.table, clock=lambda: machine.kinesis.now_ms)
-    before = store.ranges_for_shard("shardId-000000000000")
+    store = killable_store("p", machine.store.items.table, clock=lambda: machine.kinesis.now_ms)
+    before = store.ranges.ranges_for_shard("shardId-000000000000")
     with pytest.raises(ConfigurationError, match=r"Interval \[\S+Z, \S+Z\) \(\d+, \d+\) overlaps the stored range of interval"):
         _plan_without_loading(machine, T0 + IV // 2, T0 + IV + IV // 2, store=store)
     assert _grid(store) == [(0, IV), (IV, 2 * IV)]
-    assert store.ranges_for_shard("shardId-000000000000") == before
+    assert store.ranges.ranges_for_shard("shardId-000000000000") == before
 
 
 def test_the_interval_grid_is_pruned_with_the_shards_history() -> None:
@@ -1608,7 +1622,7 @@ def prune_before(k: int, kill_at: int | None = None) -> Step:
 
 
 def _items_of(machine: RunOrders, shard_id: str) -> int:
-    return sum(1 for (_, sk) in machine.store.table.items if f"#{shard_id}#" in sk)
+    return sum(1 for (_, sk) in machine.store.items.table.items if f"#{shard_id}#" in sk)
 
 
 def test_pruned_intervals_replay_green_and_load_nothing_again() -> None:
@@ -1623,14 +1637,14 @@ def test_pruned_intervals_replay_green_and_load_nothing_again() -> None:
     before = _items_of(machine, shard)
     machine.prune(2, None)
     assert _items_of(machine, shard) < before
-    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + 2 * IV]
-    checkpoint = machine.store.get_shard(shard)
+    assert [r.interval_start_ms for r in machine.store.ranges.ranges_for_shard(shard)] == [T0 + 2 * IV]
+    checkpoint = machine.store.ledger.get_shard(shard)
     assert (checkpoint.pruned_from_ms, checkpoint.pruned_through_ms) == (T0, T0 + 2 * IV)
     machine.forget_labels()
     for step in (run(0), run(1), run(2), produce(2), seal, run(3)):
         step(machine)
         machine.nothing_visible_twice()
-    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + 4 * IV
+    assert machine.store.ledger.get_shard(shard).high_water_mark.instant_ms == T0 + 4 * IV
     machine.teardown()
 
 
@@ -1644,14 +1658,14 @@ def test_a_pruning_killed_among_its_deletes_is_finished_by_the_next() -> None:
     for step in (produce(2), seal, run(0), produce(2), seal, run(1), produce(1), seal):
         step(machine)
     machine.prune(2, 3)
-    assert machine.store.get_shard(shard).pruned_through_ms == T0 + 2 * IV
+    assert machine.store.ledger.get_shard(shard).pruned_through_ms == T0 + 2 * IV
     left = _items_of(machine, shard)
-    machine.store.ranges_for_shard(shard)
+    machine.store.ranges.ranges_for_shard(shard)
     for step in (run(0), run(1), run(2)):
         step(machine)
     machine.prune(2, None)
     assert _items_of(machine, shard) < left
-    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + 2 * IV]
+    assert [r.interval_start_ms for r in machine.store.ranges.ranges_for_shard(shard)] == [T0 + 2 * IV]
     machine.teardown()
 
 
@@ -1669,11 +1683,11 @@ def test_a_quiet_interval_stores_no_range_and_the_next_loaded_range_carries_the_
     last = machine.current - 1
     quiet = range(1, last)
     assert len(quiet) >= 2
-    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0]
-    assert machine.store.get_boundary(shard, T0 + last * IV).same_cut(machine.store.get_boundary(shard, T0 + IV))
-    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + IV
+    assert [r.interval_start_ms for r in machine.store.ranges.ranges_for_shard(shard)] == [T0]
+    assert machine.store.ledger.get_boundary(shard, T0 + last * IV).same_cut(machine.store.ledger.get_boundary(shard, T0 + IV))
+    assert machine.store.ledger.get_shard(shard).high_water_mark.instant_ms == T0 + IV
     run(last)(machine)
-    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + (last + 1) * IV
+    assert machine.store.ledger.get_shard(shard).high_water_mark.instant_ms == T0 + (last + 1) * IV
 
     def replay_quiet() -> list[ShardDecision]:
         decisions = []
@@ -1682,12 +1696,12 @@ def test_a_quiet_interval_stores_no_range_and_the_next_loaded_range_carries_the_
             decisions.append(machine.last_plan.shards[0].decision)
         return decisions
 
-    assert machine.store.raise_prune_horizon(T0 + last * IV)
+    assert machine.store.ranges.raise_prune_horizon(T0 + last * IV)
     assert replay_quiet() == [ShardDecision.EMPTY] * len(quiet)
     machine.prune(last, None)
     assert replay_quiet() == [ShardDecision.PRUNED] * len(quiet)
-    assert [b.instant_ms for b in machine.store.boundaries_for_shard(shard)] == [T0 + last * IV, T0 + (last + 1) * IV]
-    assert [r.interval_start_ms for r in machine.store.ranges_for_shard(shard)] == [T0 + last * IV]
+    assert [b.instant_ms for b in machine.store.ledger.boundaries_for_shard(shard)] == [T0 + last * IV, T0 + (last + 1) * IV]
+    assert [r.interval_start_ms for r in machine.store.ranges.ranges_for_shard(shard)] == [T0 + last * IV]
     machine.teardown()
 
 
@@ -1701,19 +1715,19 @@ def test_pruning_takes_a_quiet_shards_cuts_and_moves_its_mark_over_them() -> Non
     machine.create(shards=1, initial_position="INTERVAL", relaxed_order=False, chunk_rows=2)
     for step in (produce(2), seal, run(0), seal, run(1), seal, run(2), seal, run(3), seal):
         step(machine)
-    assert len(machine.store.boundaries_for_shard(shard)) == 5
+    assert len(machine.store.ledger.boundaries_for_shard(shard)) == 5
     machine.prune(3, None)
-    checkpoint = machine.store.get_shard(shard)
+    checkpoint = machine.store.ledger.get_shard(shard)
     assert (checkpoint.pruned_from_ms, checkpoint.pruned_through_ms) == (T0, T0 + 3 * IV)
     assert checkpoint.high_water_mark.instant_ms == T0 + 3 * IV
-    assert [b.instant_ms for b in machine.store.boundaries_for_shard(shard)] == [T0 + 3 * IV, T0 + 4 * IV]
-    assert machine.store.ranges_for_shard(shard) == []
+    assert [b.instant_ms for b in machine.store.ledger.boundaries_for_shard(shard)] == [T0 + 3 * IV, T0 + 4 * IV]
+    assert machine.store.ranges.ranges_for_shard(shard) == []
     for k in (0, 1, 2):
         run(k)(machine)
         assert machine.last_plan.shards[0].decision is ShardDecision.PRUNED
     for step in (run(3), produce(1), seal, run(4)):
         step(machine)
-    assert machine.store.get_shard(shard).high_water_mark.instant_ms == T0 + 5 * IV
+    assert machine.store.ledger.get_shard(shard).high_water_mark.instant_ms == T0 + 5 * IV
     machine.teardown()
 
 
@@ -1734,7 +1748,7 @@ def test_a_range_planned_below_the_pruned_span_is_refused_when_its_mark_is_rewou
     machine = _play(produce(2), seal, run(0), produce(2), seal, run(1), produce(1), seal)
     machine.prune(2, None)
     with pytest.raises(PrunedHistory, match=f"Shard {shard} .* a range starting at {re.escape(describe_instant(T0))} is not loaded"):
-        machine.store.rewind_high_water_mark(shard, T0)
+        machine.store.marks.rewind_high_water_mark(shard, T0)
 
 
 def test_a_commit_with_nothing_to_write_does_not_trust_the_plans_copy_of_the_shard() -> None:
@@ -1748,7 +1762,7 @@ def test_a_commit_with_nothing_to_write_does_not_trust_the_plans_copy_of_the_sha
         step(machine)
     machine._run(0, Fault("concurrent_run", 7, 1))
     machine.teardown()
-    assert machine.store.get_shard("shardId-000000000001").state is ShardState.DRAINED
+    assert machine.store.ledger.get_shard("shardId-000000000001").state is ShardState.DRAINED
 
 
 # --- retention, skipped intervals and Spark task re-runs -----------------------------------------
@@ -1825,7 +1839,7 @@ def test_pruning_keeps_the_shard_start_cut_of_a_trim_horizon_floor_range_it_keep
         step(machine)
         machine.nothing_visible_twice()
         machine.no_checkpoint_past_unloaded_data()
-    (floor,) = [r for r in machine.store.ranges_for_shard("shardId-000000000000") if r.start.kind is BoundaryKind.SHARD_START]
+    (floor,) = [r for r in machine.store.ranges.ranges_for_shard("shardId-000000000000") if r.start.kind is BoundaryKind.SHARD_START]
     assert floor.interval_start_ms == T0 + IV
     machine.trim(0, 1)
     machine.teardown()
@@ -2047,7 +2061,7 @@ def test_a_pending_start_first_read_after_an_outage_longer_than_retention_fails_
     machine = _retaining("INTERVAL")
     for step in (produce(3), seal, run(0, Fault("doris_down"), expect="RetryableStreamLoadError"), produce(2), seal):
         step(machine)
-    assert machine.store.get_boundary(shard, T0 + IV).kind is BoundaryKind.PENDING
+    assert machine.store.ledger.get_boundary(shard, T0 + IV).kind is BoundaryKind.PENDING
     outage(4)(machine)
     assert machine.trimmed.keys() == {0, 1, 2, 3, 4}
     _failed_past_the_horizon(machine, 1, "a start located by time")
@@ -2063,7 +2077,7 @@ def test_a_sweeps_pending_end_first_read_after_an_outage_longer_than_retention_f
     machine = _retaining("TRIM_HORIZON")
     for step in (produce(2), seal, run(0, Fault("read_dies", 2), expect="InjectedCrash"), produce(2), seal):
         step(machine)
-    (sweep,) = machine.store.ranges_for_shard(shard)
+    (sweep,) = machine.store.ranges.ranges_for_shard(shard)
     assert (sweep.start.kind, sweep.end.kind) == (BoundaryKind.SHARD_START, BoundaryKind.PENDING)
     outage(2)(machine)
     assert (machine.before_start, machine.trimmed.keys()) == ({0, 1}, {2})

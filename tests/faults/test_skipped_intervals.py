@@ -20,7 +20,7 @@ from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -43,7 +43,7 @@ class World:
                 self.kinesis.put_record(StreamName=STREAM, Data=json.dumps({"event_id": k * 10 + j}).encode(), PartitionKey="k")
                 self.produced.append(k * 10 + j)
         self.kinesis.now_ms = T0 + intervals * IV + 100
-        self.store = MemoryCheckpointStore("p", clock=lambda: self.kinesis.now_ms)
+        self.store = memory_store("p", clock=lambda: self.kinesis.now_ms)
         self.doris = MemoryDoris()
         self.config = pipeline_config(
             stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)), **config
@@ -300,7 +300,7 @@ def test_a_run_reads_the_grid_from_the_gapless_mark_and_a_later_gap_is_still_fou
     world = World(intervals=GAPLESS_STEP + 8)
     for k in range(GAPLESS_STEP + 2):
         world.run(k)
-    read = world.store.intervals_before(T0 + (GAPLESS_STEP + 2) * IV)
+    read = world.store.ranges.intervals_before(T0 + (GAPLESS_STEP + 2) * IV)
     assert len(read) < GAPLESS_STEP, "the mark moved"
     late = (T0 + (GAPLESS_STEP + 2) * IV, T0 + (GAPLESS_STEP + 3) * IV)
     world.runs.add(late)  # its run is queued: left to it

@@ -27,7 +27,8 @@ import boto3
 from aws_kinesis_agg.aggregator import RecordAggregator
 from botocore.config import Config
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
@@ -60,12 +61,12 @@ _MARKER = re.compile(rb"#id=(\d+)#")
 # Where a crash strikes: the store or Kinesis method that raises, and whether the call it replaces
 # was applied first (the process dies right after it).
 CRASHES = {
-    "crash_after_planning": ("store", "put_chunk_intent_with_content", False),
+    "crash_after_planning": ("store", "chunks.put_chunk_intent_with_content", False),
     "crash_while_reading": ("kinesis", "get_records", False),
-    "crash_before_load": ("store", "put_chunk_intent_with_content", True),
-    "crash_after_doris_commit": ("store", "record_chunk_outcome", False),
-    "crash_before_checkpoint": ("store", "mark_range_loaded", False),
-    "crash_mid_checkpoint": ("store", "advance_high_water_mark", False),
+    "crash_before_load": ("store", "chunks.put_chunk_intent_with_content", True),
+    "crash_after_doris_commit": ("store", "chunks.record_chunk_outcome", False),
+    "crash_before_checkpoint": ("store", "ranges.mark_range_loaded", False),
+    "crash_mid_checkpoint": ("store", "marks.advance_high_water_mark", False),
 }
 SINK_FAULTS = ("publish_timeout", "http_500", "reset_before_commit", "reset_after_commit",
                "too_many_versions", "running_txn_limit", "slow")  # fmt: skip
@@ -341,7 +342,7 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
     """Wrap the real clients so that ``spec.fault`` strikes at ``spec.nth``."""
     kinesis = stack.kinesis_for(spec.read_modes[0])
     dynamodb = aws_client("dynamodb", stack.dynamodb_endpoint)
-    store = DynamoCheckpointStore(dynamodb, CHECKPOINT_TABLE, config.pipeline_id)
+    store = dynamo_store(dynamodb, CHECKPOINT_TABLE, config.pipeline_id)
     if spec.fault in EFO_FAULTS:
         return _arm_efo(spec, stack, config, kinesis, store)
     if spec.fault in CRASHES:
@@ -360,21 +361,21 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
     if spec.fault == "dynamodb_throttled":
         method = "update_item" if spec.nth == 1 else "put_item"
         client = FailOnNthCall(dynamodb, method, spec.nth, client_error("ProvisionedThroughputExceededException"))
-        faulty = DynamoCheckpointStore(client, CHECKPOINT_TABLE, config.pipeline_id)
+        faulty = dynamo_store(client, CHECKPOINT_TABLE, config.pipeline_id)
         return Armed(kinesis, faulty, lambda: client.fired)
     if spec.fault == "crash_after_dynamodb_write":
         # The run dies among its writes (a grouped cut put, a range, a chunk record), after
         # DynamoDB applied the one on the wire; the retry meets the items it never heard of.
         client = FailOnNthCall(dynamodb, DYNAMODB_WRITES, 1 + 2 * spec.times, applied=True)
-        return Armed(kinesis, DynamoCheckpointStore(client, CHECKPOINT_TABLE, config.pipeline_id), lambda: client.fired)
+        return Armed(kinesis, dynamo_store(client, CHECKPOINT_TABLE, config.pipeline_id), lambda: client.fired)
     if spec.fault == "dynamodb_conditional_conflict":
-        rival = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
-        wrapped = FailOnNthCall(store, "advance_high_water_mark", spec.nth, before=lambda: _bump_counters(rival))
+        rival = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
+        wrapped = FailOnNthCall(store, "marks.advance_high_water_mark", spec.nth, before=lambda: _bump_counters(rival))
         return Armed(kinesis, wrapped, lambda: wrapped.fired)
     if spec.fault == LABEL_EXPIRED:
         # The first run dies after Doris committed a chunk (or after its load failed for good),
         # then the retry comes after the label was forgotten.
-        wrapped = FailOnNthCall(store, "record_chunk_outcome", spec.nth)
+        wrapped = FailOnNthCall(store, "chunks.record_chunk_outcome", spec.nth)
         if spec.times > 2:
             doris.inject_fault("reset_before_commit", TIGHT_RETRIES.max_attempts)
         return Armed(kinesis, wrapped, lambda: wrapped.fired or int(doris.pending_faults() == 0 and spec.times > 2),
@@ -389,7 +390,7 @@ def _arm_efo(spec: TrialSpec, stack: Stack, config: PipelineConfig, kinesis: Any
     assert consumer is not None, f"{spec}: an EFO fault needs the faulty run to read through a consumer"
     if spec.fault == "efo_subscription_expired":
         # While the loader writes a chunk's intent, its reader's subscriptions end.
-        wrapped = FailOnNthCall(store, "put_chunk_intent_with_content", spec.nth, before=efo.expire_subscriptions,
+        wrapped = FailOnNthCall(store, "chunks.put_chunk_intent_with_content", spec.nth, before=efo.expire_subscriptions,
                                 times=spec.times)  # fmt: skip
         return Armed(kinesis, wrapped, lambda: wrapped.fired)
     if spec.fault == "efo_resource_in_use":
@@ -419,10 +420,10 @@ def _arm_efo(spec: TrialSpec, stack: Stack, config: PipelineConfig, kinesis: Any
     return Armed(kinesis, store, lambda: int(efo.pending_failures() < spec.times), disarm=efo.clear_failures)
 
 
-def _bump_counters(rival: DynamoCheckpointStore) -> None:
+def _bump_counters(rival: CheckpointStore) -> None:
     """A concurrent writer updates every shard first: the real conditional write then fails."""
-    for shard in rival.list_shard_checkpoints():
-        rival.advance_high_water_mark(shard.shard_id, expected_counter=shard.lease_counter, last_lag_ms=4242)
+    for shard in rival.ledger.list_shard_checkpoints():
+        rival.marks.advance_high_water_mark(shard.shard_id, expected_counter=shard.lease_counter, last_lag_ms=4242)
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -450,7 +451,7 @@ def _fault_phase(spec: TrialSpec, config: PipelineConfig, start: int, end: int, 
     runs = [lambda: run_with(config, start, end, armed.kinesis, armed.store, armed.planner_kinesis)]
     if spec.concurrent:
         kinesis = stack.kinesis_for(spec.read_modes[0])
-        store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
+        store = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
         rival = replace(config, chunk_limits=ChunkLimits(max_rows=spec.rival_chunk_rows))
         runs.append(lambda: run_with(rival, start, end, kinesis, store))
 
@@ -472,7 +473,7 @@ def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: 
     """Re-run the interval cleanly, reading in ``mode``, until it succeeds (a run with waiting
     shards fails); resolve an unresolvable chunk as its message tells an operator to."""
     kinesis = stack.kinesis_for(mode)
-    store = DynamoCheckpointStore(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
+    store = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
     errors: list[BaseException] = []
     unresolvable = 0
     for _ in range(RECOVERY_RUNS):
@@ -488,12 +489,12 @@ def _recover(config: PipelineConfig, start: int, end: int, stack: Stack, doris: 
     return None, errors, unresolvable
 
 
-def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store: DynamoCheckpointStore,
+def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store: CheckpointStore,
                          doris: DorisServer, produced: Produced) -> None:  # fmt: skip
     """Look the chunk's records up in Doris: all there → VISIBLE; none → ABORTED (load again)."""
     match = re.search(r"Chunk (\S+) of shard (\S+) .*range of interval [^(]*\((\d+)\)", str(error))
     assert match, f"UnresolvableLoad does not name its label, shard and range: {error}"
-    chunk = store.get_chunk(match.group(1), match.group(2), int(match.group(3)))
+    chunk = store.chunks.get_chunk(match.group(1), match.group(2), int(match.group(3)))
     assert chunk is not None, f"the unresolvable chunk {match.group(1)} has no item"
     ids = {identifier for (shard, position), identifier in produced.position_of.items()
            if shard == chunk.shard_id and chunk.first <= position <= chunk.last}  # fmt: skip
@@ -502,7 +503,7 @@ def _resolve_as_operator(error: UnresolvableLoad, config: PipelineConfig, store:
     expected = (ids & set(produced.good)) if is_rows else (ids & produced.bad)
     present = expected & found
     assert present in (set(), expected), f"chunk {chunk.label} is partly visible: {sorted(present)} of {sorted(expected)}"
-    store.record_chunk_outcome(chunk.label, "VISIBLE" if present else "ABORTED", shard_id=chunk.shard_id,
+    store.chunks.record_chunk_outcome(chunk.label, "VISIBLE" if present else "ABORTED", shard_id=chunk.shard_id,
                                interval_start_ms=chunk.interval_start_ms)
 
 
@@ -510,12 +511,12 @@ def _assert_checkpoints_follow_the_sink(spec: TrialSpec, config: PipelineConfig,
                                         produced: Produced) -> None:  # fmt: skip
     """I4 after the faulty run: a range marked LOADED, or a shard whose high-water mark moved, has
     every record of the shard in Doris (the trial's records all lie in its one interval)."""
-    store = DynamoCheckpointStore(aws_client("dynamodb", config.aws.dynamodb_endpoint_url), CHECKPOINT_TABLE,
+    store = dynamo_store(aws_client("dynamodb", config.aws.dynamodb_endpoint_url), CHECKPOINT_TABLE,
                                   config.pipeline_id)  # fmt: skip
     time.sleep(0.25)  # a Publish Timeout load becomes visible a moment later
     delivered = set(table_ids(doris, config.doris_table)) | set(dead_letter_ids(doris, config.dead_letter_table))
-    for shard in store.list_shard_checkpoints():
-        loaded = any(r.state is RangeState.LOADED for r in store.ranges_for_shard(shard.shard_id))
+    for shard in store.ledger.list_shard_checkpoints():
+        loaded = any(r.state is RangeState.LOADED for r in store.ranges.ranges_for_shard(shard.shard_id))
         if loaded or shard.high_water_mark is not None:
             ids = {i for (shard_id, _), i in produced.position_of.items() if shard_id == shard.shard_id}
             missing = sorted(ids - delivered)

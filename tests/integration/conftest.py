@@ -10,7 +10,7 @@ from typing import Any
 import botocore.client
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
@@ -41,8 +41,8 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
         chunk_limits=ChunkLimits(max_rows=7),
         retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1, running_wait_seconds=20),
     )
-    store = DynamoCheckpointStore(dynamodb_client, config.checkpoint_table, config.pipeline_id)
-    store.create_table_if_missing()
+    store = dynamo_store(dynamodb_client, config.checkpoint_table, config.pipeline_id)
+    store.items.create_table_if_missing()
 
     def run(start: int, end: int, cfg: PipelineConfig = config, runner=run_here, **options):  # type: ignore[no-untyped-def]
         return run_interval(

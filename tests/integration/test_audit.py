@@ -20,7 +20,7 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.kinesis.reader import positions_between
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardRange, describe_instant
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 from tests.integration.conftest import DB
@@ -240,20 +240,20 @@ def test_a_table_without_the_metadata_columns_is_refused(loaded: dict[str, Any],
 
 def test_a_closed_shard_loaded_to_its_end_and_never_drained_is_stuck(world: dict[str, Any], doris_server: Any) -> None:
     """The commit that drains a shard died after moving its mark to SHARD_END: it stays CLOSED."""
-    store = MemoryCheckpointStore("audit-stuck")
+    store = memory_store("audit-stuck")
     shard_id, start, end = "shardId-000000000007", 1_000_000, 1_060_000
-    store.register_shard(ShardInfo(shard_id, (), 0, 2**128 - 1, 0, is_open=False))
-    store.register_interval(start, end)
+    store.ledger.register_shard(ShardInfo(shard_id, (), 0, 2**128 - 1, 0, is_open=False))
+    store.ranges.register_interval(start, end)
     cuts = (Boundary(shard_id, start, BoundaryKind.SHARD_START), Boundary(shard_id, end, BoundaryKind.SHARD_END))
     for cut in cuts:
-        store.put_boundary(cut)
-    store.create_range(ShardRange("audit-stuck", world["stream"], shard_id, start, end, *cuts))
-    store.mark_range_loaded(shard_id, start)
-    store.advance_high_water_mark(shard_id)
+        store.ledger.put_boundary(cut)
+    store.ranges.create_range(ShardRange("audit-stuck", world["stream"], shard_id, start, end, *cuts))
+    store.ranges.mark_range_loaded(shard_id, start)
+    store.marks.advance_high_water_mark(shard_id)
     target = AuditTarget(DB, world["table"], world["stream"])
 
     report = audit(store, lambda sql: doris_server.execute_sql(DB, sql), target, start, end)
 
     assert report.stuck == (f"shard {shard_id}: closed and loaded to its end (SHARD_END at {describe_instant(end)}), never marked drained",)
-    store.mark_drained(shard_id)
+    store.marks.mark_drained(shard_id)
     assert audit(store, lambda sql: doris_server.execute_sql(DB, sql), target, start, end).ok

@@ -69,8 +69,8 @@ def test_two_runs_of_one_interval_racing_with_driver_pools_store_one_range_per_s
 
     shard_ids = {"shardId-000000000000", "shardId-000000000001", lower, upper}
     for shard_id in shard_ids:
-        ranges = store.ranges_for_shard(shard_id)
+        ranges = store.ranges.ranges_for_shard(shard_id)
         assert [(r.interval_start_ms, r.state) for r in ranges] == [(start, RangeState.LOADED)], shard_id
-    assert store.get_shard("shardId-000000000000").state is ShardState.DRAINED
+    assert store.ledger.get_shard("shardId-000000000000").state is ShardState.DRAINED
     loaded = Counter(event_id for event_id, _, _ in world["rows"]())
     assert loaded == Counter(range(80)), "every record once"

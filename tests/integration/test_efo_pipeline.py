@@ -13,7 +13,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.pipeline import run_here, run_interval
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD
 from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
@@ -44,8 +44,8 @@ def test_a_load_in_one_mode_replayed_in_the_other_sends_the_same_labels_and_noth
     loaded = world["run"](start, end, modes[first])
     # The replay keeps its checkpoints in another table: it knows nothing of the first load but
     # what Doris's labels say, as after a crash between a load and its record.
-    amnesiac = DynamoCheckpointStore(dynamodb_client, "checkpoints_it_replay", modes[second].pipeline_id)
-    amnesiac.create_table_if_missing()
+    amnesiac = dynamo_store(dynamodb_client, "checkpoints_it_replay", modes[second].pipeline_id)
+    amnesiac.items.create_table_if_missing()
 
     replayed = run_interval(modes[second], start, end, kinesis=kinesis_client, store=amnesiac,
                             credentials=Credentials(doris_password=DORIS_PASSWORD), runner=run_here)  # fmt: skip

@@ -45,7 +45,7 @@ def signing_key(request: Any) -> str:
 
 def aws_clients(loader: LoadClients) -> tuple[Any, Any]:
     """The Kinesis and DynamoDB clients a loader reads and records with."""
-    return loader.kinesis, loader.store._client
+    return loader.kinesis, loader.store.items._client
 
 
 def caller(client: Any) -> str:

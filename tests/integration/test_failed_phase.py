@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, Phase, failed_phase
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
@@ -48,7 +49,7 @@ def test_a_failed_commit_is_the_committing_phase(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise CheckpointConflict("another run moved the shard")
 
-    monkeypatch.setattr(DynamoCheckpointStore, "mark_range_loaded", broken)
+    monkeypatch.setattr(RangeBook, "mark_range_loaded", broken)
     with pytest.raises(CheckpointConflict) as raised:
         world["run"](*_interval_with_records(world, kinesis_client))
     assert failed_phase(raised.value) is Phase.COMMITTING

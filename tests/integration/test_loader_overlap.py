@@ -116,7 +116,7 @@ def test_a_chunk_loads_while_the_next_one_is_read_in_chunk_order(world, kinesis_
     loads = [(kind, label) for kind, label in witness.events if kind != "page"]
     assert loads == [(kind, label) for label in labels for kind in ("load", "loaded")]
     assert [row[0] for row in world["rows"]()] == list(range(EVENTS))
-    chunks = world["store"].chunks_for_range(report.shard_id, start)
+    chunks = world["store"].chunks.chunks_for_range(report.shard_id, start)
     assert [c.label for c in chunks] == labels and {c.state for c in chunks} == {"VISIBLE"}
     assert report.chunks == 5 and report.rows_loaded == EVENTS
 
@@ -137,7 +137,7 @@ def test_a_failed_load_stops_the_range_before_any_later_chunk(world, kinesis_cli
     assert doris.calls == 2, "a chunk after the failed one was sent"
     assert [row[0] for row in world["rows"]()] == list(range(CHUNK_ROWS))
     shards = kinesis_client.list_shards(StreamName=world["stream"])["Shards"]
-    chunks = [c for shard in shards for c in world["store"].chunks_for_range(shard["ShardId"], start)]
+    chunks = [c for shard in shards for c in world["store"].chunks.chunks_for_range(shard["ShardId"], start)]
     assert [c.state for c in chunks] == ["VISIBLE", CHUNK_INTENT]
 
     rerun = world["run"](start, end)

@@ -40,7 +40,7 @@ def test_consecutive_intervals_load_every_record_exactly_once(world, kinesis_cli
     shard_ids = sorted({row[1] for row in world["rows"]()})
     assert len(shard_ids) == 2
     for shard_id in shard_ids:
-        mark = world["store"].get_shard(shard_id).high_water_mark
+        mark = world["store"].ledger.get_shard(shard_id).high_water_mark
         assert mark is not None and mark.instant_ms == bounds[3]
 
 
@@ -88,7 +88,7 @@ def test_the_label_window_canary_is_asked_once_per_run_however_many_lanes_load(
     per lane (nor per Spark partition)."""
     bounds, _ = _three_intervals(kinesis_client, world["stream"])
     world["run"](bounds[0], bounds[1])
-    [canary] = world["store"].label_canaries()
+    [canary] = world["store"].chunks.label_canaries()
     asked = _label_lookups(monkeypatch)
 
     def two_lanes(job, credentials):  # type: ignore[no-untyped-def]
@@ -112,7 +112,7 @@ def test_the_label_window_canary_uses_the_drivers_store_not_the_executors_creden
 
     bounds, ids = _three_intervals(kinesis_client, world["stream"])
     world["run"](bounds[0], bounds[1])
-    [canary] = world["store"].label_canaries()
+    [canary] = world["store"].chunks.label_canaries()
     asked = _label_lookups(monkeypatch)
     own_chain = replace(world["config"], aws=replace(world["config"].aws, executor_credentials="default_chain"))
     executors_env = {name: os.environ[name] for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
@@ -165,8 +165,8 @@ def test_auto_loads_in_process_what_the_shards_recent_intervals_say_is_small(wor
     assert used == ["spark", "here"]
     store = world["store"]
     expected = sum(
-        max(counts["records"] for counts in store.recent_loaded_counts(shard.shard_id, 6).values())
-        for shard in store.list_shard_checkpoints()
+        max(counts["records"] for counts in store.ranges.recent_loaded_counts(shard.shard_id, 6).values())
+        for shard in store.ledger.list_shard_checkpoints()
     )
     counted = auto(max_records=expected - 1)
     world["run"](bounds[2], bounds[3], runner=counted)
@@ -241,5 +241,5 @@ def test_intervals_without_records_start_no_runner_and_still_commit(world, kines
     assert {s.shard_id for s in first.plan.shards if s.range is not None} == set(first.commit.high_water_marks)
     assert after.summary()["records"] == 0 and after.commit is None
     assert {s.decision for s in after.plan.shards} == {ShardDecision.EMPTY}
-    for shard in world["store"].list_shard_checkpoints():
+    for shard in world["store"].ledger.list_shard_checkpoints():
         assert shard.high_water_mark.instant_ms == loaded_end

@@ -24,6 +24,6 @@ def test_a_first_interval_reads_each_shard_once(world, kinesis_client, dynamodb_
     assert reads == dict.fromkeys(reads, 1), f"planning read a shard's item more than once: {reads}"
     # Registered at 0, fenced once: a commit that read a shard before its range was stored cannot
     # move its mark, and the plan holds the shard as fenced.
-    stored = {shard.shard_id: store.get_shard(shard.shard_id) for shard in plan.shards}
+    stored = {shard.shard_id: store.ledger.get_shard(shard.shard_id) for shard in plan.shards}
     assert {shard.shard_id: shard.lease_counter for shard in plan.shards} == dict.fromkeys(stored, 1)
     assert {shard_id: shard.lease_counter for shard_id, shard in stored.items()} == dict.fromkeys(stored, 1)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
@@ -60,29 +60,29 @@ def test_quiet_interval_after_a_loaded_one_reads_no_shard(world, kinesis_client)
     assert quiet.summary()["records"] == 0 and quiet.commit is None
     assert {s.decision for s in quiet.plan.shards} == {ShardDecision.EMPTY} and quiet.plan.ranges == ()
     for shard in shards:
-        start = store.get_boundary(shard["ShardId"], quiet_start)
-        end = store.get_boundary(shard["ShardId"], quiet_end)
+        start = store.ledger.get_boundary(shard["ShardId"], quiet_start)
+        end = store.ledger.get_boundary(shard["ShardId"], quiet_end)
         assert start.kind is BoundaryKind.AT and start.arrival_ms >= quiet_end
         assert (end.kind, end.position, end.arrival_ms) == (start.kind, start.position, start.arrival_ms)
     later = world["run"](quiet_end, later_end)
     assert later.summary()["loaded"] == len(shards)
-    assert {store.get_shard(shard["ShardId"]).high_water_mark.instant_ms for shard in shards} == {later_end}
+    assert {store.ledger.get_shard(shard["ShardId"]).high_water_mark.instant_ms for shard in shards} == {later_end}
     assert [row[0] for row in world["rows"]()] == [*range(10), *(100 + n for n in range(len(shards)))]
 
 
 def test_boundary_items_keep_the_arrival_stamp_and_items_without_it_still_load(dynamodb_client) -> None:
-    store = DynamoCheckpointStore(dynamodb_client, "checkpoints_quiet_it", f"pipe-{now_ms()}")
-    store.create_table_if_missing()
+    store = dynamo_store(dynamodb_client, "checkpoints_quiet_it", f"pipe-{now_ms()}")
+    store.items.create_table_if_missing()
     at = Boundary("shard-a", 1_000, BoundaryKind.AT, Position(42), arrival_ms=1_500)
-    store.put_boundary(at)
+    store.ledger.put_boundary(at)
     # As items were written before the attribute existed:
-    store.put_boundary(Boundary("shard-a", 2_000, BoundaryKind.AT, Position(43)))
-    store.put_boundary(Boundary("shard-a", 3_000, BoundaryKind.PENDING))
-    store.resolve_pending(Boundary("shard-a", 3_000, BoundaryKind.AT, Position(44), arrival_ms=3_100))
+    store.ledger.put_boundary(Boundary("shard-a", 2_000, BoundaryKind.AT, Position(43)))
+    store.ledger.put_boundary(Boundary("shard-a", 3_000, BoundaryKind.PENDING))
+    store.ledger.resolve_pending(Boundary("shard-a", 3_000, BoundaryKind.AT, Position(44), arrival_ms=3_100))
 
-    assert store.get_boundary("shard-a", 1_000).arrival_ms == 1_500
-    assert store.get_boundary("shard-a", 2_000).arrival_ms is None
-    assert store.get_boundary("shard-a", 3_000).arrival_ms == 3_100
+    assert store.ledger.get_boundary("shard-a", 1_000).arrival_ms == 1_500
+    assert store.ledger.get_boundary("shard-a", 2_000).arrival_ms is None
+    assert store.ledger.get_boundary("shard-a", 3_000).arrival_ms == 3_100
     # The stamp is a hint, not part of the cut: the boundary with and without it is the same.
     same_cut = Boundary("shard-a", 2_000, BoundaryKind.AT, Position(43), arrival_ms=1)
-    assert store.get_boundary("shard-a", 2_000) == same_cut
+    assert store.ledger.get_boundary("shard-a", 2_000) == same_cut

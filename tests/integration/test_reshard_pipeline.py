@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
@@ -102,7 +103,7 @@ class Loader:
     """One pipeline (stream → table) driven interval by interval."""
 
     config: PipelineConfig
-    store: DynamoCheckpointStore
+    store: CheckpointStore
     kinesis: Any
     log: CallLog
     query: Callable[[str], list[tuple]]
@@ -117,7 +118,7 @@ class Loader:
         )  # fmt: skip
 
     def state(self, shard_id: str) -> ShardState:
-        return self.store.get_shard(shard_id).state
+        return self.store.ledger.get_shard(shard_id).state
 
 
 UNIQUE_BY_USER_DDL = """CREATE TABLE `{table}` (
@@ -144,8 +145,8 @@ def stack(  # type: ignore[no-untyped-def]
 ):
     """Makes a stream and loaders (a DUPLICATE table, or a UNIQUE table keyed by partition key)."""
     doris_server.execute_sql("", f"CREATE DATABASE IF NOT EXISTS {DB}")
-    table_store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, "setup")
-    table_store.create_table_if_missing()
+    table_store = dynamo_store(dynamodb_client, CHECKPOINT_TABLE, "setup")
+    table_store.items.create_table_if_missing()
     log = CallLog()
 
     def make_stream(shards: int) -> str:
@@ -173,7 +174,7 @@ def stack(  # type: ignore[no-untyped-def]
             retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1),
             parallelism=2,
         )
-        store = DynamoCheckpointStore(dynamodb_client, CHECKPOINT_TABLE, config.pipeline_id)
+        store = dynamo_store(dynamodb_client, CHECKPOINT_TABLE, config.pipeline_id)
         query = lambda sql: doris_server.execute_sql(DB, sql.format(table=table))  # noqa: E731
         return Loader(config, store, kinesis_client, log, query)
 
@@ -308,8 +309,8 @@ def test_a_merge_child_waits_for_both_parents_even_when_they_drain_in_different_
         loader.run(t2, t3)
     assert first_i3.value.waiting == {b1: (x,), b2: (x,), c: (a, b1)}
     loader.run(t1, t2)  # backfill: A and X are loaded through their ends, B1 up to t2
-    assert loader.store.get_shard(a).high_water_mark.kind is BoundaryKind.SHARD_END
-    assert loader.store.get_shard(b1).high_water_mark.kind is not BoundaryKind.SHARD_END
+    assert loader.store.ledger.get_shard(a).high_water_mark.kind is BoundaryKind.SHARD_END
+    assert loader.store.ledger.get_shard(b1).high_water_mark.kind is not BoundaryKind.SHARD_END
     # (Its boundaries were probed when the waiting run stored its range; no record was read.)
     assert log.reader_indices(c) == [], "the merge child was read before its parent B1 was drained"
 
@@ -368,7 +369,7 @@ def test_out_of_order_runs_across_a_chain_of_reshards_load_every_record_once(sta
 
     # One shard at a time: the kill strikes the first commit, before any shard is committed (with a
     # pool, the shards already being committed would finish, and s0 might be one of them).
-    killed = replace(loader, store=FailOnNthCall(loader.store, "mark_range_loaded", 1), driver_concurrency=1)
+    killed = replace(loader, store=FailOnNthCall(loader.store, "ranges.mark_range_loaded", 1), driver_concurrency=1)
     attempt(0)
     attempt(1, killed)  # s0 split in I1: its run dies between the loads and the commit
     attempt(2)  # s0's children wait for s0's I1 range
@@ -407,7 +408,7 @@ def test_rebalance_applies_the_reshard_and_weights_follow_the_traffic(stack) -> 
 
     assert first.version + 1 == second.version and set(second.registered) == {left, right}
     assert second.closed == (hot,) and loader.state(hot) is ShardState.CLOSED
-    topology = loader.store.get_topology()
+    topology = loader.store.ledger.get_topology()
     assert set(topology.shard_ids) == {hot, cool, cold, left, right}
     # The closed parent and its children share a partition, the parent first.
     (group,) = [g for g in second.assignment.groups if hot in g]

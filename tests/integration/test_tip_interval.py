@@ -24,7 +24,7 @@ def test_the_loaders_read_the_pending_ends_at_the_tip_in_batches(world, kinesis_
 
     assert result.summary()["loaded"] == 10
     assert [row[0] for row in world["rows"]()] == list(range(10))
-    ends = {shard: store.get_boundary(shard, end) for shard in shards}
+    ends = {shard: store.ledger.get_boundary(shard, end) for shard in shards}
     # Each end was at the tip: cut after the shard's last record by its reader.
     assert {cut.kind for cut in ends.values()} == {BoundaryKind.AFTER}, ends
     end_reads = {shard: dynamodb_reads[boundary_sk(shard, end)] for shard in shards}

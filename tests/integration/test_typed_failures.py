@@ -37,9 +37,9 @@ def _job_whose_second_range_is_broken(world: dict[str, Any]) -> LoadJob:
     # Both ranges are valid, but only the first was planned (stored): the loader refuses the
     # second with CheckpointNotFound, a typed error, after loading the first.
     ranges = (shard_range("shardId-000000000000"), shard_range("shardId-000000000001"))
-    world["store"].put_boundary(ranges[0].start)
-    world["store"].put_boundary(ranges[0].end)
-    world["store"].create_range(ranges[0])
+    world["store"].ledger.put_boundary(ranges[0].start)
+    world["store"].ledger.put_boundary(ranges[0].end)
+    world["store"].ranges.create_range(ranges[0])
     return LoadJob(config, ranges, ((0, 1),))
 
 

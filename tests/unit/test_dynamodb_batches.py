@@ -10,7 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from airflow_provider_kinesis_doris.core.stores import dynamodb
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems
 
 TABLE = "checkpoints"
 
@@ -20,13 +20,13 @@ def _key(sk: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[DynamoCheckpointStore, Stubber]:
+def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[DynamoItems, Stubber]:
     monkeypatch.setattr(dynamodb.time, "sleep", lambda seconds: None)
     client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    return DynamoCheckpointStore(client, TABLE, "p"), Stubber(client)
+    return DynamoItems(client, TABLE, "p"), Stubber(client)
 
 
-def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoCheckpointStore, Stubber]) -> None:
+def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoItems, Stubber]) -> None:
     store, stubber = stubbed
     item_a = {**_key("a"), "v": {"N": "1"}}
     item_b = {**_key("b"), "v": {"N": "2"}}
@@ -41,12 +41,12 @@ def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoCheckpointSto
         {"RequestItems": {TABLE: {"Keys": [_key("b")], "ConsistentRead": True}}},
     )
     with stubber:
-        found = store._get_many(["a", "b", "c", "a"])
+        found = store.get_many(["a", "b", "c", "a"])
     stubber.assert_no_pending_responses()
     assert found == {"a": {"pk": "p", "sk": "a", "v": 1}, "b": {"pk": "p", "sk": "b", "v": 2}}
 
 
-def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoCheckpointStore, Stubber]) -> None:
+def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoItems, Stubber]) -> None:
     store, stubber = stubbed
     request = {"DeleteRequest": {"Key": _key("a")}}
     for _ in range(dynamodb._UNPROCESSED_RETRIES):
@@ -54,11 +54,11 @@ def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoChec
             "batch_write_item", {"UnprocessedItems": {TABLE: [request]}}, {"RequestItems": {TABLE: [request]}}
         )
     with stubber, pytest.raises(RuntimeError, match=r"left 1 deletes of pipeline p unprocessed after 8 attempts"):
-        store._delete(["a"])
+        store.delete(["a"])
 
 
 def test_a_write_rejected_while_a_transaction_holds_its_item_is_sent_again(
-    stubbed: tuple[DynamoCheckpointStore, Stubber],
+    stubbed: tuple[DynamoItems, Stubber],
 ) -> None:
     """Another run's grouped writes (a transaction) hold the shard item: DynamoDB rejects the
     single-item write, unapplied, and botocore does not retry that error."""
@@ -67,9 +67,9 @@ def test_a_write_rejected_while_a_transaction_holds_its_item_is_sent_again(
         stubber.add_client_error("update_item", "TransactionConflictException", http_status_code=400)
     stubber.add_response("update_item", {"Attributes": {**_key("shard#s"), "state": {"S": "DRAINED"}}})
     with stubber:
-        assert store._update("shard#s", {"state": "DRAINED"}, {}) == {"pk": "p", "sk": "shard#s", "state": "DRAINED"}
+        assert store.update("shard#s", {"state": "DRAINED"}, {}) == {"pk": "p", "sk": "shard#s", "state": "DRAINED"}
     stubber.assert_no_pending_responses()
     for _ in range(dynamodb._UNPROCESSED_RETRIES):
         stubber.add_client_error("put_item", "TransactionConflictException", http_status_code=400)
     with stubber, pytest.raises(store._client.exceptions.ClientError, match="TransactionConflictException"):
-        store._put_new({"sk": "x"})
+        store.put_new({"sk": "x"})

@@ -8,7 +8,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.errors import LabelWindowBroken, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.label_window import LabelWindowWatch, trusted_window_seconds
 from airflow_provider_kinesis_doris.core.stores.items import LabelCanary
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 
 KEEP_SECONDS = 4_600  # a trusted window of 4,000 s: 1,000 s a quarter
@@ -19,7 +19,7 @@ T0 = 1_800_000_000_000
 class World:
     def __init__(self) -> None:
         self.now = T0
-        self.store = MemoryCheckpointStore("p", clock=lambda: self.now)
+        self.store = memory_store("p", clock=lambda: self.now)
         self.doris = MemoryDoris()
         self.asked: list[str] = []
         ask = self.doris.get_load_state
@@ -42,13 +42,13 @@ class World:
 def test_the_first_label_a_task_loads_is_kept_and_later_tasks_ask_doris_about_it() -> None:
     world = World()
     world.task("kd:1", "kd:2")
-    assert world.store.label_canaries() == [LabelCanary("kd:1", T0)]
+    assert world.store.chunks.label_canaries() == [LabelCanary("kd:1", T0)]
 
     world.now += 10_000
     world.task("kd:3")
 
     assert world.asked == ["kd:1"]
-    assert world.store.label_canaries() == [LabelCanary("kd:1", T0)]  # the next is due after a quarter window
+    assert world.store.chunks.label_canaries() == [LabelCanary("kd:1", T0)]  # the next is due after a quarter window
 
 
 def test_a_new_canary_is_kept_each_quarter_window_and_the_oldest_inside_the_window_is_asked() -> None:
@@ -57,7 +57,7 @@ def test_a_new_canary_is_kept_each_quarter_window_and_the_oldest_inside_the_wind
         world.now = T0 + step * (WINDOW_MS // 4)
         world.task(f"kd:{step}")
 
-    canaries = world.store.label_canaries()
+    canaries = world.store.chunks.label_canaries()
     # Canaries outside the window are dropped; the oldest one kept is asked.
     assert [c.label for c in canaries] == ["kd:2", "kd:3", "kd:4", "kd:5"]
     assert world.asked[-1] == "kd:2"
@@ -87,7 +87,7 @@ def test_a_canary_past_the_window_proves_nothing_and_is_not_asked() -> None:
     world.task("kd:2")
 
     assert world.asked == []
-    assert world.store.label_canaries() == [LabelCanary("kd:2", world.now)]
+    assert world.store.chunks.label_canaries() == [LabelCanary("kd:2", world.now)]
 
 
 def test_a_task_that_lost_the_race_to_keep_a_canary_keeps_the_other_tasks() -> None:
@@ -99,7 +99,7 @@ def test_a_task_that_lost_the_race_to_keep_a_canary_keeps_the_other_tasks() -> N
         world.load(label)
         watch.offer(label)
 
-    assert world.store.label_canaries() == [LabelCanary("kd:a", T0)]
+    assert world.store.chunks.label_canaries() == [LabelCanary("kd:a", T0)]
 
 
 def test_doris_unreachable_at_the_check_fails_the_task_retryably() -> None:

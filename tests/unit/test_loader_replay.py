@@ -35,7 +35,8 @@ from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 
 STREAM = "events"
 SHARD = "shardId-000000000000"
@@ -76,13 +77,13 @@ def _stream(*payloads: dict[str, Any]) -> FakeKinesis:
     return kinesis
 
 
-def _loaded_but_outcome_lost(config: PipelineConfig, kinesis: FakeKinesis, doris: MemoryDoris) -> MemoryCheckpointStore:
+def _loaded_but_outcome_lost(config: PipelineConfig, kinesis: FakeKinesis, doris: MemoryDoris) -> CheckpointStore:
     """Run interval 0 and "die" right after Doris made the chunk visible, before its outcome is
     recorded: the chunk stays an INTENT whose label Doris knows as VISIBLE."""
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(config, kinesis, FailOnNthCall(store, "record_chunk_outcome", 1), doris)
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["INTENT"]
+        _run(config, kinesis, FailOnNthCall(store, "chunks.record_chunk_outcome", 1), doris)
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["INTENT"]
     return store
 
 
@@ -100,24 +101,24 @@ def test_an_intent_whose_label_doris_knows_as_visible_is_recorded_without_sendin
     result = _run(_config(), kinesis, store, doris)
 
     assert doris.sent[label] == 1, "the chunk's label was sent again although Doris reported it VISIBLE"
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE"]
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["VISIBLE"]
     assert result.reports[0].chunks_already_loaded == 1
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
 
 
 def test_an_intent_whose_load_doris_aborted_is_sent_again_inside_the_label_window() -> None:
     kinesis, doris = _stream({"event_id": 7}), SendCountingDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):  # the task died while its load was on the wire ...
         _run(_config(), kinesis, store, FailOnNthCall(doris, "load_idempotently", 1))
-    (chunk,) = store.chunks_for_range(SHARD, T0)
+    (chunk,) = store.chunks.chunks_for_range(SHARD, T0)
     doris.labels[("db", chunk.label)] = LabelState.ABORTED  # ... and Doris aborted that transaction
 
     kinesis.now_ms += HOUR_MS
     _run(_config(), kinesis, store, doris)
 
     assert doris.tally("t", "event_id") == Counter({7: 1})
-    assert [c.state for c in store.chunks_for_range(SHARD, T0)] == ["VISIBLE"]
+    assert [c.state for c in store.chunks.chunks_for_range(SHARD, T0)] == ["VISIBLE"]
 
 
 def test_a_label_doris_forgot_early_is_reported_not_duplicated_once_label_keep_seconds_is_doris_real_retention() -> None:
@@ -149,7 +150,7 @@ def test_doris_down_on_a_retry_does_not_mark_not_loaded_a_chunk_an_earlier_attem
     kinesis.now_ms += HOUR_MS
     with pytest.raises(Exception, match="unreachable"):
         _run(_config(), kinesis, store, doris)
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["INTENT"]
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["INTENT"]
 
     doris.down = False
     doris.forget_labels()
@@ -192,7 +193,7 @@ def test_a_record_dead_lettered_by_a_transient_transform_error_stays_a_dead_lett
     """repro_deadletter_transient: the data chunk loaded, the dead-letter load failed, the retry
     mapped the record to a row under the already VISIBLE data label: it was in neither table."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     config = _config(mapping=RecordMapping(transform=_flaky_once(1)))
     with pytest.raises(RetryableStreamLoadError):
         _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))
@@ -207,7 +208,7 @@ def test_a_record_dead_lettered_by_a_transient_transform_error_stays_a_dead_lett
 def test_a_record_a_relaxed_mapping_accepts_on_the_retry_stays_a_dead_letter() -> None:
     """repro_deadletter_reclass: ``required_fields`` relaxed between the failed try and the retry."""
     kinesis, doris = _stream({"event_id": 0, "amount": 5}, {"event_id": 1}, {"event_id": 2, "amount": 7}), MemoryDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(RetryableStreamLoadError):
         _run(_config(mapping=RecordMapping(required_fields=("amount",))), kinesis, store, _dead_letter_load_fails(doris, 2))
 
@@ -221,7 +222,7 @@ def test_a_loaded_row_that_fails_to_map_on_a_retry_is_not_dead_lettered_as_well(
     """The other direction: chunk 1 (records 0-1) loaded, chunk 2 failed; on the retry record 1
     failed in the transform. Before, it went to the dead-letter table too (both tables)."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), MemoryDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     config = _config(chunk_limits=ChunkLimits(max_rows=2))
     with pytest.raises(RetryableStreamLoadError):
         _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))  # the second chunk's load
@@ -233,7 +234,7 @@ def test_a_loaded_row_that_fails_to_map_on_a_retry_is_not_dead_lettered_as_well(
 
     _once_in_one_table(doris, range(4))
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
 
 
 def test_contents_round_trip_in_runs_and_refuse_what_a_checkpoint_item_cannot_hold() -> None:
@@ -256,35 +257,35 @@ def test_a_retry_with_other_chunk_limits_cuts_the_chunks_the_range_was_planned_w
     a retry configured with other limits still cuts (and labels) the same chunks, and settles
     nothing (a loader-settled limit would have been written by the failed attempt's loader)."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
         _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, store, FailOnNthCall(doris, "load_idempotently", 2))
-    (planned,) = store.ranges_for_shard(SHARD)
+    (planned,) = store.ranges.ranges_for_shard(SHARD)
     assert planned.chunk_limits == ChunkLimits(2, ChunkLimits().max_bytes)
 
-    settled = FailOnNthCall(store, "settle_chunk_limits", 1, error=lambda *_: AssertionError("limits settled"))
+    settled = FailOnNthCall(store, "ranges.settle_chunk_limits", 1, error=lambda *_: AssertionError("limits settled"))
     _run(_config(chunk_limits=ChunkLimits(max_rows=10)), kinesis, settled, doris)
 
     assert list(doris.sent.values()) == [1, 1]  # the first chunk, then the one that failed; no third label
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
-    assert [chunk.state for chunk in store.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
+    assert [chunk.state for chunk in store.chunks.chunks_for_range(SHARD, T0)] == ["VISIBLE", "VISIBLE"]
 
 
 def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_first_loader() -> None:
     """Tables written by earlier versions: a stored range without limits is settled by its first
     loader, as before, and its job carries no limits."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "put_chunk_intent_with_content", 1), doris)
-    (key,) = [key for key in store.table.items if key[1].startswith("range#")]
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 1), doris)
+    (key,) = [key for key in store.items.table.items if key[1].startswith("range#")]
     for attribute in ("chunk_max_rows", "chunk_max_bytes"):
-        del store.table.items[key][attribute]
-    assert store.ranges_for_shard(SHARD)[0].chunk_limits is None
+        del store.items.table.items[key][attribute]
+    assert store.ranges.ranges_for_shard(SHARD)[0].chunk_limits is None
 
     _run(_config(chunk_limits=ChunkLimits(max_rows=1)), kinesis, store, doris)
 
-    assert (store.table.items[key]["chunk_max_rows"], len(store.chunks_for_range(SHARD, T0))) == (1, 3)
+    assert (store.items.table.items[key]["chunk_max_rows"], len(store.chunks.chunks_for_range(SHARD, T0))) == (1, 3)
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
 
 
@@ -293,15 +294,21 @@ def test_a_range_this_run_planned_is_loaded_without_reading_the_chunk_log_and_it
     writes and the labels): its first pass reads no chunk list and no contents. The retry of a run
     that died after loading a chunk replays the stored range, reads them, and sends nothing twice."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
-    store = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms)
-    first = CountingClient(FailOnNthCall(store, "put_chunk_intent_with_content", 2))
+    store = memory_store("p", clock=lambda: kinesis.now_ms)
+    first, retry = _counting_chunks(store), _counting_chunks(store)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, first, doris)
-    assert (first.calls["chunks_for_range"], first.calls["chunk_contents_for_range"]) == (0, 0)
+        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(first, "chunks.put_chunk_intent_with_content", 2), doris)
+    assert (first.chunks.calls["chunks_for_range"], first.chunks.calls["chunk_contents_for_range"]) == (0, 0)
 
-    retry = CountingClient(store)
     _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, retry, doris)
 
-    assert (retry.calls["chunks_for_range"], retry.calls["chunk_contents_for_range"]) == (1, 1)
+    assert (retry.chunks.calls["chunks_for_range"], retry.chunks.calls["chunk_contents_for_range"]) == (1, 1)
     assert list(doris.sent.values()) == [1, 1]
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
+
+
+def _counting_chunks(store: CheckpointStore) -> Any:
+    """A store on ``store``'s items whose chunk log counts the calls made to it."""
+    counted: Any = CheckpointStore(store.items)
+    counted.chunks = CountingClient(counted.chunks)
+    return counted

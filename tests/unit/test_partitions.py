@@ -18,7 +18,7 @@ from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Po
 from airflow_provider_kinesis_doris.core.partitions import group_ranges
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
@@ -79,7 +79,7 @@ def _config(parallelism: int | None) -> PipelineConfig:
 def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
     kinesis = FakeKinesis(now_ms=T0)
     kinesis.create_stream(StreamName=STREAM, ShardCount=6)
-    store, doris = MemoryCheckpointStore("p"), MemoryDoris()
+    store, doris = memory_store("p"), MemoryDoris()
     seen: list[tuple[tuple[int, ...], ...]] = []
 
     def runner(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
@@ -104,5 +104,5 @@ def test_a_rebalance_with_n_partitions_sets_the_next_loads_partitions() -> None:
 
     assert len(before) == len({r for g in before for r in g}) > 2  # parallelism=6 spread the ranges
     assert len(after) == 2  # the stored assignment's two partitions won
-    job_shards = sorted(store.get_topology().assignment)  # type: ignore[union-attr]
+    job_shards = sorted(store.ledger.get_topology().assignment)  # type: ignore[union-attr]
     assert set(result.assignment.partition_of) == set(job_shards)

@@ -24,7 +24,8 @@ from airflow_provider_kinesis_doris.core.model import (
 )
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.testing.fake_kinesis import MAX_HASH_KEY, FakeKinesis, FakeShard
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 
 STREAM = "events"
 PIPELINE = "pipe"
@@ -35,7 +36,7 @@ _MAX_PASSES = 20
 # --- reference reader --------------------------------------------------------------------------
 
 
-def _cut_index(fake: FakeKinesis, store: MemoryCheckpointStore, boundary: Boundary) -> int:
+def _cut_index(fake: FakeKinesis, store: CheckpointStore, boundary: Boundary) -> int:
     """Index in the fake shard's record list where ``boundary`` cuts it."""
     shard = fake.shard(STREAM, boundary.shard_id)
     sequences = [record.sequence for record in shard.records]
@@ -49,7 +50,7 @@ def _cut_index(fake: FakeKinesis, store: MemoryCheckpointStore, boundary: Bounda
     resolved = _resolve_pending(shard, boundary)
     if resolved is None:
         return len(sequences)  # at the tip: nothing at/after the instant exists yet
-    return _cut_index(fake, store, store.resolve_pending(resolved))
+    return _cut_index(fake, store, store.ledger.resolve_pending(resolved))
 
 
 def _resolve_pending(shard: FakeShard, boundary: Boundary) -> Boundary | None:
@@ -61,24 +62,24 @@ def _resolve_pending(shard: FakeShard, boundary: Boundary) -> Boundary | None:
     return None
 
 
-def read_range(fake: FakeKinesis, store: MemoryCheckpointStore, shard_range: ShardRange) -> list[int]:
+def read_range(fake: FakeKinesis, store: CheckpointStore, shard_range: ShardRange) -> list[int]:
     first = _cut_index(fake, store, shard_range.start)
     last = _cut_index(fake, store, shard_range.end)
     assert first <= last, f"range {shard_range} ends before it starts"
     return [record.sequence for record in fake.shard(STREAM, shard_range.shard_id).records[first:last]]
 
 
-def commit(fake: FakeKinesis, store: MemoryCheckpointStore, plan: Plan) -> None:
+def commit(fake: FakeKinesis, store: CheckpointStore, plan: Plan) -> None:
     """What the load step does after Doris made the range visible."""
     for shard_plan in plan.shards:
         if shard_plan.range is None or shard_plan.decision is ShardDecision.WAITING:
             continue
         records = read_range(fake, store, shard_plan.range)
-        store.mark_range_loaded(shard_plan.shard_id, shard_plan.range.interval_start_ms, {"records": len(records)})
-        checkpoint = store.advance_high_water_mark(shard_plan.shard_id, expected_counter=shard_plan.lease_counter)
+        store.ranges.mark_range_loaded(shard_plan.shard_id, shard_plan.range.interval_start_ms, {"records": len(records)})
+        checkpoint = store.marks.advance_high_water_mark(shard_plan.shard_id, expected_counter=shard_plan.lease_counter)
         mark = checkpoint.high_water_mark
         if checkpoint.state is ShardState.CLOSED and mark is not None and mark.kind is BoundaryKind.SHARD_END:
-            store.mark_drained(shard_plan.shard_id)
+            store.marks.mark_drained(shard_plan.shard_id)
 
 
 # --- scenarios ---------------------------------------------------------------------------------
@@ -148,15 +149,15 @@ def _execution_order(starts: list[int], style: str, seed: int) -> list[int]:
     return order + reruns
 
 
-def _plan(fake: FakeKinesis, store: MemoryCheckpointStore, start: int, initial: str, relaxed: bool) -> Plan:
+def _plan(fake: FakeKinesis, store: CheckpointStore, start: int, initial: str, relaxed: bool) -> Plan:
     return plan_interval(
         fake, store, PIPELINE, STREAM, start, start + INTERVAL_MS,
         initial_position=initial, relaxed_order=relaxed, clock=lambda: fake.now_ms,
     )  # fmt: skip
 
 
-def _stored_ranges(store: MemoryCheckpointStore, fake: FakeKinesis) -> dict[tuple[str, int], ShardRange]:
-    ranges = (r for shard_id in fake.streams[STREAM] for r in store.ranges_for_shard(shard_id))
+def _stored_ranges(store: CheckpointStore, fake: FakeKinesis) -> dict[tuple[str, int], ShardRange]:
+    ranges = (r for shard_id in fake.streams[STREAM] for r in store.ranges.ranges_for_shard(shard_id))
     return {(r.shard_id, r.interval_start_ms): r for r in ranges}
 
 
@@ -176,7 +177,7 @@ def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
 ) -> None:
     fake = _build_history(initial_shards, ops)
     starts = _interval_starts(fake, lead)
-    store = MemoryCheckpointStore(PIPELINE, clock=lambda: fake.now_ms)
+    store = memory_store(PIPELINE, clock=lambda: fake.now_ms)
 
     for start in _execution_order(starts, style, seed):
         commit(fake, store, _plan(fake, store, start, initial, relaxed))
@@ -208,7 +209,7 @@ def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
     sealed_end = starts[-1] + INTERVAL_MS
     scope_start = 0 if initial == "TRIM_HORIZON" else starts[0]
     for shard_id, shard in fake.streams[STREAM].items():
-        seen = Counter(seq for r in store.ranges_for_shard(shard_id) for seq in read_range(fake, store, r))
+        seen = Counter(seq for r in store.ranges.ranges_for_shard(shard_id) for seq in read_range(fake, store, r))
         expected = {r.sequence for r in shard.records if scope_start <= r.arrival_ms < sealed_end}
         assert set(seen) == expected, f"gap in shard {shard_id}: missing {sorted(expected - set(seen))[:3]}"
         assert all(count == 1 for count in seen.values()), f"overlap in shard {shard_id}: {seen.most_common(2)}"
@@ -227,7 +228,7 @@ def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
 def test_strict_order_never_plans_a_child_before_its_parents_reach_the_interval(ops: list, seed: int) -> None:
     fake = _build_history(1, ops)
     starts = _interval_starts(fake, lead=-1)
-    store = MemoryCheckpointStore(PIPELINE, clock=lambda: fake.now_ms)
+    store = memory_store(PIPELINE, clock=lambda: fake.now_ms)
     for start in _execution_order(starts, "shuffled", seed):
         plan = _plan(fake, store, start, "INTERVAL", relaxed=False)
         for shard_plan in plan.shards:
@@ -238,17 +239,17 @@ def test_strict_order_never_plans_a_child_before_its_parents_reach_the_interval(
         commit(fake, store, plan)
 
 
-def _parent_done_before(fake: FakeKinesis, store: MemoryCheckpointStore, parent: str, start: int) -> bool:
+def _parent_done_before(fake: FakeKinesis, store: CheckpointStore, parent: str, start: int) -> bool:
     """Independent statement of strict order, in records: the parent is drained, or each of its
     records that arrived from the start of its earliest stored range (the pipeline's history of
     it; a backfill before that loads older records later, by design) up to ``start`` is in a
     LOADED range of it. Its records of the interval itself are in its range of this plan, loaded
     before the child's."""
-    checkpoint = store.get_shard(parent)
+    checkpoint = store.ledger.get_shard(parent)
     assert checkpoint is not None
     if checkpoint.state is ShardState.DRAINED:
         return True
-    ranges = store.ranges_for_shard(parent)
+    ranges = store.ranges.ranges_for_shard(parent)
     if not ranges:
         return False
     history_start = min(shard_range.start.instant_ms for shard_range in ranges)

@@ -28,7 +28,8 @@ from airflow_provider_kinesis_doris.testing.builders import pipeline_config, run
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, memory_store
 
 STREAM = "events"
 T0 = 1_700_000_000_000
@@ -43,7 +44,7 @@ def _config() -> PipelineConfig:
     )  # fmt: skip
 
 
-def _run(k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: MemoryDoris) -> IntervalResult:
+def _run(k: int, kinesis: FakeKinesis, store: CheckpointStore, doris: MemoryDoris) -> IntervalResult:
     return _run_with(_config(), k, kinesis, store, doris)
 
 
@@ -61,7 +62,7 @@ def test_a_backfill_of_an_interval_older_than_retention_fails_with_data_trimmed(
         _put(kinesis, event_id, T0 + 1_000 + event_id)  # interval 0
     _put(kinesis, 3, T0 + IV + 1_000)  # interval 1
     kinesis.now_ms = T0 + 3 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     _run(1, kinesis, store, doris)
 
     kinesis.now_ms = T0 + 25 * HOUR_MS  # a day later retention has deleted interval 0's records
@@ -70,7 +71,7 @@ def test_a_backfill_of_an_interval_older_than_retention_fails_with_data_trimmed(
         _run(0, kinesis, store, doris)
 
     assert doris.tally("t", "event_id") == Counter({3: 1})
-    assert store.get_range("shardId-000000000000", T0) is None, "nothing may be planned for the trimmed interval"
+    assert store.ranges.get_range("shardId-000000000000", T0) is None, "nothing may be planned for the trimmed interval"
 
 
 def test_a_replay_inside_retention_still_loads_after_the_probe_instant_aged() -> None:
@@ -79,7 +80,7 @@ def test_a_replay_inside_retention_still_loads_after_the_probe_instant_aged() ->
     kinesis.create_stream(StreamName=STREAM, ShardCount=1)
     _put(kinesis, 0, T0 + 1_000)
     kinesis.now_ms = T0 + 2 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     _run(0, kinesis, store, doris)
     kinesis.now_ms = T0 + 23 * HOUR_MS
 
@@ -88,15 +89,15 @@ def test_a_replay_inside_retention_still_loads_after_the_probe_instant_aged() ->
     assert replay.summary()["records"] == 1 and doris.tally("t", "event_id") == Counter({0: 1})
 
 
-class _CountingStore(MemoryCheckpointStore):
+class _CountingItems(MemoryItems):
     """Counts the items each kind of query returns."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.items_read: Counter[str] = Counter()
 
-    def _query(self, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
-        items = super()._query(prefix, **kwargs)
+    def query(self, prefix: str, **kwargs: Any) -> list[dict[str, Any]]:
+        items = super().query(prefix, **kwargs)
         self.items_read[prefix.split("#")[0]] += len(items)
         return items
 
@@ -105,15 +106,16 @@ def test_items_a_run_reads_do_not_grow_with_the_pipelines_history() -> None:
     """repro_unbounded_query: every plan read every range and boundary of each shard."""
     kinesis = FakeKinesis(now_ms=T0)
     kinesis.create_stream(StreamName=STREAM, ShardCount=2)
-    store, doris = _CountingStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    counting = _CountingItems("p", clock=lambda: kinesis.now_ms)
+    store, doris = CheckpointStore(counting), MemoryDoris()
     reads: dict[int, Counter[str]] = {}
     for k in range(60):
         for j in range(6):
             _put(kinesis, k * 100 + j, T0 + k * IV + 100 + j, key=f"p{j}")
         kinesis.now_ms = T0 + (k + 1) * IV + 1
-        store.items_read.clear()
+        counting.items_read.clear()
         _run(k, kinesis, store, doris)
-        reads[k] = Counter(store.items_read)
+        reads[k] = Counter(counting.items_read)
 
     assert reads[59]["range"] == reads[5]["range"] and reads[59]["boundary"] == reads[5]["boundary"], reads
     assert reads[59]["chunk"] == reads[5]["chunk"], "a run reads only its own ranges' chunk items"
@@ -134,7 +136,7 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
     kinesis.split_shard(StreamName=STREAM, ShardToSplit=parent, NewStartingHashKey=str(2**127))
     _put(kinesis, 2, T0 + IV + 20_000)
     kinesis.now_ms = T0 + 2 * IV + 1
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     doris.down = True  # run 0 plans its ranges, then fails: Airflow will retry it later
     with pytest.raises(RetryableStreamLoadError):
         _run(0, kinesis, store, doris)
@@ -169,17 +171,17 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
 
 def test_chunks_recorded_before_they_were_keyed_by_range_are_still_found_and_updated() -> None:
     """A pipeline upgraded with ranges in flight: their chunk items sit at ``chunk#<label>``."""
-    store = MemoryCheckpointStore("p")
+    store = memory_store("p")
     shard, start = "shardId-000000000000", T0
-    store._put_new({"sk": f"range#{shard}#{start:015d}", "kind": "range", "shard_id": shard, "stream_name": STREAM,
+    store.items.put_new({"sk": f"range#{shard}#{start:015d}", "kind": "range", "shard_id": shard, "stream_name": STREAM,
                     "interval_start_ms": start, "interval_end_ms": start + IV, "start_instant_ms": start,
                     "end_instant_ms": start + IV, "state": "PLANNED", "counts": {}, "updated_ms": 0})  # fmt: skip
-    store._put_new({"sk": "chunk#kd:old", "kind": "chunk", "label": "kd:old", "shard_id": shard,
+    store.items.put_new({"sk": "chunk#kd:old", "kind": "chunk", "label": "kd:old", "shard_id": shard,
                     "interval_start_ms": start, "first": "5:0", "last": "9:0", "state": "INTENT", "updated_ms": 0})  # fmt: skip
 
-    assert [c.label for c in store.chunks_for_range(shard, start)] == ["kd:old"]
-    updated = store.record_chunk_outcome("kd:old", "VISIBLE", shard_id=shard, interval_start_ms=start)
-    assert updated.state == "VISIBLE" and store.get_chunk("kd:old", shard, start) == updated
+    assert [c.label for c in store.chunks.chunks_for_range(shard, start)] == ["kd:old"]
+    updated = store.chunks.record_chunk_outcome("kd:old", "VISIBLE", shard_id=shard, interval_start_ms=start)
+    assert updated.state == "VISIBLE" and store.chunks.get_chunk("kd:old", shard, start) == updated
 
 
 @pytest.mark.parametrize("options", ["load_options", "dead_letter_options"])
@@ -197,11 +199,11 @@ def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() 
     for event_id in range(3):
         _put(kinesis, event_id, T0 + 1_000 + event_id)
     kinesis.now_ms = T0 + 2 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     doris.down = True
     with pytest.raises(RetryableStreamLoadError):
         _run(0, kinesis, store, doris)
-    (chunk,) = store.chunks_for_range("shardId-000000000000", T0)
+    (chunk,) = store.chunks.chunks_for_range("shardId-000000000000", T0)
     assert chunk.state == "NOT_LOADED"
 
     doris.down = False
@@ -209,14 +211,14 @@ def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() 
     _run(0, kinesis, store, doris)
 
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
-    assert [c.state for c in store.chunks_for_range("shardId-000000000000", T0)] == ["VISIBLE"]
+    assert [c.state for c in store.chunks.chunks_for_range("shardId-000000000000", T0)] == ["VISIBLE"]
 
 
 def _sweep_config() -> PipelineConfig:
     return replace(_config(), initial_position="TRIM_HORIZON", chunk_limits=ChunkLimits(max_rows=2))
 
 
-def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: MemoryCheckpointStore, doris: Any) -> IntervalResult:
+def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: CheckpointStore, doris: Any) -> IntervalResult:
     return run_in_memory(config, T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store, doris=doris)
 
 
@@ -229,7 +231,7 @@ def test_a_partly_loaded_sweep_retried_after_trimming_is_not_re_cut_under_new_la
     for event_id in range(5):
         _put(kinesis, event_id, T0 - 5_000 + event_id)  # before the floor interval: the sweep's
     kinesis.now_ms = T0 + 2 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     failing = FailOnNthCall(doris, "load_idempotently", 2, lambda method, call: RetryableStreamLoadError("-235"))
     with pytest.raises(RetryableStreamLoadError):
         _run_with(_sweep_config(), 0, kinesis, store, failing)
@@ -257,13 +259,13 @@ def test_a_later_interval_run_while_a_commit_marks_its_ranges_is_walked_by_one_o
     for k in range(3):
         _put(kinesis, k, T0 + k * IV + 1_000)
     kinesis.now_ms = T0 + 4 * IV
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
     _run(0, kinesis, store, doris)
-    rival = MemoryCheckpointStore("p", store.table, clock=lambda: kinesis.now_ms)
+    rival = memory_store("p", store.items.table, clock=lambda: kinesis.now_ms)
 
-    _run(1, kinesis, FailOnNthCall(store, "mark_range_loaded", 1, before=lambda: _run(2, kinesis, rival, doris)), doris)
+    _run(1, kinesis, FailOnNthCall(store, "ranges.mark_range_loaded", 1, before=lambda: _run(2, kinesis, rival, doris)), doris)
 
-    (shard,) = MemoryCheckpointStore("p", store.table).list_shard_checkpoints()
+    (shard,) = memory_store("p", store.items.table).ledger.list_shard_checkpoints()
     assert shard.high_water_mark is not None and shard.high_water_mark.instant_ms == T0 + 3 * IV
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
 
@@ -276,7 +278,7 @@ def test_the_task_log_gives_every_instant_in_iso_8601_utc_with_epoch_ms_only_in_
     kinesis.create_stream(StreamName=STREAM, ShardCount=1)
     _put(kinesis, 0, T0 + 10_000)
     kinesis.now_ms = T0 + IV + 1
-    store, doris = MemoryCheckpointStore("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
 
     with caplog.at_level(logging.DEBUG, logger="airflow_provider_kinesis_doris"):
         _run(0, kinesis, store, doris)

@@ -13,6 +13,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
     CHUNK_INTENT,
     CHUNK_PREFIX,
+    CONTENT_PREFIX,
     LABEL_CANARIES_KEY,
     LabelCanary,
     chunk_from_item,
@@ -44,7 +45,7 @@ class ChunkLog:
         :return: whether this call created the intent (False: another attempt had recorded the
             chunk already, and may have sent it).
         """
-        return self._items._put_new(self._intent_item(label, shard_id, first, last, interval_start_ms, attempt))
+        return self._items.put_new(self._intent_item(label, shard_id, first, last, interval_start_ms, attempt))
 
     def put_chunk_intent_with_content(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, content: str,
@@ -58,7 +59,7 @@ class ChunkLog:
         """
         content_item = self._content_item(shard_id, interval_start_ms, first, content)
         intent_item = self._intent_item(label, shard_id, first, last, interval_start_ms, attempt)
-        return self._items._put_new_all([content_item, intent_item])
+        return self._items.put_new_all([content_item, intent_item])
 
     def renew_chunk_intent(self, read: ChunkRecord, attempt: str) -> bool:
         """Make ``attempt`` the owner of a chunk known not loaded (never sent, or refused for
@@ -68,10 +69,10 @@ class ChunkLog:
 
         :return: whether ``attempt`` owns the chunk now.
         """
-        changes = {"state": CHUNK_INTENT, "attempt": attempt, "txn_id": None, "updated_ms": self._items._clock()}
+        changes = {"state": CHUNK_INTENT, "attempt": attempt, "txn_id": None, "updated_ms": self._items.clock()}
         expected = {"state": read.state, "attempt": read.attempt if read.attempt is not None else ABSENT}
         keys = (chunk_sk(read.shard_id, read.interval_start_ms, read.label), legacy_chunk_sk(read.label))
-        return any(self._items._update(sk, changes, expected) is not None for sk in keys)
+        return any(self._items.update(sk, changes, expected) is not None for sk in keys)
 
     def _intent_item(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, attempt: str
@@ -86,12 +87,12 @@ class ChunkLog:
             "last": last.encode(),
             "state": CHUNK_INTENT,
             "attempt": attempt,
-            "updated_ms": self._items._clock(),
+            "updated_ms": self._items.clock(),
         }
 
     def _content_item(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> dict[str, Any]:
         sk = _content_sk(shard_id, interval_start_ms, first)
-        return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._items._clock()}
+        return {"sk": sk, "kind": "chunk_content", "content": content, "updated_ms": self._items.clock()}
 
     def record_chunk_outcome(
         self,
@@ -118,11 +119,11 @@ class ChunkLog:
             "txn_id": txn_id,
             "rows_loaded": rows_loaded,
             "rows_filtered": rows_filtered,
-            "updated_ms": self._items._clock(),
+            "updated_ms": self._items.clock(),
         }
         keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
         expected = {"state": CHUNK_INTENT, "attempt": owner} if owner is not None else {}
-        updated = next((item for sk in keys if (item := self._items._update(sk, changes, expected)) is not None), None)
+        updated = next((item for sk in keys if (item := self._items.update(sk, changes, expected)) is not None), None)
         if updated is not None:
             return chunk_from_item(updated)
         stored = self.get_chunk(label, shard_id, interval_start_ms)
@@ -132,7 +133,7 @@ class ChunkLog:
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
         """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
-        item = self._items._get(chunk_sk(shard_id, interval_start_ms, label)) or self._items._get(legacy_chunk_sk(label))
+        item = self._items.get(chunk_sk(shard_id, interval_start_ms, label)) or self._items.get(legacy_chunk_sk(label))
         return chunk_from_item(item) if item else None
 
     def chunks_for_range(self, shard_id: str, interval_start_ms: int, *, keyed_by_range: bool = False) -> list[ChunkRecord]:
@@ -143,10 +144,10 @@ class ChunkLog:
         :param keyed_by_range: the caller knows the range is of the current layout (it came with
             its chunk limits, see ``ShardRange.chunk_limits``); else its item is read to find out.
         """
-        items = self._items._query(range_chunks_prefix(shard_id, interval_start_ms))
-        range_item = None if keyed_by_range else self._items._get(range_sk(shard_id, interval_start_ms))
+        items = self._items.query(range_chunks_prefix(shard_id, interval_start_ms))
+        range_item = None if keyed_by_range else self._items.get(range_sk(shard_id, interval_start_ms))
         if range_item is not None and "planned_ms" not in range_item:
-            items += [item for item in self._items._query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
+            items += [item for item in self._items.query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
         chunks = (chunk_from_item(item) for item in items)
         selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
         return sorted(selected, key=lambda c: c.first)
@@ -159,9 +160,9 @@ class ChunkLog:
         :param content: at most ``core.chunks`` keeps under DynamoDB's item size.
         """
         item = self._content_item(shard_id, interval_start_ms, first, content)
-        if self._items._put_new(item):
+        if self._items.put_new(item):
             return content
-        item = self._items._get(item["sk"])
+        item = self._items.get(item["sk"])
         assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["content"])
 
@@ -171,7 +172,7 @@ class ChunkLog:
 
         :return: the content stored now (ours, or another run's amendment that came first).
         """
-        self._items._update(_content_sk(shard_id, interval_start_ms, first), {"content": amended, "updated_ms": self._items._clock()},
+        self._items.update(_content_sk(shard_id, interval_start_ms, first), {"content": amended, "updated_ms": self._items.clock()},
                      {"content": settled})  # fmt: skip
         stored = self.chunk_content(shard_id, interval_start_ms, first)
         assert stored is not None, "settled contents are never deleted"
@@ -180,16 +181,28 @@ class ChunkLog:
     def chunk_content(self, shard_id: str, interval_start_ms: int, first: Position) -> str | None:
         """The settled content of the range's chunk starting at ``first`` (a strongly consistent
         read), or None if none is settled."""
-        item = self._items._get(_content_sk(shard_id, interval_start_ms, first))
+        item = self._items.get(_content_sk(shard_id, interval_start_ms, first))
         return str(item["content"]) if item else None
 
     def chunk_contents_for_range(self, shard_id: str, interval_start_ms: int) -> list[str]:
         """The settled contents of the range's chunks (one Query of the range's own items)."""
-        return [str(item["content"]) for item in self._items._query(range_contents_prefix(shard_id, interval_start_ms))]
+        return [str(item["content"]) for item in self._items.query(range_contents_prefix(shard_id, interval_start_ms))]
+
+    def forget_chunks_through(self, shard_id: str, interval_start_ms: int) -> int:
+        """Delete the chunks and settled contents of the shard's ranges of intervals starting at
+        or before ``interval_start_ms`` (pruned history: they go before their ranges); items
+        deleted."""
+        doomed = [
+            item["sk"]
+            for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
+            for item in self._items.query(f"{prefix}{shard_id}#", high=last(shard_id, interval_start_ms) + "\uffff")
+        ]
+        self._items.delete(doomed)
+        return len(doomed)
 
     def label_canaries(self) -> list[LabelCanary]:
         """The labels kept to check Doris's label window, oldest first."""
-        item = self._items._get(LABEL_CANARIES_KEY)
+        item = self._items.get(LABEL_CANARIES_KEY)
         return [LabelCanary(label, loaded_ms) for label, loaded_ms in json.loads(item["canaries"])] if item else []
 
     def replace_label_canaries(self, stored: Sequence[LabelCanary], canaries: Sequence[LabelCanary]) -> bool:
@@ -197,8 +210,8 @@ class ChunkLog:
         replaced them first (its canary serves as well)."""
         text = _canaries_text(canaries)
         if not stored:
-            return self._items._put_new({"sk": LABEL_CANARIES_KEY, "kind": "label_canaries", "canaries": text})
-        return self._items._update(LABEL_CANARIES_KEY, {"canaries": text}, {"canaries": _canaries_text(stored)}) is not None
+            return self._items.put_new({"sk": LABEL_CANARIES_KEY, "kind": "label_canaries", "canaries": text})
+        return self._items.update(LABEL_CANARIES_KEY, {"canaries": text}, {"canaries": _canaries_text(stored)}) is not None
 
 
 def _content_sk(shard_id: str, interval_start_ms: int, first: Position) -> str:

@@ -15,6 +15,7 @@ from airflow_provider_kinesis_doris.core.errors import aws_error_code
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +50,20 @@ def _written_key(write: tuple[str, dict[str, Any]]) -> str:
     return str((request.get("Key") or request["Item"])["sk"]["S"])
 
 
-class DynamoCheckpointStore(CheckpointStore):
-    """:class:`CheckpointStore` on a DynamoDB table (``pk``/``sk`` strings).
+def dynamo_store(
+    client: Any, table_name: str, pipeline_id: str, *, page_size: int = DEFAULT_PAGE_SIZE,
+    clock: Callable[[], int] = wall_clock_ms,
+) -> CheckpointStore[DynamoItems]:
+    """A :class:`CheckpointStore` on a DynamoDB table (:class:`DynamoItems`)."""
+    return CheckpointStore(DynamoItems(client, table_name, pipeline_id, page_size=page_size, clock=clock))
+
+
+class DynamoItems(StoreItems):
+    """The items of one pipeline on a DynamoDB table (``pk``/``sk`` strings).
 
     :param client: a boto3 DynamoDB client.
     :param table_name: the table; see :meth:`create_table_if_missing`.
-    :param pipeline_id: the partition key of every item this store touches.
+    :param pipeline_id: the partition key of every item these items touch.
     :param page_size: Query ``Limit``; pages are always followed to the end.
     :param clock: epoch milliseconds for ``updated_ms`` attributes.
     """
@@ -68,7 +77,10 @@ class DynamoCheckpointStore(CheckpointStore):
         page_size: int = DEFAULT_PAGE_SIZE,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
-        super().__init__(pipeline_id, clock=clock)
+        if not pipeline_id:
+            raise ValueError("pipeline_id must not be empty")
+        self.pipeline_id = pipeline_id
+        self.clock = clock
         if page_size < 1:
             raise ValueError(f"page_size must be positive, got {page_size}")
         from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -80,8 +92,8 @@ class DynamoCheckpointStore(CheckpointStore):
         self._deserializer = TypeDeserializer()
         self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
 
-    def of_pipeline(self, pipeline_id: str) -> DynamoCheckpointStore:
-        return DynamoCheckpointStore(self._client, self.table_name, pipeline_id, page_size=self._page_size, clock=self._clock)
+    def of_pipeline(self, pipeline_id: str) -> DynamoItems:
+        return DynamoItems(self._client, self.table_name, pipeline_id, page_size=self._page_size, clock=self.clock)
 
     def create_table_if_missing(self, *, wait_seconds: int = 120) -> None:
         """Create the table (on-demand billing) unless it exists; wait until it is ACTIVE."""
@@ -120,12 +132,12 @@ class DynamoCheckpointStore(CheckpointStore):
     def _decode(self, item: Mapping[str, Any]) -> dict[str, Any]:
         return {name: _to_python(self._deserializer.deserialize(value)) for name, value in item.items()}
 
-    def _get(self, sk: str) -> dict[str, Any] | None:
+    def get(self, sk: str) -> dict[str, Any] | None:
         response = self._client.get_item(TableName=self.table_name, Key=self._key(sk), ConsistentRead=True)
         item = response.get("Item")
         return self._decode(item) if item else None
 
-    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
         """BatchGetItem, 100 keys a call (:meth:`_until_processed`)."""
         found: dict[str, dict[str, Any]] = {}
 
@@ -158,7 +170,7 @@ class DynamoCheckpointStore(CheckpointStore):
             f"{_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
         )
 
-    def _query(
+    def query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
@@ -184,7 +196,7 @@ class DynamoCheckpointStore(CheckpointStore):
                 return items[:limit] if limit else items
             request["ExclusiveStartKey"] = response["LastEvaluatedKey"]
 
-    def _put_new(self, item: dict[str, Any]) -> bool:
+    def put_new(self, item: dict[str, Any]) -> bool:
         return self._write_one(("Put", self._put_once(item)))
 
     def _put_once(self, item: dict[str, Any]) -> dict[str, Any]:
@@ -192,13 +204,13 @@ class DynamoCheckpointStore(CheckpointStore):
         attributes["pk"] = {"S": self.pipeline_id}
         return {"TableName": self.table_name, "Item": attributes, "ConditionExpression": "attribute_not_exists(sk)"}
 
-    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+    def put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
         return all(self._write_many([("Put", self._put_once(item)) for item in items], all_or_nothing=True))
 
-    def _put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+    def put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
         return self._grouped.write_all([("Put", self._put_once(item)) for item in items])
 
-    def _update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    def update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
         return self._grouped.write(("Update", self._update_request(sk, changes, expected)))
 
     def _write_one(self, write: tuple[str, dict[str, Any]]) -> bool:
@@ -289,7 +301,7 @@ class DynamoCheckpointStore(CheckpointStore):
             request["ExpressionAttributeValues"] = values
         return request
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
+    def update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
             request = {**self._update_request(sk, changes, expected), "ReturnValues": "ALL_NEW"}
             response = self._outside_transactions(self._client.update_item, request)
@@ -299,7 +311,7 @@ class DynamoCheckpointStore(CheckpointStore):
             raise
         return self._decode(response["Attributes"])
 
-    def _delete(self, sks: Sequence[str]) -> None:
+    def delete(self, sks: Sequence[str]) -> None:
         """BatchWriteItem, 25 keys a call (:meth:`_until_processed`)."""
 
         def send(requests: list[Any]) -> list[Any]:

@@ -4,6 +4,7 @@ ranges), when it is drained, and the pruning of its loaded history."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
@@ -17,20 +18,11 @@ from airflow_provider_kinesis_doris.core.model import (
 )
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
-    BOUNDARY_PREFIX,
-    CHUNK_PREFIX,
-    CONTENT_PREFIX,
-    RANGE_PREFIX,
     boundary_attributes,
-    boundary_from_item,
-    boundary_sk,
-    range_chunks_prefix,
-    range_contents_prefix,
-    range_sk,
     ShardCheckpoint,
 )
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
-from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook, RangeSpan
 from airflow_provider_kinesis_doris.core.stores.shard_ledger import lease_conflict, ShardLedger
 
 log = logging.getLogger(__name__)
@@ -39,7 +31,7 @@ log = logging.getLogger(__name__)
 class HighWaterMarks:
     """The shards' marks, moved over the range book's ranges and written fenced on the ledger.
 
-    :param items: the pipeline's items (pruning deletes a shard's loaded history from them).
+    :param items: the pipeline's items.
     :param ledger: the shards and their cuts.
     :param ranges: the ranges the marks walk.
     """
@@ -279,10 +271,11 @@ class HighWaterMarks:
 
     # pruning (core.prune) -------------------------------------------------------------------
 
-    def prune_shard(self, shard: ShardCheckpoint, horizon_ms: int) -> int:
-        """Delete the shard's loaded history before ``horizon_ms``: its ranges from the earliest on
-        that are LOADED and end by the horizon and by the high-water mark, their chunks and
-        contents, and the cuts before the last one's end (which the next range starts from).
+    def claim_pruned_span(self, shard: ShardCheckpoint, horizon_ms: int) -> PrunedSpan | None:
+        """Record on the shard item the span of its loaded history before ``horizon_ms`` that
+        pruning deletes: its ranges from the earliest on that are LOADED and end by the horizon and
+        by the high-water mark, and the cuts before the last one's end (which the next range
+        starts from). The parts then forget what the span names (``core.prune.prune_shard``).
 
         A quiet shard's history reaches past its mark: the intervals after it whose cuts are still
         the mark's cut are ``EMPTY`` (no record, no range). The mark moves to the last of those cuts
@@ -296,39 +289,38 @@ class HighWaterMarks:
         cuts they reference.
 
         :param shard: the shard as read (its listing); the span is written fenced on its counter.
-        :return: items deleted.
+        :return: what to forget, or None when nothing is to be pruned.
         :raises CheckpointConflict: another writer updated the shard since (pruned next time).
         """
         shard_id, mark = shard.shard_id, shard.high_water_mark
         if mark is None:
-            return 0
+            return None
         pruned = shard.pruned_through_ms or 0
         # A span already recorded is history whatever this horizon (a pruning killed among its
         # deletes, then a lower horizon: a longer retention); its cuts go only with its ranges.
         limit = max(min(horizon_ms, mark.instant_ms), pruned)
-        loaded: list[dict[str, Any]] = []
+        loaded: list[RangeSpan] = []
         quiet, reached, kept_cut = None, pruned, None
-        for item in self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, limit)):
-            end, is_loaded = int(item["interval_end_ms"]), item["state"] == RangeState.LOADED.value
-            if end > limit:
+        for span in self._ranges.spans_through(shard_id, limit):
+            if span.interval_end_ms > limit:
                 # Loaded across the limit: the mark passed its start, so what lies before (quiet
                 # intervals the mark crossed) is history. Its start cut stays: a TRIM_HORIZON
                 # pipeline's floor range starts at the shard's start, before its interval.
-                reached = max(reached, int(item["interval_start_ms"]) if is_loaded else 0)
-                kept_cut = int(item["start_instant_ms"])
+                reached = max(reached, span.interval_start_ms if span.loaded else 0)
+                kept_cut = span.start_instant_ms
                 break
-            if not is_loaded and end > pruned:
+            if not span.loaded and span.interval_end_ms > pruned:
                 break
-            loaded.append(item)
-            reached = max(reached, end)
+            loaded.append(span)
+            reached = max(reached, span.interval_end_ms)
         else:
             # Only when every range before the mark goes: one that is being planned there (stored,
             # its mark not rewound yet) keeps the cuts after it.
             quiet = self._quiet_cut(mark, horizon_ms) if mark.instant_ms <= horizon_ms else None
         through = quiet.instant_ms if quiet is not None else reached
         if through == pruned and not loaded:
-            return 0
-        first = int(loaded[0]["interval_start_ms"]) if loaded else mark.instant_ms if quiet is not None else through
+            return None
+        first = loaded[0].interval_start_ms if loaded else mark.instant_ms if quiet is not None else through
         changes: dict[str, Any] = {
             "pruned_from_ms": shard.pruned_from_ms if shard.pruned_from_ms is not None else first,
             "pruned_through_ms": through,
@@ -336,22 +328,10 @@ class HighWaterMarks:
         if quiet is not None:
             changes.update(boundary_attributes(quiet, "hwm_"))
         self._ledger.fenced_update(shard, changes, extra_expected={})
-        owned = [
-            item["sk"]
-            for prefix, last in ((CHUNK_PREFIX, range_chunks_prefix), (CONTENT_PREFIX, range_contents_prefix))
-            if loaded
-            for item in self._items._query(
-                f"{prefix}{shard_id}#", high=last(shard_id, int(loaded[-1]["interval_start_ms"])) + "\uffff"
-            )
-        ]
-        cuts_before = through if kept_cut is None else min(through, kept_cut)
-        cuts = [
-            item["sk"] for item in self._items._query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, cuts_before - 1))
-        ] if cuts_before > 0 else []  # fmt: skip
-        doomed = owned + [item["sk"] for item in loaded] + cuts
-        self._items._delete(doomed)
-        log.info("shard %s: pruned %d items of its history before %d", shard_id, len(doomed), through)
-        return len(doomed)
+        return PrunedSpan(
+            shard_id, through, tuple(span.interval_start_ms for span in loaded),
+            cuts_before_ms=through if kept_cut is None else min(through, kept_cut),
+        )  # fmt: skip
 
     def _quiet_cut(self, mark: Boundary, horizon_ms: int) -> Boundary | None:
         """The latest stored cut after the mark, by the horizon and the shard's next range, that is
@@ -359,15 +339,25 @@ class HighWaterMarks:
         ``EMPTY``. None when there is none."""
         if mark.position is None:  # only an AT or AFTER cut can be met again
             return None
-        shard_id = mark.shard_id
-        following = self._items._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, mark.instant_ms), limit=1)
-        until = min(horizon_ms, int(following[0]["interval_start_ms"])) if following else horizon_ms
+        following = self._ranges.next_interval_start(mark.shard_id, mark.instant_ms)
+        until = min(horizon_ms, following) if following is not None else horizon_ms
         quiet = None
-        cuts = self._items._query(
-            f"{BOUNDARY_PREFIX}{shard_id}#", low=boundary_sk(shard_id, mark.instant_ms + 1), high=boundary_sk(shard_id, until)
-        )
-        for cut in map(boundary_from_item, cuts):
+        for cut in self._ledger.cuts_between(mark.shard_id, mark.instant_ms + 1, until):
             if not mark.same_cut(cut):
                 break
             quiet = cut
         return quiet
+
+
+@dataclass(frozen=True)
+class PrunedSpan:
+    """A shard's history recorded as pruned (:meth:`HighWaterMarks.claim_pruned_span`): what each
+    part forgets."""
+
+    shard_id: str
+    through_ms: int
+    """The span's end (``pruned_through_ms``)."""
+    range_starts: tuple[int, ...]
+    """The interval starts of the ranges that go, with their chunks and contents."""
+    cuts_before_ms: int
+    """The cuts before this instant go (after the ranges that reference them)."""

@@ -28,10 +28,11 @@ the stored winner, fenced updates raise :class:`CheckpointConflict`. Only prunin
 a shard's loaded history below a horizon the shard item records first (``core.prune``). Every read is a consistent
 ``GetItem`` or a paginated ``Query`` on the pipeline's partition (never a ``Scan``).
 
-The logic lives in :class:`CheckpointStore`, which needs a few primitives (get, query by prefix,
-put-if-absent of one or several items, conditional update, delete). :class:`DynamoCheckpointStore`
-implements them on DynamoDB, and sends the driver threads' writes in groups;
-``core.stores.memory`` implements them in memory, so both stores behave alike by construction.
+The logic lives in the parts of :class:`CheckpointStore`, which need a few primitives
+(:class:`~.primitives.StoreItems`: get, query by prefix, put-if-absent of one or several items,
+conditional update, delete). :class:`~.dynamodb.DynamoItems` implements them on DynamoDB, and sends
+the driver threads' writes in groups; :class:`~.memory.MemoryItems` implements them in memory, so
+both stores behave alike by construction.
 
 Sequence numbers (56 digits) and hash keys (39 digits) exceed DynamoDB's 38-digit numbers, so
 they are stored as strings.

@@ -1,7 +1,7 @@
 """An in-memory checkpoint store with the same API, conditions and errors as the DynamoDB one.
 
 The parts of :class:`core.stores.checkpoint_store.CheckpointStore` hold all logic; only the storage
-primitives live here, each atomic under one lock (a put of several items too; grouped writes are
+primitives (:class:`~.primitives.StoreItems`) live here, each atomic under one lock (a put of several items too; grouped writes are
 written one by one, in order). Several stores (pipelines, or concurrent
 "runs" of one pipeline) can share a :class:`MemoryTable`, like processes sharing a DynamoDB table.
 """
@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ABSENT, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 
 class MemoryTable:
@@ -25,10 +26,17 @@ class MemoryTable:
         self.lock = threading.Lock()
 
 
-class MemoryCheckpointStore(CheckpointStore):
-    """:class:`CheckpointStore` on a :class:`MemoryTable`.
+def memory_store(
+    pipeline_id: str, table: MemoryTable | None = None, *, clock: Callable[[], int] = wall_clock_ms
+) -> CheckpointStore[MemoryItems]:
+    """A :class:`CheckpointStore` on a :class:`MemoryTable` (:class:`MemoryItems`)."""
+    return CheckpointStore(MemoryItems(pipeline_id, table, clock=clock))
 
-    :param pipeline_id: the partition this store reads and writes.
+
+class MemoryItems(StoreItems):
+    """The items of one pipeline on a :class:`MemoryTable`.
+
+    :param pipeline_id: the partition these items are; nothing else is touched.
     :param table: the shared table; a new private one by default.
     :param clock: epoch milliseconds for ``updated_ms`` attributes.
     """
@@ -36,21 +44,24 @@ class MemoryCheckpointStore(CheckpointStore):
     def __init__(
         self, pipeline_id: str, table: MemoryTable | None = None, *, clock: Callable[[], int] = wall_clock_ms
     ) -> None:
-        super().__init__(pipeline_id, clock=clock)
+        if not pipeline_id:
+            raise ValueError("pipeline_id must not be empty")
+        self.pipeline_id = pipeline_id
+        self.clock = clock
         self.table = table if table is not None else MemoryTable()
 
-    def of_pipeline(self, pipeline_id: str) -> MemoryCheckpointStore:
-        return MemoryCheckpointStore(pipeline_id, self.table, clock=self._clock)
+    def of_pipeline(self, pipeline_id: str) -> MemoryItems:
+        return type(self)(pipeline_id, self.table, clock=self.clock)
 
-    def _get(self, sk: str) -> dict[str, Any] | None:
+    def get(self, sk: str) -> dict[str, Any] | None:
         with self.table.lock:
             item = self.table.items.get((self.pipeline_id, sk))
             return copy.deepcopy(item) if item is not None else None
 
-    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
-        return {sk: item for sk in sks if (item := self._get(sk)) is not None}
+    def get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {sk: item for sk in sks if (item := self.get(sk)) is not None}
 
-    def _query(
+    def query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
@@ -63,10 +74,10 @@ class MemoryCheckpointStore(CheckpointStore):
             )  # fmt: skip
             return [copy.deepcopy(self.table.items[k]) for k in keys[:limit]]
 
-    def _put_new(self, item: dict[str, Any]) -> bool:
-        return self._put_new_all([item])
+    def put_new(self, item: dict[str, Any]) -> bool:
+        return self.put_new_all([item])
 
-    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+    def put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
         keys = [(self.pipeline_id, item["sk"]) for item in items]
         with self.table.lock:
             if any(key in self.table.items for key in keys):
@@ -76,7 +87,7 @@ class MemoryCheckpointStore(CheckpointStore):
                 self.table.items[key] = {**stored, "pk": self.pipeline_id}
             return True
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
+    def update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         with self.table.lock:
             item = self.table.items.get((self.pipeline_id, sk))
             if item is None or not all(_matches(item, name, value) for name, value in expected.items()):
@@ -88,8 +99,7 @@ class MemoryCheckpointStore(CheckpointStore):
                     item[name] = copy.deepcopy(value)
             return copy.deepcopy(item)
 
-
-    def _delete(self, sks: Sequence[str]) -> None:
+    def delete(self, sks: Sequence[str]) -> None:
         for sk in sks:
             with self.table.lock:
                 self.table.items.pop((self.pipeline_id, sk), None)

@@ -19,7 +19,7 @@ class PreflightRecord:
 
     def passed_preflight_digest(self) -> str | None:
         """The digest (``core.aws_preflight.preflight_digest``) of the settings that last passed."""
-        item = self._items._get(PREFLIGHT_KEY)
+        item = self._items.get(PREFLIGHT_KEY)
         return str(item["digest"]) if item else None
 
     def record_passed_preflight(self, digest: str) -> None:
@@ -27,6 +27,6 @@ class PreflightRecord:
         passed a preflight too, so losing the race is as good as winning it."""
         stored = self.passed_preflight_digest()
         if stored is None:
-            self._items._put_new({"sk": PREFLIGHT_KEY, "kind": "preflight", "digest": digest, "updated_ms": self._items._clock()})
+            self._items.put_new({"sk": PREFLIGHT_KEY, "kind": "preflight", "digest": digest, "updated_ms": self._items.clock()})
         elif stored != digest:
-            self._items._update(PREFLIGHT_KEY, {"digest": digest, "updated_ms": self._items._clock()}, {"digest": stored})
+            self._items.update(PREFLIGHT_KEY, {"digest": digest, "updated_ms": self._items.clock()}, {"digest": stored})

@@ -8,25 +8,30 @@ from typing import Any, Protocol
 
 class StoreItems(Protocol):
     """The items of one pipeline (partition ``pipeline_id``), as the parts of the checkpoint store
-    (``shard_ledger``, ``range_book``, ``chunk_log``, ``high_water_marks``) read and write them.
-    Every write that can race is conditional; a lost race answers False or None, never overwrites.
+    (``shard_ledger``, ``range_book``, ``chunk_log``, ``high_water_marks``, ``preflight``) read
+    and write them. Every write that can race is conditional; a lost race answers False or None,
+    never overwrites.
 
-    Implemented by :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoCheckpointStore`
-    and :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryCheckpointStore`, which
-    provide :meth:`_get`, :meth:`_get_many`, :meth:`_query`, :meth:`_put_new`, :meth:`_put_new_all`,
-    :meth:`_update` and :meth:`_delete` (for pruning only); the grouped writes default to one
-    write each.
+    Implemented by :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.DynamoItems` and
+    :class:`~airflow_provider_kinesis_doris.core.stores.memory.MemoryItems`, which provide
+    :meth:`get`, :meth:`get_many`, :meth:`query`, :meth:`put_new`, :meth:`put_new_all`,
+    :meth:`update`, :meth:`delete` (for pruning only) and :meth:`of_pipeline`; a backend that
+    subclasses this protocol inherits the grouped writes as one write each.
     """
 
     pipeline_id: str
-    _clock: Callable[[], int]
+    clock: Callable[[], int]
     """Epoch milliseconds for ``updated_ms`` attributes."""
 
-    def _get(self, sk: str) -> dict[str, Any] | None:
+    def of_pipeline(self, pipeline_id: str) -> StoreItems:
+        """The items of another pipeline in the same table (a handover reads and fences it)."""
+        raise NotImplementedError
+
+    def get(self, sk: str) -> dict[str, Any] | None:
         """The item ``sk`` of this pipeline (strongly consistent), or None."""
         raise NotImplementedError
 
-    def _query(
+    def query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
@@ -34,42 +39,42 @@ class StoreItems(Protocol):
         most ``high``), sorted by ``sk`` (descending if asked), at most ``limit`` of them."""
         raise NotImplementedError
 
-    def _get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def get_many(self, sks: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The items ``sks`` of this pipeline that exist, by sort key (strongly consistent, in
         batches)."""
         raise NotImplementedError
 
-    def _put_new(self, item: dict[str, Any]) -> bool:
+    def put_new(self, item: dict[str, Any]) -> bool:
         """Store ``item`` (it carries ``sk``) unless its key exists; False if it existed."""
         raise NotImplementedError
 
-    def _put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
+    def put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
         """Store every item of ``items`` if none of their keys exists, else none (atomically);
         whether they were stored."""
         raise NotImplementedError
 
-    def _put_new_grouped(self, item: dict[str, Any]) -> bool:
-        """:meth:`_put_new`, possibly sent together with the puts of other threads (one request
+    def put_new_grouped(self, item: dict[str, Any]) -> bool:
+        """:meth:`put_new`, possibly sent together with the puts of other threads (one request
         for many items where the store can do that)."""
-        return self._put_new_grouped_all([item])[0]
+        return self.put_new_grouped_all([item])[0]
 
-    def _put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
-        """:meth:`_put_new_grouped` of each item (each put once on its own, in one request where
+    def put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        """:meth:`put_new_grouped` of each item (each put once on its own, in one request where
         the store can); whether each was stored."""
-        return [self._put_new(item) for item in items]
+        return [self.put_new(item) for item in items]
 
-    def _update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
-        """:meth:`_update` that answers only whether it applied, possibly sent together with the
+    def update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+        """:meth:`update` that answers only whether it applied, possibly sent together with the
         writes of other threads."""
-        return self._update(sk, changes, expected) is not None
+        return self.update(sk, changes, expected) is not None
 
-    def _update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
+    def update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``
         attribute has the given value (``ABSENT``: does not exist). Returns the item as updated
         (so the writer need not read it back), or None if the condition failed."""
         raise NotImplementedError
 
-    def _delete(self, sks: Sequence[str]) -> None:
+    def delete(self, sks: Sequence[str]) -> None:
         """Delete the items ``sks`` of this pipeline, in batches, in this order (absent ones are
         no error). Not atomic: a crash leaves a prefix deleted."""
         raise NotImplementedError

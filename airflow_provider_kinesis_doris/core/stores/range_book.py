@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
@@ -34,6 +35,17 @@ from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class RangeSpan:
+    """A stored range's interval, start cut and whether it is loaded, without its cuts read
+    (what pruning weighs, :meth:`RangeBook.spans_through`)."""
+
+    interval_start_ms: int
+    interval_end_ms: int
+    start_instant_ms: int
+    loaded: bool
+
+
 class RangeBook:
     """Ranges on the store's items: each planned once with its cuts, then marked loaded once.
 
@@ -59,13 +71,13 @@ class RangeBook:
         known = self.loaded_range(shard_id, interval_start_ms)
         if known is not None:
             return known
-        item = self._items._get(range_sk(shard_id, interval_start_ms))
+        item = self._items.get(range_sk(shard_id, interval_start_ms))
         return self._with_boundaries(item) if item is not None else None
 
     def ranges_at(self, shard_ids: Sequence[str], interval_start_ms: int) -> dict[str, ShardRange]:
         """The shards' stored ranges of the interval starting at ``interval_start_ms``, by shard, in
         batches (BatchGetItem; their cuts are read as :meth:`get_range` reads them)."""
-        items = self._items._get_many([range_sk(shard_id, interval_start_ms) for shard_id in shard_ids])
+        items = self._items.get_many([range_sk(shard_id, interval_start_ms) for shard_id in shard_ids])
         return {item["shard_id"]: self._with_boundaries(item) for item in items.values()}
 
     def loaded_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:
@@ -78,7 +90,7 @@ class RangeBook:
         """Every stored range of the shard, by interval start (two Queries over its history: for
         operations and tests, not for the per-run path)."""
         boundaries = {b.instant_ms: b for b in self._ledger.boundaries_for_shard(shard_id)}
-        return [self._range_from_item(item, boundaries) for item in self._items._query(f"{RANGE_PREFIX}{shard_id}#")]
+        return [self._range_from_item(item, boundaries) for item in self._items.query(f"{RANGE_PREFIX}{shard_id}#")]
 
     def earliest_range(self, shard_id: str) -> ShardRange | None:
         """The shard's range of the earliest interval, or None (one item read)."""
@@ -90,20 +102,20 @@ class RangeBook:
         if interval_start_ms <= 0:
             return None
         high = range_sk(shard_id, interval_start_ms - 1)
-        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
+        items = self._items.query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
         return (int(items[0]["interval_start_ms"]), int(items[0]["interval_end_ms"])) if items else None
 
     def first_range_from(self, shard_id: str, instant_ms: int) -> ShardRange | None:
         """The shard's range of the earliest interval starting at or after ``instant_ms``, or None
         (one item read)."""
-        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, instant_ms), limit=1)
+        items = self._items.query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, instant_ms), limit=1)
         return self._with_boundaries(items[0]) if items else None
 
     def planned_ms_of_interval_ending(self, shard_id: str, end_ms: int) -> int | None:
         """When the shard's range of the interval ending at ``end_ms`` was planned; None if it has
         none, or one stored before the planning time was kept (one item read)."""
         high = range_sk(shard_id, end_ms - 1)
-        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
+        items = self._items.query(f"{RANGE_PREFIX}{shard_id}#", high=high, descending=True, limit=1)
         if items and int(items[0]["interval_end_ms"]) == end_ms and "planned_ms" in items[0]:
             return int(items[0]["planned_ms"])
         return None
@@ -138,17 +150,17 @@ class RangeBook:
             "end_instant_ms": shard_range.end.instant_ms,
             "state": RangeState.PLANNED.value,
             "counts": {},
-            "planned_ms": self._items._clock(),
-            "updated_ms": self._items._clock(),
+            "planned_ms": self._items.clock(),
+            "updated_ms": self._items.clock(),
         }
         if shard_range.chunk_limits is not None:
             item["chunk_max_rows"] = shard_range.chunk_limits.max_rows
             item["chunk_max_bytes"] = shard_range.chunk_limits.max_bytes
         # Planning stores the ranges of many shards at once: grouped, one request carries several.
         if with_end:
-            end_written, written = self._items._put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
+            end_written, written = self._items.put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
         else:
-            end_written, written = True, self._items._put_new_grouped(item)
+            end_written, written = True, self._items.put_new_grouped(item)
         if end_written:
             self._ledger.remember_boundary(shard_range.end)
         if written and end_written:
@@ -169,17 +181,17 @@ class RangeBook:
         changes = {
             "state": RangeState.LOADED.value,
             "counts": dict(counts or {}),
-            "updated_ms": self._items._clock(),
+            "updated_ms": self._items.clock(),
         }
         planned = self._planned_ranges.pop(sk, None)
         expected = {"state": RangeState.PLANNED.value}
         if planned is not None:
             # The commit marks many shards' ranges at once: grouped, one request carries several.
             # The range was PLANNED as this store read it, and only its loaded state changes.
-            applied = self._items._update_grouped(sk, changes, expected)
+            applied = self._items.update_grouped(sk, changes, expected)
             updated = {**planned, **changes} if applied else None
         else:
-            updated = self._items._update(sk, changes, expected)
+            updated = self._items.update(sk, changes, expected)
         stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
         if stored is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
@@ -199,8 +211,8 @@ class RangeBook:
         """
         sk = range_sk(shard_id, interval_start_ms)
         limits = {"chunk_max_rows": proposed.max_rows, "chunk_max_bytes": proposed.max_bytes}
-        item = self._items._update(sk, limits, {"chunk_max_rows": ABSENT})
-        item = item or self._items._get(sk)
+        item = self._items.update(sk, limits, {"chunk_max_rows": ABSENT})
+        item = item or self._items.get(sk)
         if item is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
         return ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
@@ -208,7 +220,7 @@ class RangeBook:
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
         """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
         (one Query of at most ``limit`` items)."""
-        items = self._items._query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
+        items = self._items.query(f"{RANGE_PREFIX}{shard_id}#", descending=True, limit=limit)
         return {
             int(item["interval_start_ms"]): {name: int(value) for name, value in item.get("counts", {}).items()}
             for item in items
@@ -217,12 +229,12 @@ class RangeBook:
 
     def range_planned_ms(self, shard_id: str, interval_start_ms: int) -> int | None:
         """When the range was first planned (None for ranges stored before this was kept)."""
-        item = self._items._get(range_sk(shard_id, interval_start_ms))
+        item = self._items.get(range_sk(shard_id, interval_start_ms))
         return int(item["planned_ms"]) if item is not None and "planned_ms" in item else None
 
     def range_counts(self, shard_id: str, interval_start_ms: int) -> dict[str, int]:
         """The counts stored when the range was marked loaded (empty before)."""
-        item = self._items._get(range_sk(shard_id, interval_start_ms))
+        item = self._items.get(range_sk(shard_id, interval_start_ms))
         return {name: int(value) for name, value in (item or {}).get("counts", {}).items()}
 
     def _range_from_item(self, item: Mapping[str, Any], boundaries: Mapping[int, Boundary]) -> ShardRange:
@@ -250,13 +262,39 @@ class RangeBook:
             if "chunk_max_rows" in item and "planned_ms" in item else None,
         )
 
+    # pruning (core.prune) -------------------------------------------------------------------
+
+    def spans_through(self, shard_id: str, start_ms: int) -> list[RangeSpan]:
+        """The shard's ranges of intervals starting at or before ``start_ms``, earliest first
+        (one Query, their cuts not read)."""
+        return [
+            RangeSpan(
+                int(item["interval_start_ms"]), int(item["interval_end_ms"]), int(item["start_instant_ms"]),
+                loaded=item["state"] == RangeState.LOADED.value,
+            )  # fmt: skip
+            for item in self._items.query(f"{RANGE_PREFIX}{shard_id}#", high=range_sk(shard_id, start_ms))
+        ]
+
+    def next_interval_start(self, shard_id: str, instant_ms: int) -> int | None:
+        """The start of the shard's earliest range starting at or after ``instant_ms`` (one item
+        read, its cuts not needed), or None."""
+        items = self._items.query(f"{RANGE_PREFIX}{shard_id}#", low=range_sk(shard_id, instant_ms), limit=1)
+        return int(items[0]["interval_start_ms"]) if items else None
+
+    def forget_ranges(self, shard_id: str, interval_starts: Sequence[int]) -> int:
+        """Delete the shard's ranges of these intervals (pruned history, whose chunks went first);
+        items deleted."""
+        doomed = [range_sk(shard_id, start_ms) for start_ms in interval_starts]
+        self._items.delete(doomed)
+        return len(doomed)
+
     # floor ----------------------------------------------------------------------------------
 
     def settle_floor(self, start_ms: int, end_ms: int) -> Floor:
         """The pipeline's floor interval: ``[start_ms, end_ms)`` if none is stored yet (conditional
         put), else the stored one. Two first runs racing agree on the winner's."""
-        self._items._put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
-                       "updated_ms": self._items._clock()})  # fmt: skip
+        self._items.put_new({"sk": FLOOR_KEY, "kind": "floor", "start_ms": start_ms, "end_ms": end_ms,
+                       "updated_ms": self._items.clock()})  # fmt: skip
         floor = self.get_floor()
         assert floor is not None, "a put-once item existed a moment ago and items are never deleted"
         return floor
@@ -266,21 +304,21 @@ class RangeBook:
         its first plan: ``position`` if none is recorded yet (conditional put), else the recorded
         one. A pipeline planned before the fact was recorded keeps what its items show: a floor
         (only TRIM_HORIZON runs store one), else any planned interval (INTERVAL)."""
-        item = self._items._get(INITIAL_POSITION_KEY)
+        item = self._items.get(INITIAL_POSITION_KEY)
         if item is None:
             if self.get_floor() is not None:
                 position = "TRIM_HORIZON"
-            elif self._items._query(INTERVAL_PREFIX, limit=1) or self._items._query(RANGE_PREFIX, limit=1):
+            elif self._items.query(INTERVAL_PREFIX, limit=1) or self._items.query(RANGE_PREFIX, limit=1):
                 position = "INTERVAL"
-            self._items._put_new({"sk": INITIAL_POSITION_KEY, "kind": "initial_position",
-                                  "initial_position": position, "updated_ms": self._items._clock()})  # fmt: skip
-            item = self._items._get(INITIAL_POSITION_KEY)
+            self._items.put_new({"sk": INITIAL_POSITION_KEY, "kind": "initial_position",
+                                  "initial_position": position, "updated_ms": self._items.clock()})  # fmt: skip
+            item = self._items.get(INITIAL_POSITION_KEY)
             assert item is not None, "a put-once item existed a moment ago and items are never deleted"
         return str(item["initial_position"])
 
     def get_floor(self) -> Floor | None:
         """The pipeline's floor interval, if a TRIM_HORIZON run stored one."""
-        item = self._items._get(FLOOR_KEY)
+        item = self._items.get(FLOOR_KEY)
         return Floor(int(item["start_ms"]), int(item["end_ms"])) if item is not None else None
 
     # handovers between pipelines (core.handover) ---------------------------------------------
@@ -288,7 +326,7 @@ class RangeBook:
     def handovers(self) -> tuple[Handover | None, Handover | None]:
         """``(taken_over, handed_over)``: the pipeline this one started from, and the one that took
         over from it (one batched read)."""
-        items = self._items._get_many([TAKEN_OVER_KEY, HANDED_OVER_KEY])
+        items = self._items.get_many([TAKEN_OVER_KEY, HANDED_OVER_KEY])
         taken, handed = items.get(TAKEN_OVER_KEY), items.get(HANDED_OVER_KEY)
         return (
             _handover(taken["old"], self._items.pipeline_id, taken) if taken else None,
@@ -299,7 +337,7 @@ class RangeBook:
         """Mark this pipeline as handed over to ``new`` (put once), before its end is fixed: from
         now its plans wait (:class:`~airflow_provider_kinesis_doris.core.errors.HandoverPending`).
         The stored claim, which may name another pipeline."""
-        self._items._put_new({"sk": HANDED_OVER_KEY, "kind": "handed_over", "new": new, "updated_ms": self._items._clock()})
+        self._items.put_new({"sk": HANDED_OVER_KEY, "kind": "handed_over", "new": new, "updated_ms": self._items.clock()})
         handed = self.handovers()[1]
         assert handed is not None, "a put-once item existed a moment ago and items are never deleted"
         return handed
@@ -307,7 +345,7 @@ class RangeBook:
     def fix_handover_end(self, new: str, last_start_ms: int, end_ms: int) -> Handover:
         """The instant this pipeline stops at: the end of ``[last_start_ms, end_ms)`` unless one is
         fixed already (conditional update); the stored handover."""
-        self._items._update(HANDED_OVER_KEY, {"last_start_ms": last_start_ms, "end_ms": end_ms},
+        self._items.update(HANDED_OVER_KEY, {"last_start_ms": last_start_ms, "end_ms": end_ms},
                             {"new": new, "end_ms": ABSENT})  # fmt: skip
         handed = self.handovers()[1]
         assert handed is not None and handed.end_ms is not None
@@ -315,9 +353,9 @@ class RangeBook:
 
     def settle_taken_over(self, handover: Handover) -> Handover:
         """Record where this pipeline started (put once); the stored record."""
-        self._items._put_new({"sk": TAKEN_OVER_KEY, "kind": "taken_over", "old": handover.old,
+        self._items.put_new({"sk": TAKEN_OVER_KEY, "kind": "taken_over", "old": handover.old,
                               "last_start_ms": handover.last_start_ms, "end_ms": handover.end_ms,
-                              "updated_ms": self._items._clock()})  # fmt: skip
+                              "updated_ms": self._items.clock()})  # fmt: skip
         taken = self.handovers()[0]
         assert taken is not None, "a put-once item existed a moment ago and items are never deleted"
         return taken
@@ -325,7 +363,7 @@ class RangeBook:
     def last_interval(self) -> tuple[int, int] | None:
         """The latest interval planned: the grid's, or the floor (one Query, one read)."""
         self._register_stored_intervals()
-        latest = self._items._query(INTERVAL_PREFIX, descending=True, limit=1)
+        latest = self._items.query(INTERVAL_PREFIX, descending=True, limit=1)
         floor = self.get_floor()
         candidates = [(int(item["start_ms"]), int(item["end_ms"])) for item in latest]
         candidates += [(floor.start_ms, floor.end_ms)] if floor is not None else []
@@ -352,7 +390,7 @@ class RangeBook:
         self._register_stored_intervals()
         # Registered intervals are disjoint: only the latest one starting before the end can
         # overlap, or be this one.
-        latest = self._items._query(INTERVAL_PREFIX, high=interval_sk(end_ms - 1), descending=True, limit=1)
+        latest = self._items.query(INTERVAL_PREFIX, high=interval_sk(end_ms - 1), descending=True, limit=1)
         if latest:
             stored = (int(latest[0]["start_ms"]), int(latest[0]["end_ms"]))
             if stored == (start_ms, end_ms):
@@ -362,10 +400,10 @@ class RangeBook:
         if not register:
             return None
         item = {"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms}
-        if self._items._put_new(item):
+        if self._items.put_new(item):
             return None
         # A concurrent planner registered an interval with the same start.
-        raced = self._items._get(interval_sk(start_ms))
+        raced = self._items.get(interval_sk(start_ms))
         assert raced is not None, "a put-once item existed a moment ago"
         return None if int(raced["end_ms"]) == end_ms else (start_ms, int(raced["end_ms"]))
 
@@ -375,12 +413,12 @@ class RangeBook:
         after this read."""
         if not self._grid_is_complete():
             return None
-        latest = self._items._query(INTERVAL_PREFIX, descending=True, limit=1)
+        latest = self._items.query(INTERVAL_PREFIX, descending=True, limit=1)
         return int(latest[0]["start_ms"]) if latest else None
 
     def _grid_is_complete(self) -> bool:
         """Whether the grid holds every stored range's interval (its marker item, read once)."""
-        self._grid_complete = self._grid_complete or self._items._get(INTERVALS_KEY) is not None
+        self._grid_complete = self._grid_complete or self._items.get(INTERVALS_KEY) is not None
         return self._grid_complete
 
     def _register_stored_intervals(self) -> None:
@@ -388,12 +426,12 @@ class RangeBook:
         grid existed), then mark the grid complete. A run killed halfway does it again."""
         if self._grid_is_complete():
             return
-        stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._items._query(RANGE_PREFIX)}
+        stored = {(int(item["interval_start_ms"]), int(item["interval_end_ms"])) for item in self._items.query(RANGE_PREFIX)}
         for start_ms, end_ms in sorted(stored):
-            self._items._put_new({"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms})
+            self._items.put_new({"sk": interval_sk(start_ms), "kind": "interval", "start_ms": start_ms, "end_ms": end_ms})
         if stored:
             log.info("pipeline %s: registered the %d intervals of its stored ranges", self._items.pipeline_id, len(stored))
-        self._items._put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._items._clock()})
+        self._items.put_new({"sk": INTERVALS_KEY, "kind": "intervals", "updated_ms": self._items.clock()})
         self._grid_complete = True
 
     def intervals_before(self, start_ms: int, *, with_floor: bool = False) -> list[tuple[int, int]]:
@@ -406,9 +444,9 @@ class RangeBook:
             pipeline's interval this one took over after (``core.handover``), whose end is where
             this one starts."""
         self._register_stored_intervals()
-        gapless = self._items._get(GAPLESS_KEY)
+        gapless = self._items.get(GAPLESS_KEY)
         low = interval_sk(int(gapless["start_ms"])) if gapless else None
-        items = self._items._query(INTERVAL_PREFIX, low=low, high=interval_sk(start_ms - 1))
+        items = self._items.query(INTERVAL_PREFIX, low=low, high=interval_sk(start_ms - 1))
         grid = [(int(item["start_ms"]), int(item["end_ms"])) for item in items]
         # Past the gapless mark the floor is behind the grid read, and nothing before it is missing.
         floor = self.get_floor() if with_floor and gapless is None else None
@@ -418,7 +456,7 @@ class RangeBook:
         if floor is not None and floor.start_ms < start_ms and not any(s < floor.end_ms for s, _ in grid):
             # Pruning deletes the grid's intervals up to its horizon but not the floor: past the
             # floor's end the intervals between it and the grid read are pruned, not missing.
-            pruned = self._items._get(PRUNE_KEY)
+            pruned = self._items.get(PRUNE_KEY)
             if pruned is None or int(pruned["horizon_ms"]) <= floor.end_ms:
                 grid.insert(0, (floor.start_ms, floor.end_ms))
         return grid
@@ -427,18 +465,18 @@ class RangeBook:
         """The grid's intervals inside ``[start_ms, end_ms)``, oldest first (one Query: for the
         audit, ``core.audit``; the floor is not in the grid)."""
         self._register_stored_intervals()
-        items = self._items._query(INTERVAL_PREFIX, low=interval_sk(start_ms), high=interval_sk(end_ms - 1))
+        items = self._items.query(INTERVAL_PREFIX, low=interval_sk(start_ms), high=interval_sk(end_ms - 1))
         return [(int(item["start_ms"]), int(item["end_ms"])) for item in items if int(item["end_ms"]) <= end_ms]
 
     def advance_gapless(self, start_ms: int) -> None:
         """Record that no interval below the grid's interval starting at ``start_ms`` is left
         unplanned. Only forward: a concurrent run's later claim stays (a lost race is no error,
         the next run advances it again)."""
-        stored = self._items._get(GAPLESS_KEY)
+        stored = self._items.get(GAPLESS_KEY)
         if stored is None:
-            self._items._put_new({"sk": GAPLESS_KEY, "kind": "gapless", "start_ms": start_ms})
+            self._items.put_new({"sk": GAPLESS_KEY, "kind": "gapless", "start_ms": start_ms})
         elif int(stored["start_ms"]) < start_ms:
-            self._items._update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
+            self._items.update(GAPLESS_KEY, {"start_ms": start_ms}, {"start_ms": int(stored["start_ms"])})
 
     def settle_adopted(
         self, start_ms: int, proposed: Sequence[tuple[int, int]]
@@ -452,10 +490,10 @@ class RangeBook:
             (:meth:`mark_adopted_loaded`), which the run reports without loading them again.
         """
         sk = adopted_sk(start_ms)
-        if proposed and self._items._put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
-                                       "updated_ms": self._items._clock()}):  # fmt: skip
+        if proposed and self._items.put_new({"sk": sk, "kind": "adopted", "intervals": [[s, e] for s, e in proposed],
+                                       "updated_ms": self._items.clock()}):  # fmt: skip
             return list(proposed), []
-        stored = self._items._get(sk)
+        stored = self._items.get(sk)
         if stored is None:
             return [], []
         loaded = {(int(s), int(e)) for s, e in stored.get("loaded", [])}
@@ -465,7 +503,7 @@ class RangeBook:
     def adopted_by(self, start_ms: int) -> list[tuple[int, int]]:
         """The intervals the run of the interval starting at ``start_ms`` took on (its catch-up),
         oldest first; empty if none (one read)."""
-        stored = self._items._get(adopted_sk(start_ms))
+        stored = self._items.get(adopted_sk(start_ms))
         return sorted((int(s), int(e)) for s, e in stored["intervals"]) if stored else []
 
     def first_interval_start(self) -> int | None:
@@ -479,7 +517,7 @@ class RangeBook:
         if floor is not None:
             return floor.start_ms
         self._register_stored_intervals()
-        first = self._items._query(INTERVAL_PREFIX, limit=1)
+        first = self._items.query(INTERVAL_PREFIX, limit=1)
         return int(first[0]["start_ms"]) if first else None
 
     def mark_adopted_loaded(self, start_ms: int, interval: tuple[int, int]) -> None:
@@ -488,39 +526,39 @@ class RangeBook:
         horizon they could not: a shard without a range there has nothing left to plan it from.
         Two attempts marking at once may lose one mark; its interval is then only replayed."""
         sk = adopted_sk(start_ms)
-        stored = self._items._get(sk)
+        stored = self._items.get(sk)
         if stored is None:
             return
         loaded = [[int(s), int(e)] for s, e in stored.get("loaded", [])]
         if list(interval) not in loaded:
-            self._items._update(sk, {"loaded": [*loaded, list(interval)]}, {})
+            self._items.update(sk, {"loaded": [*loaded, list(interval)]}, {})
 
     def prune_grid(self, horizon_ms: int) -> int:
         """Delete the grid's intervals that end by the horizon (with the shards' history before it),
         and the adoptions of runs of intervals that start before it.
 
         :return: items deleted."""
-        old = [item["sk"] for item in self._items._query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
-        old += [item["sk"] for item in self._items._query(ADOPTED_PREFIX, high=adopted_sk(horizon_ms - 1))]
-        self._items._delete(old)
+        old = [item["sk"] for item in self._items.query(INTERVAL_PREFIX, high=interval_sk(horizon_ms)) if int(item["end_ms"]) <= horizon_ms]
+        old += [item["sk"] for item in self._items.query(ADOPTED_PREFIX, high=adopted_sk(horizon_ms - 1))]
+        self._items.delete(old)
         return len(old)
 
     # the prune horizon (core.prune) -------------------------------------------------------
 
     def prune_horizon(self) -> int | None:
         """The latest prune horizon raised (None before the first pruning)."""
-        item = self._items._get(PRUNE_KEY)
+        item = self._items.get(PRUNE_KEY)
         return int(item["horizon_ms"]) if item is not None else None
 
     def raise_prune_horizon(self, horizon_ms: int) -> bool:
         """Store ``horizon_ms`` as the prune horizon if it is later than the stored one (a
         conditional write); whether this call raised it: of concurrent runs, one prunes."""
-        item = self._items._get(PRUNE_KEY)
-        claimed = {"horizon_ms": horizon_ms, "updated_ms": self._items._clock()}
+        item = self._items.get(PRUNE_KEY)
+        claimed = {"horizon_ms": horizon_ms, "updated_ms": self._items.clock()}
         if item is None:
-            return self._items._put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
+            return self._items.put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
         stored = int(item["horizon_ms"])
-        return stored < horizon_ms and self._items._update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
+        return stored < horizon_ms and self._items.update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
 
 
 def _handover(old: str, new: str, item: Mapping[str, Any]) -> Handover:

@@ -64,7 +64,7 @@ class ShardLedger:
         settled = self._settled_boundaries.get((shard_id, instant_ms))
         if settled is not None:
             return settled
-        item = self._items._get(boundary_sk(shard_id, instant_ms))
+        item = self._items.get(boundary_sk(shard_id, instant_ms))
         return self._settle(boundary_from_item(item)) if item else None
 
     def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> set[str]:
@@ -80,7 +80,7 @@ class ShardLedger:
     def read_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> dict[str, Boundary]:
         """The shards' boundaries stored at ``instant_ms``, PENDING ones too, read in batches
         (BatchGetItem); the concrete ones are remembered as :meth:`get_boundary` remembers them."""
-        items = self._items._get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
+        items = self._items.get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
         return {boundary.shard_id: self._settle(boundary) for boundary in map(boundary_from_item, items)}
 
     def remember_boundary(self, boundary: Boundary) -> None:
@@ -97,7 +97,7 @@ class ShardLedger:
     def put_boundary(self, boundary: Boundary) -> Boundary:
         """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
         # Planning puts the cuts of many shards at once: grouped, one request carries several.
-        if self._items._put_new_grouped(self.boundary_item(boundary)):
+        if self._items.put_new_grouped(self.boundary_item(boundary)):
             return self._settle(boundary)
         stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
@@ -112,7 +112,7 @@ class ShardLedger:
             "shard_id": boundary.shard_id,
             "instant_ms": boundary.instant_ms,
             "boundary_kind": boundary.kind.value,
-            "resolved_ms": self._items._clock(),
+            "resolved_ms": self._items.clock(),
         }
         if boundary.position is not None:
             item["position"] = boundary.position.encode()
@@ -135,10 +135,10 @@ class ShardLedger:
             "boundary_kind": proposed.kind.value,
             "position": proposed.position.encode() if proposed.position else None,
             "arrival_ms": proposed.arrival_ms,
-            "resolved_ms": self._items._clock(),
+            "resolved_ms": self._items.clock(),
         }
         sk = boundary_sk(proposed.shard_id, proposed.instant_ms)
-        if self._items._update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
+        if self._items.update(sk, changes, {"boundary_kind": BoundaryKind.PENDING.value}):
             log.info("boundary of shard %s: %s", proposed.shard_id, proposed.describe())
             return self._settle(proposed)
         stored = self.get_boundary(proposed.shard_id, proposed.instant_ms)
@@ -146,12 +146,12 @@ class ShardLedger:
 
     def boundaries_for_shard(self, shard_id: str) -> list[Boundary]:
         """Every stored boundary of the shard, by instant."""
-        return [self._settle(boundary_from_item(item)) for item in self._items._query(f"{BOUNDARY_PREFIX}{shard_id}#")]
+        return [self._settle(boundary_from_item(item)) for item in self._items.query(f"{BOUNDARY_PREFIX}{shard_id}#")]
 
     def boundary_at_or_before(self, shard_id: str, instant_ms: int) -> Boundary | None:
         """The stored boundary of the shard at the latest instant not after ``instant_ms`` (one
         item read)."""
-        items = self._items._query(
+        items = self._items.query(
             f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, instant_ms), descending=True, limit=1
         )
         return self._settle(boundary_from_item(items[0])) if items else None
@@ -159,23 +159,39 @@ class ShardLedger:
     def earliest_same_cut(self, after: Boundary, cut: Boundary) -> int | None:
         """The earliest instant after ``after`` whose stored cut of the shard is ``cut`` (no record
         lies between the two), before ``cut``'s own instant; None if there is none."""
-        items = self._items._query(
+        items = self._items.query(
             f"{BOUNDARY_PREFIX}{cut.shard_id}#", low=boundary_sk(cut.shard_id, after.instant_ms + 1),
             high=boundary_sk(cut.shard_id, cut.instant_ms - 1),
         )  # fmt: skip
         stored = (self._settle(boundary_from_item(item)) for item in items)
         return next((boundary.instant_ms for boundary in stored if boundary.same_cut(cut)), None)
 
+    def cuts_between(self, shard_id: str, low_ms: int, high_ms: int) -> list[Boundary]:
+        """The shard's stored cuts at instants from ``low_ms`` to ``high_ms``, earliest first."""
+        items = self._items.query(
+            f"{BOUNDARY_PREFIX}{shard_id}#", low=boundary_sk(shard_id, low_ms), high=boundary_sk(shard_id, high_ms)
+        )
+        return [self._settle(boundary_from_item(item)) for item in items]
+
+    def forget_cuts_before(self, shard_id: str, instant_ms: int) -> int:
+        """Delete the shard's cuts before ``instant_ms`` (pruned history: the ranges that referenced
+        them went first); items deleted."""
+        if instant_ms <= 0:
+            return 0
+        doomed = [item["sk"] for item in self._items.query(f"{BOUNDARY_PREFIX}{shard_id}#", high=boundary_sk(shard_id, instant_ms - 1))]
+        self._items.delete(doomed)
+        return len(doomed)
+
     # shards ---------------------------------------------------------------------------------
 
     def get_shard(self, shard_id: str) -> ShardCheckpoint | None:
         """The stored shard, or None if it was never registered."""
-        item = self._items._get(shard_sk(shard_id))
+        item = self._items.get(shard_sk(shard_id))
         return shard_from_item(item) if item else None
 
     def list_shard_checkpoints(self) -> list[ShardCheckpoint]:
         """Every shard registered for this pipeline, by shard id."""
-        return [shard_from_item(item) for item in self._items._query(SHARD_PREFIX)]
+        return [shard_from_item(item) for item in self._items.query(SHARD_PREFIX)]
 
     def register_shard(self, info: ShardInfo) -> ShardCheckpoint:
         """Create the shard item (once) with its parents and hash range; OPEN or CLOSED as listed.
@@ -192,11 +208,11 @@ class ShardLedger:
             "ending_hash_key": str(info.ending_hash_key),
             "state": (ShardState.OPEN if info.is_open else ShardState.CLOSED).value,
             "lease_counter": 0,
-            "updated_ms": self._items._clock(),
+            "updated_ms": self._items.clock(),
         }
         item["registered_ms"] = item["updated_ms"]
         # A new stream's first run registers every shard at once: grouped, one request carries several.
-        if self._items._put_new_grouped(item):
+        if self._items.put_new_grouped(item):
             parents = list(info.parent_ids)
             log.info("registered shard %s (parents %s, %s)", info.shard_id, parents, item["state"])
             return shard_from_item(item)
@@ -228,15 +244,15 @@ class ShardLedger:
 
         :param grouped: the write may go with other threads' writes (the store's grouped update).
         :return: the shard as updated."""
-        all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._items._clock()}
+        all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._items.clock()}
         expected = {"lease_counter": shard.lease_counter, **extra_expected}
         if grouped:
             # The counter held, so the stored shard was ``shard``: it is now that with the changes.
-            applied = self._items._update_grouped(shard_sk(shard.shard_id), all_changes, expected)
+            applied = self._items.update_grouped(shard_sk(shard.shard_id), all_changes, expected)
             merged = {**shard_attributes(shard), **all_changes}
             updated = {name: value for name, value in merged.items() if value is not None} if applied else None
         else:
-            updated = self._items._update(shard_sk(shard.shard_id), all_changes, expected)
+            updated = self._items.update(shard_sk(shard.shard_id), all_changes, expected)
         if updated is None:
             stored = self.get_shard(shard.shard_id)
             raise lease_conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)
@@ -245,7 +261,7 @@ class ShardLedger:
     # topology -------------------------------------------------------------------------------
 
     def get_topology(self) -> TopologyRecord | None:
-        item = self._items._get(TOPOLOGY_KEY)
+        item = self._items.get(TOPOLOGY_KEY)
         if item is None:
             return None
         return TopologyRecord(
@@ -268,12 +284,12 @@ class ShardLedger:
             "shard_ids": sorted(shard_ids),
             "assignment": dict(assignment),
             "version": version,
-            "updated_ms": self._items._clock(),
+            "updated_ms": self._items.clock(),
         }
         if expected_version is None:
-            stored = self._items._put_new({"sk": TOPOLOGY_KEY, "kind": "topology", **values})
+            stored = self._items.put_new({"sk": TOPOLOGY_KEY, "kind": "topology", **values})
         else:
-            stored = self._items._update(TOPOLOGY_KEY, values, {"version": expected_version})
+            stored = self._items.update(TOPOLOGY_KEY, values, {"version": expected_version})
         if not stored:
             current = self.get_topology()
             raise CheckpointConflict(

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
+
+from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
@@ -75,17 +76,17 @@ def test_a_run_killed_after_settling_the_refused_rows_is_replayed_exactly_once(
     world, kinesis_client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     start, end = _produce(world, kinesis_client, [GOOD[0], POISON[5], GOOD[1]])
-    amend = DynamoCheckpointStore.amend_chunk_content
+    amend = ChunkLog.amend_chunk_content
 
-    def amend_then_die(self: DynamoCheckpointStore, *args: Any) -> str:
+    def amend_then_die(self: ChunkLog, *args: Any) -> str:
         amend(self, *args)
         raise InjectedCrash("killed after the refused rows were settled, before the chunk was sent again")
 
-    monkeypatch.setattr(DynamoCheckpointStore, "amend_chunk_content", amend_then_die)
+    monkeypatch.setattr(ChunkLog, "amend_chunk_content", amend_then_die)
     with pytest.raises(InjectedCrash):
         world["run"](start, end, _strict(world))
     assert world["rows"]() == [] and world["dead"]() == []
-    monkeypatch.setattr(DynamoCheckpointStore, "amend_chunk_content", amend)
+    monkeypatch.setattr(ChunkLog, "amend_chunk_content", amend)
 
     world["run"](start, end, _strict(world))
     world["run"](start, end, _strict(world))

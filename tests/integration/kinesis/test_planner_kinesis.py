@@ -15,7 +15,8 @@ import pytest
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
 pytestmark = pytest.mark.integration
@@ -60,18 +61,18 @@ def _put(client: Any, stream: str, shard_id: str, count: int) -> list[int]:
     return sequences
 
 
-def _plan(client: Any, store: MemoryCheckpointStore, stream: str, start: int, end: int, **options: Any) -> Plan:
+def _plan(client: Any, store: CheckpointStore, stream: str, start: int, end: int, **options: Any) -> Plan:
     return plan_interval(client, store, PIPELINE, stream, start, end, **options)
 
 
-def _commit(store: MemoryCheckpointStore, plan: Plan) -> None:
+def _commit(store: CheckpointStore, plan: Plan) -> None:
     """As ``core.commit`` does, fenced on the shard as read now: a later plan may have touched the
     shard's counter since ``plan`` read it (a range stored ahead of the mark fences out commits that
     read the shard before it existed)."""
     for shard_plan in plan.shards:
         if shard_plan.range is not None:
-            store.mark_range_loaded(shard_plan.shard_id, plan.interval_start_ms)
-            store.advance_high_water_mark(shard_plan.shard_id)
+            store.ranges.mark_range_loaded(shard_plan.shard_id, plan.interval_start_ms)
+            store.marks.advance_high_water_mark(shard_plan.shard_id)
 
 
 def test_list_shards_pages_with_next_token_alone(kinesis_client: Any) -> None:
@@ -93,7 +94,7 @@ def test_at_timestamp_cut_lands_on_the_first_record_of_the_later_batch_and_repla
 ) -> None:
     stream = _create_stream(kinesis_client, 1)
     shard = next(iter(_shard_ids(kinesis_client, stream)))
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
     start = _pause()
     first_batch = _put(kinesis_client, stream, shard, 3)
     middle = _pause()
@@ -119,7 +120,7 @@ def test_at_timestamp_cut_lands_on_the_first_record_of_the_later_batch_and_repla
 def test_split_and_merge_register_lineage_and_children_wait_for_both_merge_parents(kinesis_client: Any) -> None:
     stream = _create_stream(kinesis_client, 2)
     left, right = sorted(_shard_ids(kinesis_client, stream))
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
     start = _pause()
     _put(kinesis_client, stream, left, 2)
     _put(kinesis_client, stream, right, 2)
@@ -152,7 +153,7 @@ def test_split_and_merge_register_lineage_and_children_wait_for_both_merge_paren
         low_child: ShardDecision.NOT_CREATED, high_child: ShardDecision.NOT_CREATED, merged: ShardDecision.NOT_CREATED,
     }  # fmt: skip
     assert first.shard(left).range.end == Boundary(left, cut, BoundaryKind.AT, Position(after_cut_left[0]))
-    assert {c.shard_id: c.state for c in store.list_shard_checkpoints()} == {
+    assert {c.shard_id: c.state for c in store.ledger.list_shard_checkpoints()} == {
         left: ShardState.CLOSED, right: ShardState.CLOSED, high_child: ShardState.CLOSED,
         low_child: ShardState.OPEN, merged: ShardState.OPEN,
     }  # fmt: skip
@@ -163,7 +164,7 @@ def test_split_and_merge_register_lineage_and_children_wait_for_both_merge_paren
     assert second.shard(left).range.end.kind is BoundaryKind.SHARD_END
     assert second.shard(right).range.end.kind is BoundaryKind.SHARD_END
 
-    relaxed = _plan(kinesis_client, MemoryCheckpointStore(PIPELINE), stream, cut, end, relaxed_order=True)
+    relaxed = _plan(kinesis_client, memory_store(PIPELINE), stream, cut, end, relaxed_order=True)
     assert not relaxed.waiting and len(relaxed.ranges) == 5
 
     _commit(store, first)

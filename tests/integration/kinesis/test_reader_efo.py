@@ -14,7 +14,8 @@ from botocore.exceptions import EventStreamError
 
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from tests.conftest import _client
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardRange
 from tests.integration.kinesis.test_reader_kinesis import (
@@ -35,11 +36,11 @@ def consumer(kinesis_client: Any, stream: str) -> str:
     return ensure_consumer(kinesis_client, stream, "faults-it")
 
 
-def reader_of(efo_server: Any, stream: str, shard: str, consumer: str, end_instant: int) -> tuple[RangeReader, MemoryCheckpointStore]:
-    store = MemoryCheckpointStore(PIPELINE)
+def reader_of(efo_server: Any, stream: str, shard: str, consumer: str, end_instant: int) -> tuple[RangeReader, CheckpointStore]:
+    store = memory_store(PIPELINE)
     start, end = cut(shard, 0, BoundaryKind.SHARD_START), pending(store, shard, end_instant)
     shard_range = ShardRange(PIPELINE, stream, shard, 0, end_instant, start, end)
-    return RangeReader(_client("kinesis", efo_server.endpoint), shard_range, store, consumer_arn=consumer), store
+    return RangeReader(_client("kinesis", efo_server.endpoint), shard_range, store.ledger, consumer_arn=consumer), store
 
 
 def write(kinesis_client: Any, stream: str, count: int) -> list[Any]:

@@ -23,7 +23,8 @@ from airflow_provider_kinesis_doris.core.model import (
 )
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ReadOutcome
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from tests.conftest import _client
 from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
 
@@ -81,8 +82,8 @@ def cut(shard: str, instant: int, kind: BoundaryKind, position: Position | None 
     return Boundary(shard, instant, kind, position)
 
 
-def pending(store: MemoryCheckpointStore, shard: str, instant: int) -> Boundary:
-    return store.put_boundary(cut(shard, instant, BoundaryKind.PENDING))
+def pending(store: CheckpointStore, shard: str, instant: int) -> Boundary:
+    return store.ledger.put_boundary(cut(shard, instant, BoundaryKind.PENDING))
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def via(request: pytest.FixtureRequest, kinesis_client: Any, stream: str) -> Via
 
 def read(
     via: Via,
-    store: MemoryCheckpointStore,
+    store: CheckpointStore,
     stream: str,
     start: Boundary,
     end: Boundary,
@@ -111,7 +112,7 @@ def read(
     limit: int = 10_000,
 ) -> tuple[list[KinesisRecord], ReadOutcome]:
     shard_range = ShardRange(PIPELINE, stream, start.shard_id, start.instant_ms, end.instant_ms, start, end)
-    reader = RangeReader(via.client, shard_range, store, consumer_arn=via.consumer_arn, limit=limit)
+    reader = RangeReader(via.client, shard_range, store.ledger, consumer_arn=via.consumer_arn, limit=limit)
     return list(reader), reader.outcome
 
 
@@ -123,7 +124,7 @@ def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream, via) -> N
     written = write_mixed(kinesis_client, stream, "x")
     end_instant = sealed_instant()
     shard = only_shard(kinesis_client, stream)
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
     p3, a2 = written[6][0], written[4][0]  # plain record 3; the aggregate's third user record
     t0, t1, t2 = end_instant - 3, end_instant - 2, end_instant - 1  # instants only name the cuts here
 
@@ -146,7 +147,7 @@ def test_each_boundary_kind_cuts_where_it_says(kinesis_client, stream, via) -> N
     records, outcome = read(via, store, stream, after_p3, end)
     assert as_written(records) == written[7:]
     settled = cut(shard, end_instant, BoundaryKind.AFTER, written[-1][0])
-    assert outcome.end == settled == store.get_boundary(shard, end_instant)
+    assert outcome.end == settled == store.ledger.get_boundary(shard, end_instant)
     assert outcome.millis_behind_latest == 0 and not outcome.drained
 
 
@@ -158,7 +159,7 @@ def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(ki
     shard = only_shard(kinesis_client, stream)
 
     # Consecutive intervals share the middle boundary; the first read settles it, the second follows.
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
     floor = cut(shard, middle - 60_000, BoundaryKind.SHARD_START)
     first, first_outcome = read(via, store, stream, floor, pending(store, shard, middle))
     second, second_outcome = read(
@@ -168,19 +169,19 @@ def test_pending_boundaries_cut_at_the_first_record_arriving_at_or_after_them(ki
     assert first_outcome.end == second_outcome.start == cut(shard, middle, BoundaryKind.AT, later[0][0])
 
     # A fresh pipeline finds the same cut from the start side, with AT_TIMESTAMP.
-    fresh = MemoryCheckpointStore(PIPELINE)
+    fresh = memory_store(PIPELINE)
     records, outcome = read(
         via, fresh, stream, pending(fresh, shard, middle), pending(fresh, shard, end)
     )
     assert as_written(records) == later
-    assert outcome.start == fresh.get_boundary(shard, middle) == first_outcome.end
+    assert outcome.start == fresh.ledger.get_boundary(shard, middle) == first_outcome.end
 
 
 def test_replay_of_a_settled_range_after_more_writes_is_identical(kinesis_client, stream, via) -> None:
     written = write_mixed(kinesis_client, stream, "one")
     end_instant = sealed_instant()
     shard = only_shard(kinesis_client, stream)
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
     start = cut(shard, end_instant - 60_000, BoundaryKind.SHARD_START)
     end = pending(store, shard, end_instant)
     first, first_outcome = read(via, store, stream, start, end)
@@ -208,7 +209,7 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
         children[1]: put_plain(kinesis_client, stream, "high", b"high", ExplicitHashKey=str(HALF_HASH_RANGE)),
     }
     end_instant = sealed_instant()
-    store = MemoryCheckpointStore(PIPELINE)
+    store = memory_store(PIPELINE)
 
     floor = end_instant - 60_000
     records, outcome = read(via, store, stream, cut(parent, floor, BoundaryKind.SHARD_START),
@@ -216,7 +217,7 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
     assert as_written(records) == in_parent
     assert outcome.drained
     parent_end = cut(parent, end_instant, BoundaryKind.SHARD_END)
-    assert outcome.end == parent_end == store.get_boundary(parent, end_instant)
+    assert outcome.end == parent_end == store.ledger.get_boundary(parent, end_instant)
 
     for child, expected in in_child.items():
         records, outcome = read(via, store, stream, cut(child, floor, BoundaryKind.SHARD_START),
@@ -234,7 +235,7 @@ def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_clien
     start = cut(shard, instant - 1, BoundaryKind.AFTER, vanished)
     end = cut(shard, instant, BoundaryKind.SHARD_END)
     with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
-        read(via, MemoryCheckpointStore(PIPELINE), stream, start, end)
+        read(via, memory_store(PIPELINE), stream, start, end)
 
 
 def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_client, kinesis_mock_endpoint, stream) -> None:
@@ -255,8 +256,8 @@ def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_clien
     assert isinstance(page["MillisBehindLatest"], int) and isinstance(page["NextShardIterator"], str)
 
     start = cut(shard, 0, BoundaryKind.SHARD_START)
-    parsed, _ = read(Via(kinesis_client), MemoryCheckpointStore(PIPELINE), stream, start, pending(MemoryCheckpointStore(PIPELINE), shard, pending_end))
-    store = MemoryCheckpointStore(PIPELINE)
+    parsed, _ = read(Via(kinesis_client), memory_store(PIPELINE), stream, start, pending(memory_store(PIPELINE), shard, pending_end))
+    store = memory_store(PIPELINE)
     unparsed, outcome = read(Via(wire_client), store, stream, start, pending(store, shard, pending_end))
     assert as_written(unparsed) == as_written(parsed) == written
     assert [r.arrival_ms for r in unparsed] == [r.arrival_ms for r in parsed]

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoCheckpointStore
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore, MemoryTable
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, MemoryTable
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 PIPELINE = "orders-to-doris"
@@ -22,8 +22,8 @@ def open_items(request: pytest.FixtureRequest) -> Callable[[], StoreItems]:
     pipeline."""
     if request.param == "memory":
         table = MemoryTable()
-        return lambda: MemoryCheckpointStore(PIPELINE, table)
+        return lambda: MemoryItems(PIPELINE, table)
     client: Any = request.getfixturevalue("dynamodb_client")
     name = f"parts-{uuid.uuid4().hex[:8]}"
-    DynamoCheckpointStore(client, name, PIPELINE).create_table_if_missing()
-    return lambda: DynamoCheckpointStore(client, name, PIPELINE)
+    DynamoItems(client, name, PIPELINE).create_table_if_missing()
+    return lambda: DynamoItems(client, name, PIPELINE)

@@ -19,6 +19,8 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardRange,
     ShardState,
 )
+from airflow_provider_kinesis_doris.core.prune import prune_shard
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
@@ -130,7 +132,7 @@ def test_pruning_deletes_the_loaded_history_behind_the_mark_and_a_rewind_into_it
         run.ranges.mark_range_loaded(SHARD, k * IV)
     shard = run.marks.advance_high_water_mark(SHARD)
 
-    deleted = run.marks.prune_shard(shard, IV)
+    deleted = prune_shard(CheckpointStore(items), shard, IV)
 
     fresh = _Run.open(items)
     assert deleted == 3  # the range of [0, IV), its chunk and its start cut

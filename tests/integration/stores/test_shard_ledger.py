@@ -80,7 +80,7 @@ def test_a_concrete_cut_is_remembered_and_a_pending_one_read_again(open_items: O
     assert ledger.prefetch_boundaries([SHARD, "shardId-other"], 2000) == {"shardId-other"}
 
     other.resolve_pending(_at(2000, 9))
-    items._delete([boundary_sk(SHARD, 1000)])
+    items.delete([boundary_sk(SHARD, 1000)])
 
     assert ledger.get_boundary(SHARD, 1000) == _at(1000, 5)
     assert ledger.get_boundary(SHARD, 2000) == _at(2000, 9)

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import carried_forward, resolve_boundary
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 
 SHARD = ShardInfo("shard-a", (), 0, 2**128 - 1, 1, is_open=True)
 
@@ -46,20 +46,20 @@ def test_anything_else_needs_a_probe(earlier: Boundary | None, end_ms: int) -> N
 
 
 def test_resolve_boundary_stores_the_carried_cut_once_without_kinesis() -> None:
-    store = MemoryCheckpointStore("pipe")
-    start = store.put_boundary(at(1_000, 5_000))
+    store = memory_store("pipe")
+    start = store.ledger.put_boundary(at(1_000, 5_000))
 
-    end = resolve_boundary(NoKinesis(), store, "stream", SHARD, 2_000, earlier=start)
+    end = resolve_boundary(NoKinesis(), store.ledger, "stream", SHARD, 2_000, earlier=start)
 
-    assert end == store.get_boundary(SHARD.shard_id, 2_000) == at(2_000, None)
-    assert store.get_boundary(SHARD.shard_id, 2_000).arrival_ms == 5_000
+    assert end == store.ledger.get_boundary(SHARD.shard_id, 2_000) == at(2_000, None)
+    assert store.ledger.get_boundary(SHARD.shard_id, 2_000).arrival_ms == 5_000
 
 
 def test_a_stored_boundary_wins_over_the_carried_one() -> None:
-    store = MemoryCheckpointStore("pipe")
-    stored = store.put_boundary(Boundary(SHARD.shard_id, 2_000, BoundaryKind.AFTER, Position(6)))
+    store = memory_store("pipe")
+    stored = store.ledger.put_boundary(Boundary(SHARD.shard_id, 2_000, BoundaryKind.AFTER, Position(6)))
 
-    assert resolve_boundary(NoKinesis(), store, "stream", SHARD, 2_000, earlier=at(1_000, 5_000)) == stored
+    assert resolve_boundary(NoKinesis(), store.ledger, "stream", SHARD, 2_000, earlier=at(1_000, 5_000)) == stored
 
 
 def test_only_at_boundaries_take_an_arrival_stamp() -> None:

@@ -10,7 +10,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.kinesis import boundaries
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary, scan_forward
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 
@@ -129,13 +129,13 @@ def test_without_a_cut_after_a_record_or_before_the_seal_nothing_is_read(earlier
 
 def test_resolve_boundary_stores_the_scanned_cut_concrete_where_the_probe_left_it_pending() -> None:
     kinesis, shard, (last,) = _stream(1_000)
-    store = MemoryCheckpointStore("p")
-    start = store.put_boundary(_after(shard, T0 + 10_000, last))
+    store = memory_store("p")
+    start = store.ledger.put_boundary(_after(shard, T0 + 10_000, last))
 
-    scanned = resolve_boundary(kinesis, store, STREAM, shard, T0 + 20_000, earlier=start, clock=lambda: T0 + 60_000)
-    probed = resolve_boundary(kinesis, store, STREAM, shard, T0 + 30_000, clock=lambda: T0 + 60_000)
+    scanned = resolve_boundary(kinesis, store.ledger, STREAM, shard, T0 + 20_000, earlier=start, clock=lambda: T0 + 60_000)
+    probed = resolve_boundary(kinesis, store.ledger, STREAM, shard, T0 + 30_000, clock=lambda: T0 + 60_000)
 
-    assert scanned == store.get_boundary(shard.shard_id, T0 + 20_000) == _after(shard, T0 + 20_000, last)
+    assert scanned == store.ledger.get_boundary(shard.shard_id, T0 + 20_000) == _after(shard, T0 + 20_000, last)
     assert probed.kind is BoundaryKind.PENDING
 
 
@@ -143,10 +143,10 @@ def test_a_probe_older_than_the_trim_horizon_names_both_instants_in_utc() -> Non
     from airflow_provider_kinesis_doris.core.errors import DataTrimmed
 
     kinesis, shard, _ = _stream(1_000)
-    store = MemoryCheckpointStore("p")
+    store = memory_store("p")
 
     with pytest.raises(DataTrimmed) as trimmed:
-        resolve_boundary(kinesis, store, STREAM, shard, T0 + 20_000, trim_horizon_ms=T0 + 30_000, clock=lambda: T0 + 60_000)
+        resolve_boundary(kinesis, store.ledger, STREAM, shard, T0 + 20_000, trim_horizon_ms=T0 + 30_000, clock=lambda: T0 + 60_000)
 
     assert (
         f"Shard {shard.shard_id} of stream {STREAM} must be cut at 2023-11-14T22:13:40Z (1700000020000), which is "

@@ -37,7 +37,9 @@ from airflow_provider_kinesis_doris.core.kinesis.reader import (
     iterator_request,
 )
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import BACKOFF_BASE_S, BACKOFF_CAP_S, arrival_ms, backoff_delay
-from airflow_provider_kinesis_doris.core.stores.memory import MemoryCheckpointStore
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, memory_store
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 
 STREAM = "events"
 SHARD = "shardId-000000000000"
@@ -132,8 +134,8 @@ def kinesis() -> Iterator[Kinesis]:
 
 
 @pytest.fixture
-def store() -> MemoryCheckpointStore:
-    return MemoryCheckpointStore(PIPELINE)
+def store() -> CheckpointStore:
+    return memory_store(PIPELINE)
 
 
 class Sleeps(list[float]):
@@ -144,11 +146,11 @@ class Sleeps(list[float]):
 
 
 def read(
-    kinesis: Kinesis, store: MemoryCheckpointStore, start: Boundary, end: Boundary, **options: Any
+    kinesis: Kinesis, store: CheckpointStore, start: Boundary, end: Boundary, **options: Any
 ) -> tuple[list[KinesisRecord], ReadOutcome, Sleeps]:
     sleeps = Sleeps()
     reader = RangeReader(
-        kinesis.client, shard_range(start, end), store, limit=LIMIT, sleep=sleeps, clock=lambda: NOW_S,
+        kinesis.client, shard_range(start, end), store.ledger, limit=LIMIT, sleep=sleeps, clock=lambda: NOW_S,
         **options,
     )
     records = list(reader)
@@ -218,10 +220,10 @@ def test_shard_end_reads_until_the_iterator_is_null(kinesis, store) -> None:
 
 
 def test_range_starting_at_shard_end_is_empty_and_makes_no_call(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     records, outcome, _ = read(kinesis, store, cut(BoundaryKind.SHARD_END, START_MS), PENDING_END)
     assert records == [] and outcome.drained and outcome.get_records_calls == 0
-    assert outcome.end == TO_SHARD_END == store.get_boundary(SHARD, END_MS)
+    assert outcome.end == TO_SHARD_END == store.ledger.get_boundary(SHARD, END_MS)
 
 
 # --- throttling, expiry, empty pages --------------------------------------------------------------
@@ -274,7 +276,7 @@ def test_expired_iterator_before_any_record_reopens_at_the_start(kinesis, store)
 
 
 def test_empty_pages_before_data_are_followed_with_a_short_pause_each(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator({"ShardIteratorType": "TRIM_HORIZON"})
     kinesis.page("it-0", [], "it-1", behind=86_000_000)
     kinesis.page("it-1", [], "it-2", behind=40_000_000)
@@ -283,7 +285,7 @@ def test_empty_pages_before_data_are_followed_with_a_short_pause_each(kinesis, s
     records, outcome, sleeps = read(kinesis, store, FROM_SHARD_START, PENDING_END)
     assert positions(records) == plain(1)
     assert sleeps == [IDLE_PAUSE_S, IDLE_PAUSE_S]  # after the two empty pages behind the tip only
-    assert outcome.end == after(1, instant=END_MS) == store.get_boundary(SHARD, END_MS)
+    assert outcome.end == after(1, instant=END_MS) == store.ledger.get_boundary(SHARD, END_MS)
     assert outcome.millis_behind_latest == 0 and outcome.get_records_calls == 4
 
 
@@ -293,51 +295,51 @@ def test_empty_pages_before_data_are_followed_with_a_short_pause_each(kinesis, s
 def test_pending_end_is_cut_at_the_first_record_arriving_at_or_after_it_despite_later_earlier_stamps(
     kinesis, store
 ) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     # Arrival stamps are not monotonic: record 3 carries an earlier stamp than record 2.
     kinesis.page("it-0", [raw(1, END_MS - 100), raw(2, END_MS), raw(3, END_MS - 50)], "it-1", behind=0)
     records, outcome, _ = read(kinesis, store, at(1), PENDING_END)
     assert positions(records) == plain(1)
-    assert outcome.end == at(2, instant=END_MS) == store.get_boundary(SHARD, END_MS)
+    assert outcome.end == at(2, instant=END_MS) == store.ledger.get_boundary(SHARD, END_MS)
 
 
 def test_pending_end_at_the_tip_settles_after_the_last_record(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [raw(1, START_MS), raw(2, START_MS + 1)], "it-1", behind=0)
     kinesis.page("it-1", [], "it-2", behind=0)
     records, outcome, sleeps = read(kinesis, store, at(1), PENDING_END)
     assert positions(records) == plain(1, 2)
-    assert outcome.end == after(2, instant=END_MS) == store.get_boundary(SHARD, END_MS)
+    assert outcome.end == after(2, instant=END_MS) == store.ledger.get_boundary(SHARD, END_MS)
     assert sleeps == []
 
 
 def test_pending_end_of_an_empty_range_at_the_tip_is_the_start_cut(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [raw(1, START_MS - 10)], "it-1", behind=0)
     kinesis.page("it-1", [], "it-2", behind=0)
     records, outcome, _ = read(kinesis, store, after(1), PENDING_END)
     assert records == [] and outcome.last_position is None
-    assert outcome.end == after(1, instant=END_MS) == store.get_boundary(SHARD, END_MS)
+    assert outcome.end == after(1, instant=END_MS) == store.ledger.get_boundary(SHARD, END_MS)
 
 
 def test_pending_end_on_a_closed_shard_settles_to_shard_end(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [raw(1, START_MS), raw(2, START_MS)], None)
     records, outcome, _ = read(kinesis, store, at(1), PENDING_END)
     assert positions(records) == plain(1, 2)
-    assert outcome.drained and outcome.end == TO_SHARD_END == store.get_boundary(SHARD, END_MS)
+    assert outcome.drained and outcome.end == TO_SHARD_END == store.ledger.get_boundary(SHARD, END_MS)
 
 
-class RacingStore(MemoryCheckpointStore):
-    """The real in-memory store, where a competing writer settles a boundary first: just before
-    this reader's own proposal for the same (shard, instant)."""
+class RacingLedger(ShardLedger):
+    """The real ledger on in-memory items, where a competing writer settles a boundary first: just
+    before this reader's own proposal for the same (shard, instant)."""
 
     def __init__(self, competitor: Boundary) -> None:
-        super().__init__(PIPELINE)
+        super().__init__(MemoryItems(PIPELINE))
         self.competitor = competitor
         self.proposals: list[Boundary] = []
 
@@ -348,21 +350,28 @@ class RacingStore(MemoryCheckpointStore):
         return super().resolve_pending(proposed)
 
 
+def racing_store(competitor: Boundary) -> CheckpointStore:
+    """A store whose ledger is a :class:`RacingLedger` (the reader uses the ledger alone)."""
+    store = memory_store(PIPELINE)
+    store.ledger = RacingLedger(competitor)
+    return store
+
+
 def test_pending_end_settled_later_by_a_competing_writer_is_read_up_to(kinesis) -> None:
-    store = RacingStore(competitor=at(4, instant=END_MS))
-    store.put_boundary(PENDING_END)
+    store = racing_store(competitor=at(4, instant=END_MS))
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [raw(1, END_MS - 10)], "it-1", behind=100)
     kinesis.page("it-1", [raw(n, END_MS + n) for n in (2, 3, 4, 5)], "it-2")
     records, outcome, _ = read(kinesis, store, at(1), PENDING_END)
-    assert store.proposals == [at(2, instant=END_MS)]
+    assert store.ledger.proposals == [at(2, instant=END_MS)]
     assert positions(records) == plain(1, 2, 3)
     assert outcome.end == at(4, instant=END_MS)
 
 
 def test_pending_end_settled_before_a_record_already_read_is_a_conflict(kinesis) -> None:
-    store = RacingStore(competitor=at(1, instant=END_MS))
-    store.put_boundary(PENDING_END)
+    store = racing_store(competitor=at(1, instant=END_MS))
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [raw(1, END_MS - 10), raw(2, END_MS + 1)], "it-1")
     with pytest.raises(BoundaryConflict, match="already read"):
@@ -381,7 +390,7 @@ def test_concrete_end_not_met_before_the_tip_is_an_error(kinesis, store) -> None
 
 
 def test_pending_start_is_located_with_at_timestamp_proposed_and_read_from(kinesis, store) -> None:
-    store.put_boundary(PENDING_START)
+    store.ledger.put_boundary(PENDING_START)
     timestamp = {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": EPOCH + timedelta(milliseconds=START_MS)}
     kinesis.iterator(timestamp, "ts-0")
     kinesis.page("ts-0", [], "ts-1", behind=500)
@@ -390,12 +399,12 @@ def test_pending_start_is_located_with_at_timestamp_proposed_and_read_from(kines
     kinesis.page("it-0", [raw(3, START_MS + 2), raw(4, START_MS + 3)], "it-1", behind=0)
     records, outcome, _ = read(kinesis, store, PENDING_START, after(4, instant=END_MS))
     assert positions(records) == plain(3, 4)
-    assert outcome.start == at(3) == store.get_boundary(SHARD, START_MS)
+    assert outcome.start == at(3) == store.ledger.get_boundary(SHARD, START_MS)
 
 
 def test_pending_start_already_settled_in_the_store_is_read_from_directly(kinesis, store) -> None:
-    store.put_boundary(PENDING_START)
-    store.resolve_pending(after(2))
+    store.ledger.put_boundary(PENDING_START)
+    store.ledger.resolve_pending(after(2))
     kinesis.iterator(at_sequence(2))
     kinesis.page("it-0", [raw(2, START_MS - 1), raw(3, START_MS + 2)], None)
     records, outcome, _ = read(kinesis, store, PENDING_START, TO_SHARD_END)
@@ -405,8 +414,8 @@ def test_pending_start_already_settled_in_the_store_is_read_from_directly(kinesi
 
 def test_pending_start_settled_earlier_by_a_competing_writer_is_followed(kinesis) -> None:
     # The previous range's reader cut the boundary right after record 2 first.
-    store = RacingStore(competitor=after(2))
-    store.put_boundary(PENDING_START)
+    store = racing_store(competitor=after(2))
+    store.ledger.put_boundary(PENDING_START)
     timestamp = {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": EPOCH + timedelta(milliseconds=START_MS)}
     kinesis.iterator(timestamp, "ts-0")
     kinesis.page("ts-0", [raw(5, START_MS + 1)], "ts-1")
@@ -420,14 +429,14 @@ def test_pending_start_settled_earlier_by_a_competing_writer_is_followed(kinesis
 
 def test_pending_start_at_the_tip_leaves_the_range_empty_and_pending(kinesis, store) -> None:
     for instant in (START_MS, END_MS):
-        store.put_boundary(cut(BoundaryKind.PENDING, instant))
+        store.ledger.put_boundary(cut(BoundaryKind.PENDING, instant))
     timestamp = {"ShardIteratorType": "AT_TIMESTAMP", "Timestamp": EPOCH + timedelta(milliseconds=START_MS)}
     kinesis.iterator(timestamp, "ts-0")
     kinesis.page("ts-0", [], "ts-1", behind=0)
     records, outcome, _ = read(kinesis, store, PENDING_START, PENDING_END)
     assert records == []
-    assert outcome.start == PENDING_START == store.get_boundary(SHARD, START_MS)
-    assert outcome.end == PENDING_END == store.get_boundary(SHARD, END_MS)
+    assert outcome.start == PENDING_START == store.ledger.get_boundary(SHARD, START_MS)
+    assert outcome.end == PENDING_END == store.ledger.get_boundary(SHARD, END_MS)
 
 
 # --- trimmed data --------------------------------------------------------------------------------
@@ -517,7 +526,7 @@ def test_after_a_sub_record_resumes_at_the_next_sub_record(kinesis, store) -> No
 
 
 def test_pending_end_at_the_tip_after_an_aggregate_is_after_its_last_sub_record(kinesis, store) -> None:
-    store.put_boundary(PENDING_END)
+    store.ledger.put_boundary(PENDING_END)
     kinesis.iterator(at_sequence(2))
     kinesis.page("it-0", [kpl_record(2, START_MS, USERS)], "it-1", behind=0)
     kinesis.page("it-1", [], "it-2", behind=0)
@@ -532,22 +541,22 @@ def test_pending_end_at_the_tip_after_an_aggregate_is_after_its_last_sub_record(
 @pytest.mark.parametrize("limit", [0, 10_001])
 def test_limit_outside_what_kinesis_accepts_is_refused(kinesis, store, limit) -> None:
     with pytest.raises(ConfigurationError, match="limit"):
-        RangeReader(kinesis.client, shard_range(at(1), after(2)), store, limit=limit)
+        RangeReader(kinesis.client, shard_range(at(1), after(2)), store.ledger, limit=limit)
 
 
 def test_open_interval_with_a_pending_end_is_refused(kinesis, store) -> None:
     with pytest.raises(ConfigurationError, match="future"):
-        RangeReader(kinesis.client, shard_range(at(1), PENDING_END), store, clock=lambda: (END_MS - 1) / 1000)
+        RangeReader(kinesis.client, shard_range(at(1), PENDING_END), store.ledger, clock=lambda: (END_MS - 1) / 1000)
 
 
 def test_boundary_of_another_shard_is_refused(kinesis, store) -> None:
     foreign = Boundary("shardId-000000000009", END_MS, BoundaryKind.SHARD_END)
     with pytest.raises(ConfigurationError, match="shardId-000000000009"):
-        RangeReader(kinesis.client, shard_range(at(1), foreign), store)
+        RangeReader(kinesis.client, shard_range(at(1), foreign), store.ledger)
 
 
 def test_outcome_is_only_available_after_the_read(kinesis, store) -> None:
-    reader = RangeReader(kinesis.client, shard_range(at(1), at(1)), store)
+    reader = RangeReader(kinesis.client, shard_range(at(1), at(1)), store.ledger)
     with pytest.raises(RuntimeError, match="not finished"):
         reader.outcome  # noqa: B018
     assert list(reader) == [] and reader.outcome.records == 0
@@ -560,7 +569,7 @@ def test_progress_is_logged_at_info_only_for_long_reads(kinesis, store, caplog) 
     kinesis.page("it-1", [raw(2, START_MS)], "it-2", behind=7)
     kinesis.page("it-2", [raw(3, START_MS)], None)
     reader = RangeReader(
-        kinesis.client, shard_range(at(1), TO_SHARD_END), store, limit=LIMIT, clock=lambda: float(next(ticks))
+        kinesis.client, shard_range(at(1), TO_SHARD_END), store.ledger, limit=LIMIT, clock=lambda: float(next(ticks))
     )
     with caplog.at_level(logging.DEBUG, logger=reader_module.__name__):
         assert len(list(reader)) == 3
