@@ -18,8 +18,9 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 
 READ_THREADS = 16
-"""Shards' ranges are read one Query a shard: in parallel, so 1,000 shards take about as long as
-60 round trips (boto3's clients are thread-safe)."""
+"""Shards' ranges are read one Query a shard, in parallel (boto3's clients are thread-safe). Still a
+Query a shard: at 1,000 shards that is most of the page's time (docs/benchmarks.md, "The pipeline
+page")."""
 
 
 @dataclass(frozen=True)
