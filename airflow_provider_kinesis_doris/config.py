@@ -3,18 +3,19 @@
 (``MappingConfig``), how and when the stream is read (``ReadConfig``), how rows go to Doris
 (``LoadConfig``) and how the checkpoint table is kept (``StateConfig``).
 
-Each object checks every field when it is built (a bad literal fails the DAG's parse) and again
-once Airflow has rendered its ``template_fields`` (the operator lists the objects among its own,
-and Airflow renders a nested object's ``template_fields`` on both majors), raising
-:class:`ConfigurationError` that names the parameter as ``<group>.<field>``, e.g.
-``load.chunk_max_rows``.
+Each object checks every field when it is built (a bad literal fails the DAG's parse), and the
+fields that held a template once more when Airflow has rendered them (the operator lists the
+objects among its own ``template_fields``, and Airflow renders a nested object's
+``template_fields`` on both majors): each value once, raising :class:`ConfigurationError` that
+names the parameter as ``<group>.<field>``, e.g. ``load.chunk_max_rows``. The core trusts what
+these checked (``tests/airflow/test_setting_checks.py`` lists every check a run meets).
 
 The module imports neither Airflow nor PySpark: the package exports these names.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from functools import partial
@@ -62,8 +63,19 @@ Check = Callable[[str, Any], object]
 ARRIVAL_COLUMN = "_kinesis_arrival"
 
 
+def holds_template(value: Any) -> bool:
+    """Whether Airflow's rendering can change ``value``: a string with ``{{``, a mapping holding
+    one, or a group with a templated field."""
+    if isinstance(value, str):
+        return "{{" in value
+    if isinstance(value, Mapping):
+        return any(holds_template(item) for item in value.values())
+    return isinstance(value, _Group) and bool(value.templated)
+
+
 class _Group:
-    """Checks its fields when built and after rendering (:meth:`validate`)."""
+    """Checks its fields when built (:meth:`validate`), and those that held a template again
+    once rendered (:meth:`validate_rendered`)."""
 
     parameter: ClassVar[str]
     """The operator's parameter holding the object, as errors name it."""
@@ -71,15 +83,23 @@ class _Group:
     template_fields: ClassVar[Sequence[str]] = ()
 
     def __post_init__(self) -> None:
+        self.templated = frozenset(name for name in self.template_fields if holds_template(getattr(self, name)))
+        """The fields whose values rendering can change, as the object was built."""
         self.validate()
 
-    def validate(self) -> None:
-        """Check every field.
+    def validate(self, names: Collection[str] | None = None) -> None:
+        """Check the fields ``names`` (all by default).
 
         :raises ConfigurationError: naming the first bad field as ``<parameter>.<field>``.
         """
         for name, check in self.checks.items():
-            check(f"{self.parameter}.{name}", getattr(self, name))
+            if names is None or name in names:
+                check(f"{self.parameter}.{name}", getattr(self, name))
+
+    def validate_rendered(self) -> None:
+        """Check the fields that held a template, now rendered; the others were checked when the
+        object was built."""
+        self.validate(self.templated)
 
 
 def _check_decoder(name: str, value: Any) -> object:
@@ -122,15 +142,16 @@ class SparkRunner(_Group):
         "parallelism": partial(check_optional_whole_number, minimum=1),
     }
 
-    def validate(self) -> None:
-        super().validate()
-        if self.spark_conn_id and self.spark_connect_conn_id:
+    def validate(self, names: Collection[str] | None = None) -> None:
+        super().validate(names)
+        if names is None and self.spark_conn_id and self.spark_connect_conn_id:
             raise ConfigurationError(
                 "Give runner.spark_conn_id (spark-submit) or runner.spark_connect_conn_id (Spark Connect), not both"
             )
         # The master is the task's own Spark's only without a connection; a template is checked
-        # once rendered (validate runs again then).
-        if not (self.spark_conn_id or self.spark_connect_conn_id or "{{" in self.master):
+        # once rendered.
+        master_now = "master" in names if names is not None else "master" not in self.templated
+        if master_now and not (self.spark_conn_id or self.spark_connect_conn_id):
             check_local_master(f"{self.parameter}.master", self.master)
 
     def describe(self) -> str:
@@ -187,13 +208,16 @@ class SparkOrInProcess(_Group):
     template_fields: ClassVar[Sequence[str]] = ("spark",)
     checks: ClassVar[Mapping[str, Check]] = {"max_records": partial(check_whole_number, minimum=0)}
 
-    def validate(self) -> None:
-        super().validate()
-        for name, kind in (("spark", SparkRunner), ("in_process", InProcessRunner)):
-            if not isinstance(getattr(self, name), kind):
-                raise ConfigurationError(f"runner.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
-        self.spark.validate()
-        self.in_process.validate()
+    def validate(self, names: Collection[str] | None = None) -> None:
+        super().validate(names)
+        if names is None:  # the runners checked their own fields when they were built
+            for name, kind in (("spark", SparkRunner), ("in_process", InProcessRunner)):
+                if not isinstance(getattr(self, name), kind):
+                    raise ConfigurationError(f"runner.{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+
+    def validate_rendered(self) -> None:
+        if "spark" in self.templated:
+            self.spark.validate_rendered()
 
 
 RunnerConfig = Union[SparkRunner, InProcessRunner, SparkOrInProcess]
@@ -346,6 +370,12 @@ class LoadConfig(_Group):
         "max_bad_record_ratio": check_ratio,
     }
 
+    def __post_init__(self) -> None:
+        options = self.options if isinstance(self.options, Mapping) else {}  # a wrong type is refused below
+        self.templated_options = frozenset(name for name, value in options.items() if holds_template(value))
+        """The ``options`` whose values rendering can change, as the object was built."""
+        super().__post_init__()
+
     @property
     def chunk_limits(self) -> ChunkLimits:
         return ChunkLimits(max_rows=self.chunk_max_rows, max_bytes=self.chunk_max_bytes)
@@ -407,15 +437,25 @@ GROUPS: Mapping[str, tuple[type[_Group], ...]] = {
 
 
 def check_group(parameter: str, value: Any) -> Any:
-    """``value`` if it is one of the classes ``parameter`` takes, checked again (after rendering).
+    """``value`` if it is one of the classes ``parameter`` takes (which checked their own fields
+    when they were built).
 
-    :raises ConfigurationError: another type, or a bad field.
+    :raises ConfigurationError: another type.
     """
     kinds = GROUPS[parameter]
     if not isinstance(value, kinds):
         names = " or ".join(kind.__name__ for kind in kinds)
         raise ConfigurationError(f"{parameter} must be a {names}, got {value!r}")
-    value.validate()
+    return value
+
+
+def check_rendered_group(parameter: str, value: Any) -> Any:
+    """``value`` if it is one of the classes ``parameter`` takes (Jinja's native rendering could
+    replace it), its templated fields checked now that they are rendered.
+
+    :raises ConfigurationError: another type, or a bad rendered field.
+    """
+    check_group(parameter, value).validate_rendered()
     return value
 
 
@@ -423,9 +463,14 @@ def check_groups_together(mapping: MappingConfig, load: LoadConfig, *, rendered:
     """The checks that need two groups: Stream Load options that contradict the JSON lines every
     decoder sends.
 
-    :param rendered: False at parse time: values holding ``{{`` are left for after rendering.
+    :param rendered: False at parse time, when values holding ``{{`` are left for later; True
+        once rendered, when only those are checked (the decoder is never a template).
     """
-    check_load_options(load.options, mapping.decoder, skip_templates=not rendered)
+    if not rendered:
+        check_load_options(load.options, mapping.decoder, skip_templates=True)
+    elif "options" in load.templated:
+        # The options as built, to know which held a template: rendering set the rendered ones.
+        check_load_options({name: load.options[name] for name in load.templated_options}, mapping.decoder)
 
 
 def group_field_names(kind: type[_Group]) -> tuple[str, ...]:

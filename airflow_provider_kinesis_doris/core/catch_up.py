@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
 from airflow_provider_kinesis_doris.core.model import describe_interval, iso_utc
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +62,6 @@ class CatchUp:
     with_own_runs: Callable[[Sequence[Interval]], set[Interval]] = field(default=_no_runs)
     max_intervals: int = DEFAULT_MAX_SKIPPED_INTERVALS
     load: bool = True
-
-    def __post_init__(self) -> None:
-        check_whole_number("max_skipped_intervals", self.max_intervals, 1)
 
 
 @dataclass(frozen=True)

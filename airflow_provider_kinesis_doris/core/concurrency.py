@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 DEFAULT_DRIVER_CONCURRENCY = 8
 """Per-shard calls in flight at once on the driver. DynamoDB on-demand tables and Kinesis take far
@@ -36,7 +35,6 @@ def map_bounded(function: Callable[[Item], Result], items: Sequence[Item], concu
 
     :return: the results in the order of ``items``.
     """
-    check_whole_number("concurrency", concurrency, 1)
     if concurrency == 1 or len(items) <= 1:
         return [function(item) for item in items]
     with ThreadPoolExecutor(max_workers=min(concurrency, len(items)), thread_name_prefix="kinesis-doris") as pool:

@@ -30,7 +30,6 @@ from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
-from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
 
 log = logging.getLogger(__name__)
 
@@ -517,7 +516,7 @@ def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRI
         DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
     """
     groups = job.partition_groups()
-    count = max(1, min(check_whole_number("lanes", lanes, 1), len(groups)))
+    count = max(1, min(lanes, len(groups)))  # lanes: InProcessRunner checked it
     shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
     loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
     return [report for reports in loaded for report in reports]

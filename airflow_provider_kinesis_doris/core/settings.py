@@ -14,14 +14,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.decoders import JSON, build_decoder, check_load_options, import_function
+from airflow_provider_kinesis_doris.core.decoders import JSON, build_decoder, import_function
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
-from airflow_provider_kinesis_doris.core.doris.identifiers import check_name
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
-from airflow_provider_kinesis_doris.core.value_checks import check_ratio
 
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
 
@@ -33,18 +31,20 @@ DEFAULT_CHAIN = "default_chain"
 _ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]{1,512}")
 
 
-def check_executor_credentials(value: str) -> None:
-    """Refuse an ``executor_credentials`` that is none of its three forms.
+def check_executor_credentials(name: str, value: str) -> str:
+    """``value`` if it is one of ``executor_credentials``'s three forms; checked where the operator
+    is built, as :class:`AwsSettings` trusts it.
 
     :raises ConfigurationError: ``value`` is not ``"driver"``, ``"default_chain"`` or an IAM role ARN.
     """
-    if value not in (DRIVER_CREDENTIALS, DEFAULT_CHAIN) and not _ROLE_ARN.fullmatch(value):
+    if not isinstance(value, str) or (value not in (DRIVER_CREDENTIALS, DEFAULT_CHAIN) and not _ROLE_ARN.fullmatch(value)):
         raise ConfigurationError(
-            f"executor_credentials must be {DRIVER_CREDENTIALS!r} (the connection's credentials, resolved on the "
+            f"{name} must be {DRIVER_CREDENTIALS!r} (the connection's credentials, resolved on the "
             f"driver and shipped in the credentials file), {DEFAULT_CHAIN!r} (each executor's own AWS default "
             "credential chain) or an IAM role ARN such as 'arn:aws:iam::123456789012:role/loader' (assumed by each "
             f"executor with its default chain); got {value!r}"
         )
+    return value
 
 
 @dataclass(frozen=True)
@@ -64,8 +64,9 @@ class AwsSettings:
         (which must exist on the executors), or None for botocore's default.
     :param botocore_config: arguments of ``botocore.config.Config`` for the AWS clients (retries,
         proxies, timeouts ...), JSON values only.
-    :raises ConfigurationError: a bad ``executor_credentials``, or a ``botocore_config`` that
-        ``Config`` refuses or JSON cannot carry.
+    :raises ConfigurationError: a ``botocore_config`` that ``Config`` refuses or JSON cannot carry
+        (``executor_credentials`` is checked where the operator is built:
+        :func:`check_executor_credentials`).
     """
 
     region_name: str | None = None
@@ -76,7 +77,6 @@ class AwsSettings:
     botocore_config: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        check_executor_credentials(self.executor_credentials)
         if self.botocore_config is not None:
             # Checked where the job is made, not on the executors after the planning; stored as
             # its JSON form so that the executors' copy equals this one (tuples become lists).
@@ -149,7 +149,7 @@ class PipelineConfig:
 
     :param transform_path: the user transform as ``package.module:function``, imported into
         ``mapping.transform`` when the config is made (in the task, and again on each executor).
-    :raises ConfigurationError: the transform cannot be imported, or 2PC load options.
+    :raises ConfigurationError: the transform or the decoder cannot be imported.
     :param dead_letter_options: how rows go into ``dead_letter_table``.
     :param initial_position: where a shard's first range starts (see ``core.plan``).
     :param take_over_from: the pipeline this new one continues from (``core.handover``).
@@ -168,8 +168,9 @@ class PipelineConfig:
     :param table_columns: the table's columns, to compare the records' JSON members with
         (``core.fields``); None where Doris does not match members to columns by name.
     :param unmatched_fields: ``"report"`` members no column takes, or ``"fail"`` before sending them.
-    :raises ConfigurationError: also for a database or table name Doris could not have
-        (``core.doris.identifiers``), and for ``load_options`` that contradict the JSON-lines body.
+
+    The names, ``load_options`` and ``max_bad_record_ratio`` are the operator's checked arguments
+    (``core.doris.identifiers``, ``core.decoders.check_load_options``, ``config.LoadConfig``).
     """
 
     pipeline_id: str
@@ -198,34 +199,17 @@ class PipelineConfig:
     unmatched_fields: str = "report"
 
     def __post_init__(self) -> None:
-        for name in ("doris_database", "doris_table", "dead_letter_table"):
-            check_name(getattr(self, name), name)
+        # The names, the options and the ratio come checked from the operator's arguments
+        # (operators.loader_setup.table_names, config.LoadConfig, config.check_groups_together).
         if self.decoder != JSON or self.mapping.decoder is None:
             # Built on every construction, in the task and on each executor (a replace() with other
             # columns rebuilds it); a mapping given a decoder function of its own keeps it.
             decoder = build_decoder(self.decoder, self.csv_columns)
             object.__setattr__(self, "mapping", replace(self.mapping, decoder=decoder))
-        for name in ("load_options", "dead_letter_options"):
-            options = getattr(self, name)
-            check_load_options(
-                {"format": options.format, "strip_outer_array": options.strip_outer_array,
-                 "read_json_by_line": options.read_json_by_line},
-                self.decoder if name == "load_options" else JSON,
-            )  # fmt: skip
         if self.transform_path and self.mapping.transform is None:
             # Imported here, where the config is made (before planning, in the task and on every
             # executor), so each runner maps with the same function and a bad path loads nothing.
             object.__setattr__(self, "mapping", replace(self.mapping, transform=import_transform(self.transform_path)))
-        check_ratio("max_bad_record_ratio", self.max_bad_record_ratio)
-        for name in ("load_options", "dead_letter_options"):
-            if getattr(self, name).two_phase_commit:
-                # A pre-committed load is not visible: checkpoints would move past data that Doris
-                # aborts after its precommit timeout (I4).
-                raise ConfigurationError(
-                    f"{name}: two_phase_commit is not supported by the pipeline, which records a chunk as loaded "
-                    "only once Doris makes it VISIBLE; remove it (each chunk is already loaded exactly once "
-                    "under its label)"
-                )
 
 
 def import_transform(path: str) -> Any:

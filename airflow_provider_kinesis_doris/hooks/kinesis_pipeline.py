@@ -21,7 +21,7 @@ from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettin
 from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
-from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS, AwsSettings, Credentials, check_executor_credentials
+from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS, AwsSettings, Credentials
 from airflow_provider_kinesis_doris.core.rebalance import observe_topology
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems, dynamo_store
@@ -119,10 +119,9 @@ class KinesisPipelineHook(KinesisHook):
         use the driver's credentials. In the other modes no AWS secret is resolved or shipped.
 
         :param doris_password: the Doris connection's password.
-        :param executor_credentials: as for :meth:`aws_settings`.
-        :raises ConfigurationError: a bad ``executor_credentials``.
+        :param executor_credentials: as for :meth:`aws_settings` (checked where the operator is
+            built: ``core.settings.check_executor_credentials``).
         """
-        check_executor_credentials(executor_credentials)
         if executor_credentials != DRIVER_CREDENTIALS:
             return Credentials(doris_password=doris_password)
         aws = self.get_credentials()

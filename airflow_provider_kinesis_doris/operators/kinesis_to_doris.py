@@ -159,6 +159,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         self.doris_conn_id = doris_conn_id
         self.runner, self.mapping, self.read, self.load, self.state = runner, mapping, read, load, state
         self.deferrable = deferrable
+        self._checked_names: tuple[tuple[str, str | None], tuple[str, str, str]] | None = None
         if "{{" not in doris_table and "{{" not in (mapping.dead_letter_table or ""):
             # Literal names fail the DAG's parse; templated ones when the task runs.
             database, table, _ = self._table_names()
@@ -264,7 +265,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         is planned)."""
         return setup.pipeline_config(
             pipeline_id=self.resolved_pipeline_id, stream_name=self.stream_name, checkpoint_table=self.checkpoint_table,
-            doris_table=self.doris_table, doris_hook=doris_hook, aws_hook=self.aws_hook,
+            table_names=self._table_names(), doris_hook=doris_hook, aws_hook=self.aws_hook,
             executor_credentials=self.executor_credentials, runner=self.runner, mapping=self.mapping, read=self.read,
             load=self.load,
         )  # fmt: skip
@@ -323,7 +324,12 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     # -- helpers ----------------------------------------------------------------------------------
 
     def _table_names(self) -> tuple[str, str, str]:
-        return setup.table_names(self.doris_table, self.mapping.dead_letter_table)
+        """The database, table and dead-letter table, checked once for the values they come from:
+        literal ones when the DAG is parsed, templated ones once rendered (which changes them)."""
+        given = (self.doris_table, self.mapping.dead_letter_table)
+        if self._checked_names is None or self._checked_names[0] != given:
+            self._checked_names = (given, setup.table_names(*given))
+        return self._checked_names[1]
 
     def on_kill(self) -> None:
         """Stop a running ``spark-submit`` (and its application on YARN or Kubernetes)."""

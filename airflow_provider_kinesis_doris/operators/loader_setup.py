@@ -116,13 +116,16 @@ def spark_runner_of(runner: RunnerConfig) -> SparkRunner | None:
 
 
 def pipeline_config(
-    *, pipeline_id: str, stream_name: str, checkpoint_table: str, doris_table: str, doris_hook: DorisHook,
+    *, pipeline_id: str, stream_name: str, checkpoint_table: str, table_names: tuple[str, str, str], doris_hook: DorisHook,
     aws_hook: KinesisPipelineHook, executor_credentials: str, runner: RunnerConfig, mapping: MappingConfig,
     read: ReadConfig, load: LoadConfig,
 ) -> PipelineConfig:  # fmt: skip
     """The pipeline's ``PipelineConfig`` (which imports the transform and the decoder), without
-    the Doris password; ``DESC`` of the table names the fields of ``decoder="csv"``."""
-    database, table, dead_letter_table = table_names(doris_table, mapping.dead_letter_table)
+    the Doris password; ``DESC`` of the table names the fields of ``decoder="csv"``.
+
+    :param table_names: the database, table and dead-letter table, checked (:func:`table_names`).
+    """
+    database, table, dead_letter_table = table_names
     options = stream_load_options(load, mapping)
     spark = spark_runner_of(runner)
     return PipelineConfig(

@@ -105,8 +105,6 @@ def test_only_the_driver_mode_resolves_and_ships_aws_keys(
     assert (driver.doris_password, driver.aws_access_key_id, driver.aws_secret_access_key, driver.aws_session_token) == (
         "doris-pw", served["access_key_id"], served["secret_access_key"], served["session_token"]
     )  # fmt: skip
-    with pytest.raises(ConfigurationError, match="'drivers'"):
-        hook("aws_role").load_job_credentials("doris-pw", "drivers")
 
 
 @pytest.mark.integration

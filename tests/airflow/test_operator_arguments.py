@@ -175,7 +175,7 @@ BAD_LITERALS: dict[str, tuple[str, str]] = {
     "deferrable": ("None", "True or False, got None"),
     "verify": ("1", "None, True, False or a CA bundle's path, got 1"),
     "region_name": ("''", "None or a non-empty string, got ''"),
-    "executor_credentials": ("None", "a non-empty string, got None"),
+    "executor_credentials": ("None", "'driver' (the connection's credentials"),
     "botocore_config": ("'adaptive'", "None or a dict with string keys, got 'adaptive'"),
 }
 

@@ -24,7 +24,6 @@ from airflow_provider_kinesis_doris.core.decoders import (
     gunzip,
     plain_columns,
 )
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, RecordMapping, Row, map_record
@@ -260,9 +259,7 @@ def test_agreeing_or_templated_load_options_pass() -> None:
         check_load_options({"format": "{{ params.format }}"}, "json")
 
 
-def test_the_pipeline_config_refuses_a_csv_body_and_carries_the_decoder_to_executors() -> None:
-    with pytest.raises(ConfigurationError, match="load.options format='csv' contradicts the body"):
-        pipeline_config(load_options=StreamLoadOptions.csv())
+def test_the_pipeline_config_carries_the_decoder_to_executors() -> None:
     csv_config = pipeline_config(decoder="csv", csv_columns=("a", "b"))
     job = LoadJob(csv_config, (), ())
 

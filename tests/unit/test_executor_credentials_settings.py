@@ -9,7 +9,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
-from airflow_provider_kinesis_doris.core.settings import AwsSettings
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, check_executor_credentials
 from tests.unit.test_job import config, job
 
 
@@ -24,7 +24,7 @@ from tests.unit.test_job import config, job
     ],
 )
 def test_the_three_forms_are_accepted(value: str, role_arn: str | None) -> None:
-    settings = AwsSettings(executor_credentials=value)
+    settings = AwsSettings(executor_credentials=check_executor_credentials("executor_credentials", value))
     assert settings.executor_credentials == value and settings.role_arn == role_arn
 
 
@@ -42,13 +42,16 @@ def test_the_three_forms_are_accepted(value: str, role_arn: str | None) -> None:
         "arn:aws:iam::123456789012:role/loader name",
         "arn:azure:iam::123456789012:role/loader",
         " arn:aws:iam::123456789012:role/loader",
+        None,
+        42,
     ],
 )
-def test_anything_else_is_refused_naming_it_and_the_accepted_forms(value: str) -> None:
+def test_anything_else_is_refused_naming_it_and_the_accepted_forms(value: object) -> None:
+    # The operator's check of its argument, when the DAG is parsed; AwsSettings trusts it.
     with pytest.raises(ConfigurationError) as raised:
-        AwsSettings(executor_credentials=value)
+        check_executor_credentials("executor_credentials", value)
     message = str(raised.value)
-    assert repr(value) in message
+    assert message.startswith("executor_credentials must be") and repr(value) in message
     assert "'driver'" in message and "'default_chain'" in message and "role ARN" in message
 
 

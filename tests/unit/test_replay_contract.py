@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kinesis_doris.config import LoadConfig, MappingConfig, check_groups_together
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
@@ -22,7 +23,6 @@ from airflow_provider_kinesis_doris.core.errors import (
 from airflow_provider_kinesis_doris.core.settings import PipelineConfig
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.rebalance import RECENT_INTERVALS
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config, run_in_memory
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
@@ -184,11 +184,21 @@ def test_chunks_recorded_before_they_were_keyed_by_range_are_still_found_and_upd
     assert updated.state == "VISIBLE" and store.chunks.get_chunk("kd:old", shard, start) == updated
 
 
-@pytest.mark.parametrize("options", ["load_options", "dead_letter_options"])
-def test_two_phase_commit_is_refused_before_anything_is_planned(options: str) -> None:
-    """repro_2pc: chunks stayed PRECOMMITTED while the range was marked LOADED and the mark moved."""
-    with pytest.raises(ConfigurationError, match=f"{options}: two_phase_commit is not supported"):
-        replace(_config(), **{options: StreamLoadOptions.json_lines(two_phase_commit=True)})
+@pytest.mark.parametrize("value", [True, "true"])
+def test_two_phase_commit_is_refused_before_anything_is_planned(value: object) -> None:
+    """repro_2pc: chunks stayed PRECOMMITTED while the range was marked LOADED and the mark moved.
+    ``load.options`` is the only way to it (the dead-letter options are the pipeline's own):
+    refused when the DAG is parsed."""
+    with pytest.raises(ConfigurationError, match="two_phase_commit=.* is not supported by the pipeline"):
+        check_groups_together(MappingConfig(), LoadConfig(options={"two_phase_commit": value}), rendered=False)
+
+
+def test_a_templated_two_phase_commit_is_refused_once_rendered() -> None:
+    load = LoadConfig(options={"two_phase_commit": "{{ params.two_phase }}"})
+    check_groups_together(MappingConfig(), load, rendered=False)  # a template: left for after rendering
+    load.options = {"two_phase_commit": "true"}  # as Airflow renders it
+    with pytest.raises(ConfigurationError, match="two_phase_commit='true' is not supported by the pipeline"):
+        check_groups_together(MappingConfig(), load, rendered=True)
 
 
 def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() -> None:
