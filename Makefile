@@ -104,7 +104,7 @@ test-af3:
 # between the majors past the operator's own code. The other Airflow-facing tests run on 2.11 in
 # the floors' environment (test-lowest), so each runs once per major.
 test-af2:
-	$(VENV2)/bin/python -m pytest -m "airflow and e2e" $(XDIST) $(PYTEST_ARGS)
+	$(VENV2)/bin/python -m pytest -m "airflow and e2e and not airflow3" $(XDIST) $(PYTEST_ARGS)
 
 # The floors (.venv-lowest, Airflow 2.11.0): the Airflow-facing tests but the end-to-end runs,
 # then the tests of the code that meets each dependency's API: the unit tests, Kinesis, EFO and

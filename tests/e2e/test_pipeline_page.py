@@ -34,6 +34,7 @@ from tests.e2e.conftest import CHECKPOINT_TABLE, DB, load_example_dag, run_dag_t
 pytestmark = [
     pytest.mark.airflow,
     pytest.mark.e2e,
+    pytest.mark.airflow3,  # not collected by make test's 2.11 run (make test-af2)
     pytest.mark.timeout(400),
     pytest.mark.skipif(AIRFLOW_VERSION < Version("3.1.0"), reason="plugins serve FastAPI apps from Airflow 3.1 on"),
 ]
