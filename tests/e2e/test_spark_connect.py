@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pytest
 
@@ -17,6 +16,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.stack import ServiceProcess, start_spark_connect_server
 from tests.conftest import DORIS_PASSWORD, REPO_ROOT
 from tests.e2e.conftest import CHECKPOINT_TABLE, DB, events_per_interval, load_example_dag, run_dag_test
+from tests.e2e.test_spark_cluster import processes
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e, pytest.mark.spark]
 
@@ -37,15 +37,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service
 
 def descendants(pid: int) -> dict[int, str]:
     """The processes under ``pid``: pid → command line."""
-    table: dict[int, tuple[int, str]] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                command_line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-            table[int(proc.name)] = (parent, command_line)
+    table = processes()
     found: dict[int, str] = {}
     frontier = [pid]
     while frontier:
