@@ -75,6 +75,10 @@ class FailOnNthCall:
             raise ValueError(f"nth and times must be positive, got nth={nth} times={times}")
         self._target = target
         self._methods = (method,) if isinstance(method, str) else method
+        for path in self._methods:
+            # A name the target lacks would never be called, and the fault would never strike:
+            # say so now (a store's methods are its parts', "chunks.record_chunk_outcome").
+            _attribute_at(target, path)
         self._applied = applied
         self._first, self._last = nth, nth + times - 1
         self._error = error
@@ -116,6 +120,18 @@ class FailOnNthCall:
             return answer
 
         return call
+
+
+def _attribute_at(target: Any, path: str) -> Any:
+    """``target``'s attribute at the dotted ``path``.
+
+    :raises AttributeError: naming the path, when the target has no such attribute."""
+    found = target
+    for name in path.split("."):
+        if not hasattr(found, name):
+            raise AttributeError(f"{type(target).__name__} has no {path!r} to fail")
+        found = getattr(found, name)
+    return found
 
 
 class _Within:

@@ -50,6 +50,32 @@ def test_an_applied_failure_reaches_the_target_and_several_methods_share_one_cou
     assert (wrapped.calls, wrapped.fired) == (3, 1)
 
 
+class Owner:
+    """A target whose methods are those of a part (as a checkpoint store's are)."""
+
+    def __init__(self) -> None:
+        self.part = Counter()
+
+
+def test_a_parts_method_fails_where_the_caller_reaches_it_through_the_part() -> None:
+    target = Owner()
+    wrapped = FailOnNthCall(target, ("part.bump", "part.peek"), 2)
+
+    assert wrapped.part.bump() == 1
+    with pytest.raises(InjectedCrash, match="call 2 of peek"):
+        wrapped.part.peek()
+    assert wrapped.part.bump() == 2 and target.part.value == 2
+    assert (wrapped.calls, wrapped.fired) == (3, 1)
+
+
+def test_a_method_the_target_lacks_is_refused_at_once() -> None:
+    """The fault would never strike: a store's methods are named through their part."""
+    with pytest.raises(AttributeError, match="'bump'"):
+        FailOnNthCall(Owner(), "bump", 1)
+    with pytest.raises(AttributeError, match="'part.missing'"):
+        FailOnNthCall(Owner(), "part.missing", 1)
+
+
 def test_client_errors_carry_the_aws_code() -> None:
     wrapped = FailOnNthCall(Counter(), "bump", 1, client_error("ExpiredIteratorException"))
 
