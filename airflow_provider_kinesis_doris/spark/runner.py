@@ -217,28 +217,39 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
     for key, value in _session_conf(settings).items():
         builder = builder.config(key, value)
+    if settings.remote:
+        return _run_connected(builder, job)
     # A local session is kept for the next job of this process: starting one costs 4-8 s.
-    spark = builder.getOrCreate()
-    if not settings.remote:
-        return run_job(spark, job)
-    return _run_connected(spark, job)
+    return run_job(builder.getOrCreate(), job)
 
 
-def _run_connected(spark: Any, job: LoadJob) -> list[RangeReport]:
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+"""Set by PySpark when a Spark Connect session starts, for the whole process and its children: a
+local session is refused while it is set."""
+
+
+def _run_connected(builder: Any, job: LoadJob) -> list[RangeReport]:
     """Run ``job`` in a Spark Connect session and end the session. Opening one costs a round
     trip, and one left open would keep this run's credentials file on the server and make this
     process's exit call a server that may be gone (PySpark's client retries such a call for
-    minutes before it lets the process end)."""
+    minutes before it lets the process end). PySpark's mark of the process as Spark Connect's
+    goes with the session: the process's next job may run Spark locally (SparkOrInProcess)."""
     from airflow_provider_kinesis_doris.spark.job import run_job
 
+    marked = os.environ.get(_CONNECT_MODE)
     try:
-        reports = run_job(spark, _ship_credentials(spark, job))
-    except BaseException:
-        # The server may be what failed: close the channel without a call to it.
-        spark.client.close()
-        raise
-    spark.stop()  # releases the session on the server, and its artifacts with it
-    return reports
+        spark = builder.getOrCreate()
+        try:
+            reports = run_job(spark, _ship_credentials(spark, job))
+        except BaseException:
+            # The server may be what failed: close the channel without a call to it.
+            spark.client.close()
+            raise
+        spark.stop()  # releases the session on the server, and its artifacts with it
+        return reports
+    finally:
+        if marked is None:
+            os.environ.pop(_CONNECT_MODE, None)
 
 
 def _ship_credentials(spark: Any, job: LoadJob) -> LoadJob:

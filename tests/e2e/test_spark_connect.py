@@ -7,6 +7,7 @@ environment (.venv-spark: the provider without Airflow), as a real server's woul
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from datetime import datetime, timezone
 
@@ -70,6 +71,9 @@ def test_the_example_dag_through_spark_connect_loads_exactly_once(
     # Each run ended its session: this process's exit calls no server (PySpark's client would
     # retry a gone one for minutes), and the server keeps no run's credentials file.
     assert SparkSession.getActiveSession() is None and SparkSession._get_default_session() is None
+    # PySpark's mark of the process as Spark Connect's went with it: a local session may start
+    # here again, and child processes do not inherit the mark.
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
     # The server's static settings are its own: the session asked to change none of them.
     refused = [str(warning.message) for warning in recwarn if "spark." in str(warning.message)]
     assert not refused, refused
