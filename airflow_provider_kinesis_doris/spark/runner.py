@@ -208,35 +208,49 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
 
 
 def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
+    os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
+    if settings.remote:
+        return _run_connected(job, settings)
     from pyspark.sql import SparkSession
 
     from airflow_provider_kinesis_doris.spark.job import run_job
 
-    os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
-    builder = SparkSession.builder.appName(f"kinesis-to-doris:{job.pipeline.pipeline_id}")
-    builder = builder.remote(settings.remote) if settings.remote else builder.master(settings.master)
+    builder = SparkSession.builder.appName(_app_name(job)).master(settings.master)
     for key, value in _session_conf(settings).items():
         builder = builder.config(key, value)
-    if settings.remote:
-        return _run_connected(builder, job)
     # A local session is kept for the next job of this process: starting one costs 4-8 s.
     return run_job(builder.getOrCreate(), job)
 
 
+def _app_name(job: LoadJob) -> str:
+    return f"kinesis-to-doris:{job.pipeline.pipeline_id}"
+
+
 _CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
-"""Set by PySpark when a Spark Connect session starts, for the whole process and its children: a
-local session is refused while it is set."""
+"""PySpark's mark of a process as Spark Connect's: while it is set, ``pyspark.sql.functions`` build
+Connect expressions and a local session is refused."""
 
 
-def _run_connected(builder: Any, job: LoadJob) -> list[RangeReport]:
+def _run_connected(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     """Run ``job`` in a Spark Connect session and end the session. Opening one costs a round
     trip, and one left open would keep this run's credentials file on the server and make this
     process's exit call a server that may be gone (PySpark's client retries such a call for
-    minutes before it lets the process end). PySpark's mark of the process as Spark Connect's
-    goes with the session: the process's next job may run Spark locally (SparkOrInProcess)."""
+    minutes before it lets the process end).
+
+    The session is built by Connect's own builder: PySpark's general one refuses a Connect session
+    in a process that keeps a local one (``SESSION_ALREADY_EXIST``), and an earlier job of this
+    process may have kept one (SparkOrInProcess, or ``dag.test()``'s single process). The mark
+    that general builder would set is set for the run only, so that the process's next job may run
+    Spark locally again."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
     from airflow_provider_kinesis_doris.spark.job import run_job
 
+    builder = ConnectSession.builder.remote(settings.remote).appName(_app_name(job))
+    for key, value in _session_conf(settings).items():
+        builder = builder.config(key, value)
     marked = os.environ.get(_CONNECT_MODE)
+    os.environ[_CONNECT_MODE] = "1"
     try:
         spark = builder.getOrCreate()
         try:

@@ -53,8 +53,17 @@ def descendants(pid: int) -> dict[int, str]:
 def test_the_example_dag_through_spark_connect_loads_exactly_once(
     connect_server, example, monkeypatch, recwarn, kinesis_client, dynamodb_client, doris_server
 ) -> None:
+    from pyspark.sql import SparkSession as LocalSession
     from pyspark.sql.connect.session import SparkSession
 
+    # A local session kept by an earlier job of this process, as the runner keeps one (and as a
+    # make test worker had when PySpark's general builder refused the Connect session beside it).
+    local = (
+        LocalSession.builder.master("local[1]")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.host", "127.0.0.1")
+        .getOrCreate()
+    )
     # "localhost": Spark's client sends a token without TLS only over a local channel.
     monkeypatch.setenv(f"AIRFLOW_CONN_{CONN_ID.upper()}", json.dumps(
         {"conn_type": "spark_connect", "host": "localhost", "port": connect_server.extra["port"], "password": TOKEN}
@@ -74,6 +83,7 @@ def test_the_example_dag_through_spark_connect_loads_exactly_once(
     # PySpark's mark of the process as Spark Connect's went with it: a local session may start
     # here again, and child processes do not inherit the mark.
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
+    assert local.range(3).count() == 3
     # The server's static settings are its own: the session asked to change none of them.
     refused = [str(warning.message) for warning in recwarn if "spark." in str(warning.message)]
     assert not refused, refused
