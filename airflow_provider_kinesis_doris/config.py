@@ -474,5 +474,5 @@ def check_groups_together(mapping: MappingConfig, load: LoadConfig, *, rendered:
 
 
 def group_field_names(kind: type[_Group]) -> tuple[str, ...]:
-    """The fields a user sets on ``kind``, in order (the README's table lists them)."""
+    """The fields a user sets on ``kind``, in order (docs/parameters.md's table lists them)."""
     return tuple(item.name for item in fields(kind))  # type: ignore[arg-type]

@@ -49,14 +49,15 @@ def test_a_runs_counts_lags_and_waiting_shards_reach_statsd_through_airflows_sta
     assert statsd.values("af.kinesis_doris.rows_loaded", "c") == [27]
 
 
-def test_the_readme_lists_every_metric_and_no_other() -> None:
+def test_the_usage_docs_list_every_metric_and_no_other() -> None:
     import re
     from pathlib import Path
 
     from airflow_provider_kinesis_doris.metrics import METRICS
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("**Metrics**"):readme.index("## Performance")]
+    usage = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
+    start = usage.index("**Metrics**")
+    section = usage[start:usage.index("\n## ", start)]
     listed = re.findall(r"^\| `([a-z_]+)` \|", section, flags=re.MULTILINE)
 
     assert sorted(listed) == sorted(METRICS)

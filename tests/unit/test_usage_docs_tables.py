@@ -20,7 +20,6 @@ from airflow_provider_kinesis_doris.testing.builders import kinesis_record
 from tests.conftest import DORIS_PASSWORD, DORIS_USER
 
 USAGE = (Path(__file__).resolve().parents[2] / "docs" / "usage.md").read_text()
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 SQL_BLOCKS = re.findall(r"```sql\n(.*?)```", USAGE, re.S)
 SEQUENCE = 49671234567890123456789012345678901234567890123456
 
@@ -123,19 +122,18 @@ def test_the_transform_reasons_are_documented() -> None:
 
 
 def test_the_documented_queries_run_on_the_standin(doris_server) -> None:  # type: ignore[no-untyped-def]
-    """The dead-letter queries of docs/usage.md and the README, with Doris's DIV, FROM_UNIXTIME and
-    FROM_BASE64, answer on the stand-in as on Doris."""
+    """The dead-letter queries of docs/usage.md, with Doris's DIV, FROM_UNIXTIME and FROM_BASE64,
+    answer on the stand-in as on Doris."""
     _create_the_documented_tables(doris_server)
     client = DorisStreamLoadClient(DorisConnectionConfig(host="127.0.0.1", port=doris_server.fe_port, user=DORIS_USER,
                                                          password=DORIS_PASSWORD))  # fmt: skip
     row = DeadLetter(_record(b"[1]"), "payload is JSON list, expected an object").as_row("events")
     assert client.stream_load("analytics", "events_dead_letter", row, label="usage_docs_queries").outcome is LoadOutcome.SUCCESS
-    queries = _queries(USAGE) + _queries(README)
-    assert len(queries) == 4
+    queries = _queries(USAGE)
+    assert len(queries) == 2
     answers = [doris_server.execute_sql("analytics", query) for query in queries]
-    assert answers[0] == answers[2] == [("payload is JSON list, expected an object", 1)]
+    assert answers[0] == [("payload is JSON list, expected an object", 1)]
     assert answers[1] == [("shardId-000000000004", str(SEQUENCE), 0, "2026-01-01 00:00:00",
                            "payload is JSON list, expected an object", "[1]")]  # fmt: skip
-    assert answers[3] == [("payload is JSON list, expected an object", "[1]")]
     assert "`FROM_UNIXTIME(_kinesis_arrival DIV 1000)`" in USAGE
     assert doris_server.execute_sql("analytics", "SELECT FROM_UNIXTIME(1767225600123 DIV 1000)") == [("2026-01-01 00:00:00",)]

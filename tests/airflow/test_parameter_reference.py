@@ -1,6 +1,6 @@
-"""The README's "parameters by group" tables list exactly the operator's parameters and each
-settings object's fields, in their order, with the defaults the code has: a parameter added,
-renamed or removed in the code without the README fails here."""
+"""docs/parameters.md's tables list exactly the operator's parameters and each settings object's
+fields, in their order, with the defaults the code has: a parameter added, renamed or removed in
+the code without the reference fails here."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from airflow_provider_kinesis_doris.config import GROUPS, group_field_names
 
 pytestmark = pytest.mark.airflow
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-SECTION = README.split("### `KinesisToDorisOperator` parameters by group", 1)[1].split("\n## ", 1)[0]
+REFERENCE = (Path(__file__).resolve().parents[2] / "docs" / "parameters.md").read_text()
 
 
 def _tables() -> dict[str, list[str]]:
     """Each table's heading (``The operator`` or the class name) and the names in its first column."""
     tables: dict[str, list[str]] = {}
-    for heading, body in re.findall(r"#### (.+?)\n(.*?)(?=\n#### |\Z)", SECTION, re.S):
+    for heading, body in re.findall(r"^## (.+?)\n(.*?)(?=\n## |\Z)", REFERENCE, re.S | re.M):
         kind = re.findall(r"`(\w+)`", heading)
         tables[kind[-1] if kind else heading.strip()] = re.findall(r"^\| `(\w+)` \|", body, re.M)
     return tables
@@ -45,6 +44,6 @@ def test_each_group_table_lists_its_class_fields_in_order() -> None:
 
 
 def test_each_group_parameter_names_its_classes() -> None:
-    operator_rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", SECTION.split("#### `runner`", 1)[0], re.M))
+    operator_rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", REFERENCE.split("## `runner`", 1)[0], re.M))
     for parameter, kinds in GROUPS.items():
         assert operator_rows[parameter].strip() == f"`{kinds[0].__name__}()`", parameter
