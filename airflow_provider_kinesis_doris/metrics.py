@@ -4,7 +4,7 @@ the deployment's ``[metrics]`` section sets it; nothing is sent when metrics are
 Each metric is sent twice, as Airflow sends its own task metrics: once under a fixed name with the
 pipeline (and, for shard metrics, the shard) as tags, for backends that keep tags, and once with
 them in the name, for plain statsd: ``kinesis_doris.rows_loaded`` tagged ``pipeline_id=...`` and
-``kinesis_doris.rows_loaded.<pipeline id>``. The names are listed in ``METRICS`` and in the README.
+``kinesis_doris.rows_loaded.<pipeline id>``. The names are listed in ``METRICS`` and in docs/usage.md ("Lineage, Assets and metrics").
 """
 
 from __future__ import annotations

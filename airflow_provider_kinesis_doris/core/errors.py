@@ -17,7 +17,7 @@ PROJECT_URL = "https://github.com/airflow-provider-kinesis-doris/airflow-provide
 
 
 def readme_section(title: str) -> str:
-    """``the README, "Backfill" (<project URL>#backfill)``, for a message: the heading to look for
+    """``the README, "Performance" (<project URL>#performance)``, for a message: the heading to look for
     and its anchor, as GitHub derives it from the heading."""
     anchor = re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
     return f'the README, "{title}" ({PROJECT_URL}#{anchor})'
