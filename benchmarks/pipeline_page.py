@@ -1,10 +1,12 @@
 """How long the pipeline page (``airflow_provider_kinesis_doris.ui``) takes for a 1,000-shard
-pipeline: the checkpoint table's reads (``ui.status.read_store_status``, one Query for the shards,
-one a shard for its latest ranges' counts, in parallel) and the HTML, on moto's DynamoDB on
-loopback, timed twice: on the wall clock (moto serves one request at a time and scans, so this is
-an emulator's figure) and through ``benchmarks.aws_model`` (DynamoDB's latency per call and its
-per-partition-key throughput, the emulator's own time left out: the figure for AWS). The metadata
-DB's part (runs, XCom) does not grow with the shard count and is left out.
+pipeline: the checkpoint table's reads (``ui.status.read_store_status``: the ledger's list of
+shards, one paginated Query, and the preflight item), the interval grid built from the runs'
+summaries (``ui.view``: counts and catch-ups, as the loader's XCom gives them) and the HTML, on
+moto's DynamoDB on loopback, timed twice: on the wall clock (moto serves one request at a time and
+scans, so this is an emulator's figure) and through ``benchmarks.aws_model`` (DynamoDB's latency
+per call and its per-partition-key throughput, the emulator's own time left out: the figure for
+AWS). Every DynamoDB call of a load is counted. The metadata DB's one read of the runs and one of
+their XCom do not grow with the shard count and are left out (the summaries are made up here).
 
 ``make bench-page``; ``--shards`` and ``--intervals`` change the pipeline, ``--repeat`` the
 number of timed loads (the median is reported). Not a test: a figure for docs/benchmarks.md.
@@ -18,6 +20,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +30,9 @@ from botocore.config import Config
 from benchmarks.aws_model import AwsModel
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardRange
 from airflow_provider_kinesis_doris.ui import html
-from airflow_provider_kinesis_doris.ui.status import read_store_status
+from airflow_provider_kinesis_doris.ui.pipelines import LoaderRun
+from airflow_provider_kinesis_doris.ui.status import StoreStatus, read_store_status
+from airflow_provider_kinesis_doris.ui.view import caught_up_intervals, grid_cell, interval_counts
 from kinesis_doris_devstack.stack import LocalStack
 
 INTERVAL_MS = 60_000
@@ -86,16 +91,27 @@ def fill(store: Any, infos: list[ShardInfo], intervals: int, first_ms: int) -> N
             store.ranges.mark_range_loaded(info.shard_id, start, counts)
 
 
-def page_data(status: Any, intervals: int, first_ms: int) -> dict[str, Any]:
-    """What ``ui.view.build_page`` hands the HTML, with the DAG runs made up (the metadata DB's
-    part is not measured here)."""
+def run_summaries(shards: int, intervals: int, first_ms: int) -> dict[str, dict[str, Any]]:
+    """Run id → the loader's XCom summary of each interval's run, with the counts ``fill`` stored."""
+    return {
+        f"run-{i}": {"pipeline_id": "bench", "interval": [first_ms + i * INTERVAL_MS, first_ms + (i + 1) * INTERVAL_MS],
+                     "records": 10 * shards, "loaded": 9 * shards, "dead_lettered": shards,
+                     "skipped_intervals": {"recovered": [], "loaded": []}}
+        for i in range(intervals)
+    }  # fmt: skip
+
+
+def page_data(status: StoreStatus, summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What ``ui.view.build_page`` hands the HTML, its grid built from ``summaries`` as the page
+    builds it (the metadata DB's reads are not measured here)."""
+    runs = [LoaderRun(run_id, *summary["interval"], "success", "success", 1) for run_id, summary in summaries.items()]
+    counts, caught_up = interval_counts(summaries.values()), caught_up_intervals(runs, summaries)
     return {
         "pipeline": {"pipeline_id": "bench", "dag_id": "bench_dag", "task_id": "load", "stream_name": "bench-stream",
                      "doris_table": "db.t", "checkpoint_table": "bench", "state": "healthy", "lag_ms": status.max_lag_ms},
         "hours": 6.0, "store_error": None, "store": status.as_dict(),
-        "intervals": [{"run_id": f"run-{i}", "start": str(first_ms + i * INTERVAL_MS), "status": "loaded",
-                       "caught_up_by": None, "rows_loaded": status.intervals[first_ms + i * INTERVAL_MS].rows_loaded,
-                       "dead_lettered": 0} for i in range(intervals)],
+        "rows_loaded": sum(interval.rows_loaded for interval in counts.values()),
+        "intervals": [grid_cell(run, counts.get(run.start_ms), caught_up) for run in runs],
         "waiting": [], "doris": {"table": "db.t", "rows": 0, "error": None, "dead_letter_table": "db.t_dead_letter",
                                  "dead_letters_by_reason": {}, "dead_letters_error": None},
         "preflight": {"verdict": "passed", "digest": "x" * 16, "warnings": []}, "audit": None,
@@ -103,14 +119,23 @@ def page_data(status: Any, intervals: int, first_ms: int) -> dict[str, Any]:
 
 
 def _timed_load(store: Any, intervals: int, first_ms: int, model: AwsModel | None) -> float:
-    """One page's store reads and HTML: seconds on the wall clock, or on the AWS model's clock."""
+    """One page's store reads, grid and HTML: seconds on the wall clock, or on the AWS model's clock."""
     with model.active() if model else contextlib.nullcontext():
         began = model.clock.now() if model else time.monotonic()
-        status = read_store_status(store, intervals)
-        page = html.pipeline_page(page_data(status, intervals, first_ms), "/kinesis-doris")
+        status = read_store_status(store)
+        data = page_data(status, run_summaries(len(status.shards), intervals, first_ms))
+        page = html.pipeline_page(data, "/kinesis-doris")
         took = (model.clock.now() if model else time.monotonic()) - began
-    assert status.rows_loaded == 9 * len(status.shards) * intervals and page.count("data-shard=") == len(status.shards)
+    assert data["rows_loaded"] == 9 * len(status.shards) * intervals and page.count("data-shard=") == len(status.shards)
     return took
+
+
+def counted_calls(client: Any) -> Counter[str]:
+    """DynamoDB calls of ``client`` by operation, counted from now on (botocore's event per call,
+    a retry included as botocore makes it one call)."""
+    calls: Counter[str] = Counter()
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: calls.update([model.name]))
+    return calls
 
 
 def _in_memory(args: argparse.Namespace) -> int:
@@ -148,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         infos = lineage(args.shards)
         fill(store, infos, args.intervals, first_ms)
         print(f"filled {args.shards} shards x {args.intervals} loaded ranges in {time.monotonic() - began:.0f} s")
+        calls = counted_calls(client)
         # moto answers one request at a time and scans the pipeline's items for each Query: at 1,000
         # shards a load takes minutes on the wall clock, which says nothing of AWS (--aws-model-only).
         loads = [] if args.aws_model_only else [_timed_load(store, args.intervals, first_ms, None) for _ in range(args.repeat)]
@@ -158,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"page for {args.shards} shards ({args.intervals} intervals), {name}: median {statistics.median(timings):.2f} s, "
               f"min {min(timings):.2f} s, max {max(timings):.2f} s over {args.repeat} loads")  # fmt: skip
+    loads_done = len(loads) + len(modelled)
+    print("DynamoDB calls per load: " + ", ".join(f"{name} {count / loads_done:g}" for name, count in sorted(calls.items())))
     print(f"DynamoDB calls throttled under the AWS model: {dict(model.throttled) or 'none'}")
     return 0
 

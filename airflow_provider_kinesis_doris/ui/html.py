@@ -91,7 +91,7 @@ def pipeline_page(data: Mapping[str, Any], prefix: str) -> str:
 
 
 def _overview(data: Mapping[str, Any]) -> str:
-    pipeline, store, doris = data["pipeline"], data["store"], data["doris"]
+    pipeline, doris = data["pipeline"], data["doris"]
     rows = [
         ("DAG / task", f"{escape(pipeline['dag_id'])} / {escape(pipeline['task_id'])}"),
         ("stream", escape(pipeline["stream_name"])),
@@ -99,8 +99,7 @@ def _overview(data: Mapping[str, Any]) -> str:
         ("checkpoint table", escape(pipeline["checkpoint_table"])),
         ("state", f"<span id='pipeline-state'>{escape(pipeline['state'])}</span>"),
         ("lag (high-water marks)", _lag(pipeline["lag_ms"])),
-        ("rows loaded (checkpoint table, grid window)",
-         f"<span id='rows-loaded'>{store['rows_loaded']}</span>" if store else "-"),
+        ("rows loaded (the runs' summaries, grid window)", f"<span id='rows-loaded'>{data['rows_loaded']}</span>"),
         ("rows in Doris", f"<span id='rows-in-doris'>{doris['rows']}</span>" if doris["rows"] is not None
          else f"<span class='error'>{escape(str(doris['error']))}</span>"),
     ]  # fmt: skip
@@ -144,11 +143,16 @@ def _grid(data: Mapping[str, Any]) -> str:
         cells.append(
             f"<a class='cell status-{status.replace(' ', '-')}' data-status='{escape(status)}' "
             f"data-start='{escape(cell['start'])}' href='{escape(run_href(dag_id, cell['run_id']))}' target='_top'>"
-            f"{escape(cell['start'])}<br><b>{escape(status)}</b>{by}<br>{cell['rows_loaded']} rows · "
-            f"{cell['dead_lettered']} dead letters</a>"
+            f"{escape(cell['start'])}<br><b>{escape(status)}</b>{by}<br>{_cell_counts(cell)}</a>"
         )
     body = "".join(cells) or "<p class='muted'>No DAG run in this window.</p>"
     return f"<h2>Intervals of the last {data['hours']:g} h</h2><div class='grid' id='intervals'>{body}</div>"
+
+
+def _cell_counts(cell: Mapping[str, Any]) -> str:
+    if cell["rows_loaded"] is None:
+        return "<span class='muted'>no summary</span>"
+    return f"{cell['rows_loaded']} rows · {cell['dead_lettered']} dead letters"
 
 
 def _waiting(data: Mapping[str, Any]) -> str:

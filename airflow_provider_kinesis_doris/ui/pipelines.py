@@ -1,12 +1,14 @@
 """The pipelines of an Airflow 3 deployment and what its metadata DB knows of them: found in the
 serialized DAGs (every task whose type is ``KinesisToDorisOperator``), with their DAG runs, the
-loader's XCom (which shards waited, the preflight's warnings) and the audit's verdicts.
+loader's XCom (what each run loaded, which shards waited, the preflight's warnings) and the audit's
+verdicts.
 
 Read only, and nothing secret: the page names connections by id, never their fields.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -18,6 +20,8 @@ from airflow_provider_kinesis_doris.operators.pipeline_arguments import loader_p
 
 LOADER_TYPE = "KinesisToDorisOperator"
 AUDIT_TYPE = "KinesisDorisAuditOperator"
+DEFAULT_CONNECTIONS = {"aws_conn_id": "aws_default", "doris_conn_id": "doris_default"}
+"""The loader's defaults, for a DAG serialized before its connection ids were template fields."""
 
 
 @dataclass(frozen=True)
@@ -30,8 +34,9 @@ class PipelineTask:
     doris_table: str
     checkpoint_table: str
     pipeline_id: str
-    aws_conn_id: str
-    doris_conn_id: str
+    aws_conn_id: str | None
+    """None: boto3's default credential chain, as the loader reads it."""
+    doris_conn_id: str | None
     dead_letter_table: str | None
     audit_task_id: str | None
 
@@ -68,7 +73,10 @@ def find_pipelines(session: Session) -> list[PipelineTask]:
 def _pipeline_task(dag_id: str, task: Any, audit_task_id: str | None) -> PipelineTask | None:
     stream, table = getattr(task, "stream_name", None), getattr(task, "doris_table", None)
     checkpoint_table = getattr(task, "checkpoint_table", None)
-    if not all(isinstance(value, str) and "{{" not in value for value in (stream, table, checkpoint_table)):
+    if not all(isinstance(value, str) and not _templated(value) for value in (stream, table, checkpoint_table)):
+        return None
+    connections = loader_connections(task)
+    if any(_templated(conn_id) for conn_id in connections.values()):
         return None
     mapping = getattr(task, "mapping", None)
     return PipelineTask(
@@ -78,12 +86,28 @@ def _pipeline_task(dag_id: str, task: Any, audit_task_id: str | None) -> Pipelin
         doris_table=table,
         checkpoint_table=checkpoint_table,
         pipeline_id=loader_pipeline_id(stream, getattr(task, "pipeline_id", None), table),
-        # The serialized DAG keeps only arguments that differ from their defaults.
-        aws_conn_id=getattr(task, "aws_conn_id", None) or "aws_default",
-        doris_conn_id=getattr(task, "doris_conn_id", None) or "doris_default",
+        aws_conn_id=connections["aws_conn_id"],
+        doris_conn_id=connections["doris_conn_id"],
         dead_letter_table=getattr(mapping, "dead_letter_table", None),
         audit_task_id=audit_task_id,
     )
+
+
+def loader_connections(task: Any) -> dict[str, str | None]:
+    """The loader's connection ids as serialized. A template field is serialized whatever its
+    value (a None is left out and comes back as None: boto3's default chain for AWS), so one the
+    task lists is the loader's own; a DAG serialized while they were not template fields lists
+    neither, and the defaults are the best guess."""
+    serialized = set(getattr(task, "template_fields", ()))
+    return {
+        name: getattr(task, name, None) if name in serialized else default
+        for name, default in DEFAULT_CONNECTIONS.items()
+    }
+
+
+def _templated(value: Any) -> bool:
+    """A value rendered only when a run starts: the page, outside any run, cannot name it."""
+    return isinstance(value, str) and "{{" in value
 
 
 def recent_runs(session: Session, pipeline: PipelineTask, hours: float) -> list[LoaderRun]:
@@ -121,6 +145,28 @@ def latest_xcom(session: Session, dag_id: str, task_id: str | None, key: str) ->
         .limit(1)
     ).first()
     return (row.run_id, XComModel.deserialize_value(row)) if row is not None else None
+
+
+def run_summaries(session: Session, pipeline: PipelineTask, run_ids: Sequence[str]) -> dict[str, Mapping[str, Any]]:
+    """Run id → the loader's summary (its ``return_value`` XCom: what the run loaded of its own
+    interval and of those it caught up), for the runs that returned one, in one read. A run
+    that loaded another pipeline (the DAG named another stream or table then) is left out."""
+    if not run_ids:
+        return {}
+    from airflow.models.xcom import XComModel
+
+    rows = session.scalars(
+        select(XComModel).where(
+            XComModel.dag_id == pipeline.dag_id, XComModel.task_id == pipeline.task_id,
+            XComModel.key == "return_value", XComModel.run_id.in_(run_ids),
+        )
+    ).all()  # fmt: skip
+    summaries = {row.run_id: XComModel.deserialize_value(row) for row in rows}
+    return {
+        run_id: summary
+        for run_id, summary in summaries.items()
+        if isinstance(summary, dict) and summary.get("pipeline_id") == pipeline.pipeline_id
+    }
 
 
 def _ms(moment: datetime) -> int:

@@ -1,26 +1,24 @@
 """What the pipeline page shows, read from the checkpoint table without Airflow: the shard
-lineage, each shard's loaded-through instant and lag, the rows each interval loaded.
+lineage, each shard's loaded-through instant and lag, the last passed preflight.
+
+Two reads, whatever the shard count: the ledger's list of shards (one paginated Query) and the
+preflight item. The rows each interval loaded come from the runs' XCom (``ui.view``), not from
+the ranges: a Query a shard was most of a 1,000-shard page's time (docs/benchmarks.md).
 
 Read only: every call here is a read method of a part of the store (``store.ledger``,
-``store.ranges``, ``store.preflight``), never the facade's forwarders, and nothing is written.
+``store.preflight``), never the facade's forwarders, and nothing is written.
 The Airflow side (``ui.pipelines``) adds the DAG runs, XCom and Doris.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, ShardState, iso_utc
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
-
-READ_THREADS = 16
-"""Shards' ranges are read one Query a shard, in parallel (boto3's clients are thread-safe). Still a
-Query a shard: at 1,000 shards that is most of the page's time (docs/benchmarks.md, "The pipeline
-page")."""
 
 
 @dataclass(frozen=True)
@@ -38,27 +36,11 @@ class ShardView:
 
 
 @dataclass
-class IntervalCounts:
-    """What the checkpoint table says one interval loaded, over every shard."""
-
-    start_ms: int
-    shards_loaded: int = 0
-    records: int = 0
-    rows_loaded: int = 0
-    dead_lettered: int = 0
-
-
-@dataclass
 class StoreStatus:
     """Everything the page reads from the checkpoint table of one pipeline."""
 
     shards: list[ShardView]
-    intervals: dict[int, IntervalCounts] = field(default_factory=dict)
     preflight_digest: str | None = None
-
-    @property
-    def rows_loaded(self) -> int:
-        return sum(counts.rows_loaded for counts in self.intervals.values())
 
     @property
     def max_lag_ms(self) -> int | None:
@@ -68,22 +50,15 @@ class StoreStatus:
     def as_dict(self) -> dict[str, Any]:
         return {
             "shards": [asdict(shard) for shard in self.shards],
-            "intervals": {str(start): asdict(counts) for start, counts in sorted(self.intervals.items())},
             "preflight_digest": self.preflight_digest,
-            "rows_loaded": self.rows_loaded,
             "max_lag_ms": self.max_lag_ms,
         }
 
 
-def read_store_status(store: CheckpointStore, recent_intervals: int) -> StoreStatus:
-    """The shards, their lineage and the counts of each shard's ``recent_intervals`` latest ranges."""
-    checkpoints = store.ledger.list_shard_checkpoints()
-    shards = shard_views(checkpoints)
-    with ThreadPoolExecutor(max_workers=READ_THREADS) as pool:
-        per_shard = list(pool.map(lambda shard: store.ranges.recent_loaded_counts(shard.shard_id, recent_intervals), checkpoints))
+def read_store_status(store: CheckpointStore) -> StoreStatus:
+    """The shards with their lineage, marks and lags, and the digest of the last passed preflight."""
     return StoreStatus(
-        shards=shards,
-        intervals=interval_counts(per_shard),
+        shards=shard_views(store.ledger.list_shard_checkpoints()),
         preflight_digest=store.preflight.passed_preflight_digest(),
     )
 
@@ -116,17 +91,3 @@ def _describe_mark(checkpoint: ShardCheckpoint) -> str:
     if mark.kind is BoundaryKind.SHARD_END:
         return "end of shard"
     return iso_utc(mark.instant_ms)
-
-
-def interval_counts(per_shard: Sequence[Mapping[int, Mapping[str, int]]]) -> dict[int, IntervalCounts]:
-    """Interval start → the sum of the LOADED ranges' counts over the shards."""
-    totals: dict[int, IntervalCounts] = {}
-    for ranges in per_shard:
-        for start_ms, counts in ranges.items():
-            total = totals.setdefault(start_ms, IntervalCounts(start_ms))
-            total.shards_loaded += 1
-            total.records += counts.get("records", 0)
-            total.rows_loaded += counts.get("rows_loaded", 0)
-            total.dead_lettered += counts.get("dead_lettered", 0)
-    return totals
-

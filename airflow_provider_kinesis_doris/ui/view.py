@@ -1,5 +1,6 @@
 """One pipeline's page, put together from the checkpoint table (``ui.status``), the metadata DB
-(``ui.pipelines``) and Doris (row counts, dead letters per reason), every source read only.
+(``ui.pipelines``: the runs, and what each loaded from its XCom) and Doris (row counts, dead
+letters per reason), every source read only.
 
 A source that does not answer (Doris down, a table not created yet) leaves its part of the page
 saying so; the rest still shows: the page is for the moments something is wrong.
@@ -7,7 +8,9 @@ saying so; the rest still shows: the page is for the moments something is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,17 +23,28 @@ from airflow_provider_kinesis_doris.ui.pipelines import (
     PipelineTask,
     latest_xcom,
     recent_runs,
+    run_summaries,
 )
-from airflow_provider_kinesis_doris.ui.status import IntervalCounts, StoreStatus, read_store_status
+from airflow_provider_kinesis_doris.ui.status import StoreStatus, read_store_status
 
 DEFAULT_HOURS = 6.0
 MAX_GRID_INTERVALS = 200
-"""The grid shows at most this many runs (and reads as many ranges a shard): a one-minute
-schedule's last 6 hours would be 360 cells no one reads one by one."""
+"""The grid shows at most this many runs: a one-minute schedule's last 6 hours would be 360 cells
+no one reads one by one."""
 
 LOADED, CAUGHT_UP, PENDING, FAILED, LEFT_TO_OWN_RUN = "loaded", "caught up", "pending", "failed", "left to its own run"
 _PENDING_TASK_STATES = {"running", "up_for_retry", "up_for_reschedule", "deferred", "restarting"}
 _NOT_STARTED_TASK_STATES = {None, "none", "scheduled", "queued"}
+_INTERVAL_KEYS = re.compile(r"\((\d+), (\d+)\)$")
+"""The epoch-ms bounds at the end of ``core.model.describe_interval``'s text."""
+
+
+@dataclass(frozen=True)
+class IntervalCounts:
+    """What one interval loaded over every shard, as the run that loaded it reported."""
+
+    rows_loaded: int
+    dead_lettered: int
 
 
 def open_store(pipeline: PipelineTask) -> CheckpointStore:
@@ -81,16 +95,19 @@ def build_page(
 ) -> dict[str, Any]:  # fmt: skip
     """Everything the page shows of ``pipeline``, as JSON-able data."""
     runs = recent_runs(session, pipeline, hours)[:MAX_GRID_INTERVALS]
+    summaries = run_summaries(session, pipeline, [run.run_id for run in runs])
+    counts = interval_counts(summaries.values())
+    caught_up = caught_up_intervals(runs, summaries)
     store = store if store is not None else open_store(pipeline)
-    status, store_error = _read(lambda: read_store_status(store, max(len(runs), 1)))
+    status, store_error = _read(lambda: read_store_status(store))
     doris_rows = doris_rows if doris_rows is not None else doris_scalar_rows(pipeline)
-    caught_up = _caught_up_intervals(store, runs) if status is not None else {}
     return {
         "pipeline": pipeline_summary(pipeline, runs, status),
         "hours": hours,
         "store_error": store_error,
         "store": status.as_dict() if status else None,
-        "intervals": [_grid_cell(run, status.intervals.get(run.start_ms) if status else None, caught_up) for run in runs],
+        "rows_loaded": sum(interval.rows_loaded for interval in counts.values()),
+        "intervals": [grid_cell(run, counts.get(run.start_ms), caught_up) for run in runs],
         "waiting": _waiting(session, pipeline, runs, status),
         "doris": _doris_counts(pipeline, doris_rows),
         "preflight": _preflight(session, pipeline, status),
@@ -105,17 +122,47 @@ def _read(read: Callable[[], Any]) -> tuple[Any, str | None]:
         return None, f"{type(exc).__name__}: {exc}"
 
 
-def _caught_up_intervals(store: CheckpointStore, runs: Sequence[LoaderRun]) -> dict[int, str]:
-    """Interval start → the run that loaded it in its catch-up (one read a successful run)."""
+def interval_counts(summaries: Iterable[Mapping[str, Any]]) -> dict[int, IntervalCounts]:
+    """Interval start → what it loaded: each summary's own interval and the skipped intervals its
+    run loaded first (``skipped_intervals.loaded``; one taken on by an earlier try of the run is
+    counted in that try's log only, as a failed try returns no summary)."""
+    counts: dict[int, IntervalCounts] = {}
+    for summary in summaries:
+        counts[summary["interval"][0]] = _counts(summary)
+        for loaded in (summary.get("skipped_intervals") or {}).get("loaded", []):
+            counts[_interval_start(loaded["interval"])] = _counts(loaded)
+    return counts
+
+
+def _counts(totals: Mapping[str, Any]) -> IntervalCounts:
+    # "loaded" counts what this try sent; a retry's replay finds the rest loaded by an earlier try.
+    earlier = totals.get("already_loaded") or {}
+    return IntervalCounts(
+        rows_loaded=int(totals.get("loaded") or 0) + int(earlier.get("rows") or 0),
+        dead_lettered=int(totals.get("dead_lettered") or 0) + int(earlier.get("dead_letters") or 0),
+    )
+
+
+def caught_up_intervals(runs: Sequence[LoaderRun], summaries: Mapping[str, Mapping[str, Any]]) -> dict[int, str]:
+    """Interval start → the newest run that loaded it in its catch-up (``skipped_intervals.recovered``)."""
     caught: dict[int, str] = {}
     for run in runs:
-        if run.task_state == "success":
-            for start_ms, _ in store.ranges.adopted_by(run.start_ms):
-                caught.setdefault(start_ms, run.run_id)
+        recovered = (summaries.get(run.run_id, {}).get("skipped_intervals") or {}).get("recovered", [])
+        for described in recovered:
+            caught.setdefault(_interval_start(described), run.run_id)
     return caught
 
 
-def _grid_cell(run: LoaderRun, counts: IntervalCounts | None, caught_up: dict[int, str]) -> dict[str, Any]:
+def _interval_start(described: str) -> int:
+    """The start (epoch ms) of an interval as ``core.model.describe_interval`` wrote it."""
+    keys = _INTERVAL_KEYS.search(described)
+    if keys is None:
+        raise ValueError(f"{described!r} is not an interval as describe_interval writes it ('[start, end) (ms, ms)')")
+    return int(keys.group(1))
+
+
+def grid_cell(run: LoaderRun, counts: IntervalCounts | None, caught_up: dict[int, str]) -> dict[str, Any]:
+    """The run's cell of the interval grid."""
     return {
         "run_id": run.run_id,
         "start": iso_utc(run.start_ms),
@@ -124,9 +171,9 @@ def _grid_cell(run: LoaderRun, counts: IntervalCounts | None, caught_up: dict[in
         "task_state": run.task_state,
         "status": interval_status(run, caught_up),
         "caught_up_by": caught_up.get(run.start_ms) if run.task_state != "success" else None,
-        "rows_loaded": counts.rows_loaded if counts else 0,
-        "dead_lettered": counts.dead_lettered if counts else 0,
-        "shards_loaded": counts.shards_loaded if counts else 0,
+        # None: no summary tells (a failed run returns none; the task log has what it loaded).
+        "rows_loaded": counts.rows_loaded if counts else None,
+        "dead_lettered": counts.dead_lettered if counts else None,
     }
 
 
