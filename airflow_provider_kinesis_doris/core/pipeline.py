@@ -22,7 +22,8 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
+from airflow_provider_kinesis_doris.core.label_window import check_label_window
+from airflow_provider_kinesis_doris.core.load import load_range_group
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
