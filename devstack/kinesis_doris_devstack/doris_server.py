@@ -43,16 +43,8 @@ from kinesis_doris_devstack.doris_admin import FrontendAdmin, Session
 from kinesis_doris_devstack.doris_dml import execute_dml
 from kinesis_doris_devstack.doris_mysql import DorisMysqlServer
 from kinesis_doris_devstack.quiet_server import QuietThreadingHTTPServer
-from kinesis_doris_devstack.doris_loads import (
-    LoadError,
-    LoadOptions,
-    LoadOutcome,
-    LoadPlan,
-    parse_load_options,
-    parse_put_options,
-    plan_load,
-    run_load,
-)
+from kinesis_doris_devstack.doris_load_options import LoadError, LoadOptions, parse_load_options, parse_put_options
+from kinesis_doris_devstack.doris_loads import LoadOutcome, LoadPlan, plan_load, run_load
 from kinesis_doris_devstack.doris_sql import (
     INFORMATION_SCHEMA,
     DorisSqlError,
