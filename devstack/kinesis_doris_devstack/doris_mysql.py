@@ -2,7 +2,7 @@
 
 `mysql-mimic <https://github.com/kelsin/mysql-mimic>`_ speaks the wire protocol; every statement
 it does not answer itself goes to the same SQL engine as the FE's HTTP SQL endpoint
-(:func:`kinesis_doris_devstack.doris_sql.execute_statement`, through ``_Cluster.execute_sql``),
+(:func:`kinesis_doris_devstack.doris_sql.execute_statement`, through ``Cluster.execute_sql``),
 without the HTTP endpoint's row limit.
 
 What mysql-mimic answers itself, as a MySQL server would: ``SET`` (session variables,
