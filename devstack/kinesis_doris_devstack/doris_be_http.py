@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from kinesis_doris_devstack.doris_load_options import LoadError, LoadOptions, parse_load_options, parse_put_options
 from kinesis_doris_devstack.doris_loads import LoadOutcome, LoadPlan, plan_load, run_load
-from kinesis_doris_devstack.doris_sql import DorisSqlError
+from kinesis_doris_devstack.doris_schema import DorisSqlError
 from kinesis_doris_devstack.doris_txn import LabelAlreadyExists, TxnError
 from kinesis_doris_devstack.doris_faults import Fault
 from kinesis_doris_devstack.doris_http import StandInHandler

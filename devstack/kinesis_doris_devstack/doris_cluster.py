@@ -11,13 +11,9 @@ from urllib.parse import quote
 
 from kinesis_doris_devstack.doris_admin import FrontendAdmin, Session
 from kinesis_doris_devstack.doris_dml import execute_dml
-from kinesis_doris_devstack.doris_sql import (
-    INFORMATION_SCHEMA,
-    DorisSqlError,
-    StatementResult,
-    Storage,
-    execute_statement,
-)
+from kinesis_doris_devstack.doris_schema import INFORMATION_SCHEMA, DorisSqlError, StatementResult
+from kinesis_doris_devstack.doris_sql import Storage
+from kinesis_doris_devstack.doris_statements import execute_statement
 from kinesis_doris_devstack.doris_txn import TXN_BOOTSTRAP_DDL, TxnManager
 from kinesis_doris_devstack.doris_faults import FaultInjector
 

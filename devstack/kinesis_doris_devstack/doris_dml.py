@@ -21,23 +21,18 @@ from typing import Any
 from kinesis_doris_devstack.doris_load_expressions import compile_expression
 from kinesis_doris_devstack.doris_load_options import LoadError, LoadOptions
 from kinesis_doris_devstack.doris_loads import plan_load, run_load
-from kinesis_doris_devstack.doris_sql import (
+from kinesis_doris_devstack.doris_schema import (
     DELETE_SIGN_COLUMN,
     EXEC_OK,
     UNIQUE_KEYS,
     DorisSqlError,
     Grantee,
     StatementResult,
-    Storage,
     TableSchema,
-    Token,
-    TokenCursor,
-    physical_table,
-    quote_identifier,
     require_table_privilege,
-    tokenize,
-    transaction,
 )
+from kinesis_doris_devstack.doris_sql import Storage, physical_table, quote_identifier, transaction
+from kinesis_doris_devstack.doris_tokens import Token, TokenCursor, tokenize
 from kinesis_doris_devstack.doris_txn import TxnError, TxnManager
 
 _INSERT_TIMEOUT_SECONDS = 14400  # Doris's insert_timeout session variable

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from kinesis_doris_devstack.doris_sql import DorisSqlError, StatementResult
+from kinesis_doris_devstack.doris_schema import DorisSqlError, StatementResult
 from kinesis_doris_devstack.doris_txn import TxnError
 from kinesis_doris_devstack.doris_be_http import GROUP_COMMIT_MODES
 from kinesis_doris_devstack.doris_http import StandInHandler

@@ -11,9 +11,7 @@ import re
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 from typing import Any
 
-from kinesis_doris_devstack.doris_sql import (
-    ColumnType,
-)
+from kinesis_doris_devstack.doris_schema import ColumnType
 
 
 # --- value conversion ----------------------------------------------------------------------

@@ -12,17 +12,10 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from kinesis_doris_devstack.doris_sql import (
-    ColumnType,
-    DorisSqlError,
-    Token,
-    TokenCursor,
-    left,
-    parse_type,
-    right,
-    substring_index,
-    tokenize,
-)
+from kinesis_doris_devstack.doris_ddl import parse_type
+from kinesis_doris_devstack.doris_schema import ColumnType, DorisSqlError
+from kinesis_doris_devstack.doris_sql import left, right, substring_index
+from kinesis_doris_devstack.doris_tokens import Token, TokenCursor, tokenize
 from kinesis_doris_devstack.doris_load_conversion import ConversionError, INT_TEXT, NUMBER_TEXT, convert_value, to_datetime_text, to_text
 from kinesis_doris_devstack.doris_load_options import plan_error
 

@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from kinesis_doris_devstack.doris_sql import (
-    UNIQUE_KEYS,
-    ColumnDef,
-    StagedRow,
-    TableSchema,
-    now_text,
-)
+from kinesis_doris_devstack.doris_schema import UNIQUE_KEYS, ColumnDef, TableSchema, now_text
+from kinesis_doris_devstack.doris_table_models import StagedRow
 from kinesis_doris_devstack.doris_load_conversion import ConversionError, convert_value, to_text
 from kinesis_doris_devstack.doris_load_expressions import Expression, compile_expression, lenient_convert
 from kinesis_doris_devstack.doris_load_options import LoadError, LoadOptions, decompress, plan_error

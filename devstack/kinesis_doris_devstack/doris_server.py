@@ -144,7 +144,8 @@ class DorisServer:
         return self._cluster
 
     def inject_fault(self, kind: str, count: int = 1, **params: Any) -> None:
-        """Make the next ``count`` stream loads fail as ``kind`` (see :data:`FAULT_KINDS`).
+        """Make the next ``count`` stream loads fail as ``kind`` (see
+        :data:`~kinesis_doris_devstack.doris_faults.FAULT_KINDS`).
 
         :param kind: fault kind, e.g. ``publish_timeout`` or ``slow``.
         :param count: how many stream loads it affects.
