@@ -1,4 +1,5 @@
-"""Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process).
+"""Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process):
+:func:`run_here` is the runner without Spark, the job's range groups in lanes of this process.
 
 Chunk k is loaded in one background thread while this thread reads, maps and cuts chunk k+1: at
 most one load in flight and at most two chunks in memory. Loads are submitted in chunk order and
@@ -26,6 +27,7 @@ from airflow_provider_kinesis_doris.core.stores.checkpoint_store import Checkpoi
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 from airflow_provider_kinesis_doris.core.chunk_load import LOADED_STATES, load_chunk
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.chunks import ChunkContent, cut_chunks, follow_contents, settled_contents
 from airflow_provider_kinesis_doris.core.errors import (
     ChunkContentSettledElsewhere,
@@ -87,6 +89,22 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
         yield from load_ranges(clients, indices)
     finally:
         clients.doris.close()
+
+
+def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRIVER_CONCURRENCY) -> list[RangeReport]:
+    """A runner without Spark: the job's range groups in this process, in ``lanes`` threads side by
+    side, each loading its share of the groups one after the other with its own clients (a range
+    group's ranges stay in order, parents first, as in a Spark partition).
+
+    :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
+        (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
+        DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
+    """
+    groups = job.partition_groups()
+    count = max(1, min(lanes, len(groups)))  # lanes: InProcessRunner checked it
+    shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
+    loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
+    return [report for reports in loaded for report in reports]
 
 
 def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> Iterator[RangeReport]:
