@@ -7,7 +7,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kinesis_doris_devstack.doris_schema import AGGREGATE_FUNCTIONS, AGG_KEYS, COLUMN_TYPES, ColumnDef, ColumnType, DUP_KEYS, DorisSqlError, TableSchema, UNIQUE_KEYS
+from kinesis_doris_devstack.doris_schema import (
+    AGGREGATE_FUNCTIONS,
+    AGG_KEYS,
+    COLUMN_TYPES,
+    ColumnDef,
+    ColumnType,
+    DUP_KEYS,
+    DorisSqlError,
+    TableSchema,
+    UNIQUE_KEYS,
+)
 from kinesis_doris_devstack.doris_tokens import TokenCursor, tokenize
 
 

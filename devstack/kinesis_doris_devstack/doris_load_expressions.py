@@ -16,7 +16,14 @@ from kinesis_doris_devstack.doris_ddl import parse_type
 from kinesis_doris_devstack.doris_schema import ColumnType, DorisSqlError
 from kinesis_doris_devstack.doris_sql import left, right, substring_index
 from kinesis_doris_devstack.doris_tokens import Token, TokenCursor, tokenize
-from kinesis_doris_devstack.doris_load_conversion import ConversionError, INT_TEXT, NUMBER_TEXT, convert_value, to_datetime_text, to_text
+from kinesis_doris_devstack.doris_load_conversion import (
+    ConversionError,
+    INT_TEXT,
+    NUMBER_TEXT,
+    convert_value,
+    to_datetime_text,
+    to_text,
+)
 from kinesis_doris_devstack.doris_load_options import plan_error
 
 

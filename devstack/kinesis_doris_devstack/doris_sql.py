@@ -24,7 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from kinesis_doris_devstack.doris_ddl import CreateTable, build_schema
-from kinesis_doris_devstack.doris_schema import DELETE_SIGN_COLUMN, DUP_KEYS, DorisSqlError, INFORMATION_SCHEMA, SEQUENCE_COLUMN, StatementResult, TableSchema
+from kinesis_doris_devstack.doris_schema import (
+    DELETE_SIGN_COLUMN,
+    DUP_KEYS,
+    DorisSqlError,
+    INFORMATION_SCHEMA,
+    SEQUENCE_COLUMN,
+    StatementResult,
+    TableSchema,
+)
 
 
 _NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")

@@ -1,6 +1,6 @@
 """The SQL endpoint's statement dispatcher of the Doris stand-in (:func:`execute_statement`):
-``CREATE``, ``DROP``, ``SHOW``, ``DESC`` and ``SHOW CREATE TABLE`` answered from the catalog,
-SELECTs checked for privileges and run by SQLite.
+``CREATE``, ``DROP``, ``TRUNCATE``, ``SHOW`` (``SHOW CREATE TABLE`` among them) and ``DESC``
+answered from the storage's catalog, SELECTs checked for privileges and run by SQLite.
 """
 
 from __future__ import annotations
@@ -9,8 +9,23 @@ import re
 
 import sqlglot
 from sqlglot import expressions as exp
+
 from kinesis_doris_devstack.doris_ddl import parse_create_table, parse_properties
-from kinesis_doris_devstack.doris_schema import AGG_KEYS, ColumnDef, DUP_KEYS, DorisSqlError, EXEC_OK, Grantee, INFORMATION_SCHEMA, StatementResult, TableSchema, UNIQUE_KEYS, access_denied, require_database_privilege, require_table_privilege
+from kinesis_doris_devstack.doris_schema import (
+    AGG_KEYS,
+    ColumnDef,
+    DUP_KEYS,
+    DorisSqlError,
+    EXEC_OK,
+    Grantee,
+    INFORMATION_SCHEMA,
+    StatementResult,
+    TableSchema,
+    UNIQUE_KEYS,
+    access_denied,
+    require_database_privilege,
+    require_table_privilege,
+)
 from kinesis_doris_devstack.doris_sql import Storage
 from kinesis_doris_devstack.doris_tokens import TokenCursor, tokenize
 

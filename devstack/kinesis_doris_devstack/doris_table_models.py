@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from kinesis_doris_devstack.doris_schema import ColumnDef, ColumnType, DELETE_SIGN_COLUMN, DUP_KEYS, SEQUENCE_COLUMN, TableSchema, UNIQUE_KEYS
+from kinesis_doris_devstack.doris_schema import (
+    ColumnDef,
+    ColumnType,
+    DELETE_SIGN_COLUMN,
+    DUP_KEYS,
+    SEQUENCE_COLUMN,
+    TableSchema,
+    UNIQUE_KEYS,
+)
 from kinesis_doris_devstack.doris_sql import physical_table, quote_identifier
 
 
