@@ -63,7 +63,8 @@ from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credential
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.runner_choice import AutoRunner
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.kinesis.reader import MAX_RECORDS_PER_CALL

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_here, run_interval
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store

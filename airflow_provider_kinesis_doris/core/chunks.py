@@ -1,4 +1,4 @@
-"""Cut a range's mapped records into Stream Load chunks.
+"""Cut a range's mapped records into Stream Load chunks, and settle what each chunk holds.
 
 Chunks are a pure function of the records, the limits and the spans of chunks already recorded
 for the range: a replay re-creates the recorded chunks exactly (same labels, so Doris or the
@@ -10,6 +10,8 @@ What a chunk holds is fixed like its span: before its first load, the loader set
 later attempt follows it (:func:`follow_contents`). Otherwise a record that a user transform
 failed on once, or that a changed ``required_fields`` now accepts, would be a dead letter in one
 attempt and a row in the next, under labels that Doris already holds: in neither table, or in both.
+The reads and writes of settled contents in the checkpoint store are here too (:func:`settle_content`,
+:func:`settled_contents`, :func:`follow_an_amendment`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,16 @@ import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from airflow_provider_kinesis_doris.core.errors import ChunkContentChanged, ChunkContentTooLarge
-from airflow_provider_kinesis_doris.core.model import ChunkLimits, Position
+from airflow_provider_kinesis_doris.core.errors import (
+    ChunkContentChanged,
+    ChunkContentSettledElsewhere,
+    ChunkContentTooLarge,
+    RowsRefused,
+)
+from airflow_provider_kinesis_doris.core.model import ChunkLimits, Position, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, Row
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 
 _MAX_POSITION = Position(2**200, 2**31)
 MAX_CONTENT_CHARS = 300_000
@@ -256,3 +265,58 @@ def _ends_before(
     if span is not None:
         return True
     return count_with > limits.max_rows or size_with > limits.max_bytes
+
+
+def follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
+    """Check, before the dead letters of ``chunk`` are sent, that its content is still the one this
+    pass cut it by, when its rows turned out loaded by another run during this pass (Doris knew the
+    label; a chunk recorded loaded when the pass began was cut by the contents read after that).
+    That run may have found rows Doris refused, amended the content (``core.chunk_load``)
+    and loaded the rows without them: the dead letters this pass holds lack those records, and
+    whichever run's dead-letter load reaches Doris first owns the label. The amendment is written
+    before the load that made the rows visible, so this strongly consistent read sees it.
+
+    :raises RowsRefused: the content changed; the range is read again, following it.
+    """
+    stored = store.chunks.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
+    if stored is not None and ChunkContent.decode(stored) != chunk.content:
+        raise RowsRefused(
+            f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
+            f"{chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)}) after this run settled it, and loaded its "
+            "rows without the rows Doris refused; its dead letters are sent as amended"
+        )
+
+
+def settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
+    """The contents settled for the range's chunks, by first position."""
+    stored = store.chunks.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    contents = (ChunkContent.decode(text) for text in stored)
+    return {content.first: content for content in contents}
+
+
+def settle_content(
+    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None,
+    attempt: str,
+) -> tuple[str, bool]:  # fmt: skip
+    """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
+    sent; the first run to settle it wins and every later or concurrent run follows. A chunk whose
+    first label (``first_label``, recorded as ``known``) has no intent yet gets it in the same
+    write (owned by ``attempt``), when its content is not settled either.
+
+    :return: the stored content, and whether this call put the intent of ``first_label``.
+    """
+    content = chunk.content.encode()
+    interval_start_ms = shard_range.interval_start_ms
+    if known is None and store.chunks.put_chunk_intent_with_content(
+        first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content, attempt=attempt
+    ):
+        return content, True
+    stored = store.chunks.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
+    if ChunkContent.decode(stored) != chunk.content:
+        # Another attempt settled it first with another mapping outcome, or amended it for rows
+        # Doris refused; the range's next pass follows it.
+        raise ChunkContentSettledElsewhere(
+            f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
+            "run with other dead letters while this pass cut it; nothing of it is sent by this pass"
+        )
+    return stored, False

@@ -23,8 +23,11 @@ from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.errors import LabelWindowBroken, readme_section
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import LabelCanary
 
@@ -45,6 +48,14 @@ CANARIES_PER_WINDOW = 4
 def trusted_window_seconds(label_keep_seconds: int) -> int:
     """How long after a label's load Doris is trusted to remember it, on any worker's clock."""
     return max(label_keep_seconds - CLOCK_SKEW_MARGIN_SECONDS, 0)
+
+
+def past_trusted_window(updated_ms: int, now_ms: int, label_keep_seconds: int) -> bool:
+    """Whether Doris may have forgotten the label of a chunk whose intent was written at
+    ``updated_ms``: that is the clock of the worker that wrote it, ``now_ms`` this worker's, so a
+    label is taken as still remembered only while it is younger than ``label_keep_seconds`` by
+    more than the two clocks can disagree (:data:`CLOCK_SKEW_MARGIN_SECONDS`)."""
+    return now_ms - updated_ms >= trusted_window_seconds(label_keep_seconds) * 1000
 
 
 class LabelWindowWatch:
@@ -117,3 +128,23 @@ class LabelWindowWatch:
             "which evicts the oldest labels of a busy database early); see "
             f"{readme_section('Exactly once: what is guaranteed, and the limits')}, 'Label window'."
         )
+
+
+def check_label_window(
+    job: LoadJob, store: CheckpointStore, credentials: Credentials, clock_ms: Callable[[], int], *, doris: Any | None = None
+) -> None:
+    """The run's label-window canary (:class:`LabelWindowWatch`), asked in the driver once before the
+    runner starts, with the driver's own store: lanes and Spark partitions then only offer their
+    labels. The loaders' AWS credentials (``executor_credentials``) may hold only on the
+    executors, so the canary never builds AWS clients from them.
+
+    :param doris: the client to ask; None: one built from the job and ``credentials``' password.
+    :raises LabelWindowBroken: Doris forgot a label younger than ``label_keep_seconds``.
+    """
+    pipeline = job.pipeline
+    client = doris if doris is not None else DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy)
+    try:
+        LabelWindowWatch(store, client, pipeline.doris_database, pipeline.doris.label_keep_seconds, clock_ms).check()
+    finally:
+        if doris is None:
+            client.close()

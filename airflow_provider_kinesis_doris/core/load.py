@@ -1,85 +1,53 @@
-"""Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process).
+"""Read → map → chunk → load for planned ranges. Runs inside a Spark task (or any process):
+:func:`run_here` is the runner without Spark, the job's range groups in lanes of this process.
 
 Chunk k is loaded in one background thread while this thread reads, maps and cuts chunk k+1: at
 most one load in flight and at most two chunks in memory. Loads are submitted in chunk order and
 each waits for the one before it, so intents and outcomes are recorded in order; a failed load
 stops the range before any later chunk is loaded.
 
-Each chunk follows the intent log of invariant I7: record the intent in DynamoDB, load under the
-chunk's label (Doris drops a duplicate label), record the outcome. On a replay, a chunk whose
-outcome is recorded is skipped without asking Doris, and a chunk with an intent but no outcome is
-resolved through ``get_load_state`` before anything is sent again, whatever its age. An intent
-older than Doris's label window whose label Doris no longer knows cannot be resolved: it is
-reported, never guessed. A load that provably did not reach Doris is recorded ``NOT_LOADED`` and
-sent again under a fresh intent. See docs/checkpoints.md, "Chunks", for what this proves.
+Each chunk is loaded under the intent log of invariant I7 (``core.chunk_load``). On a replay the
+reader follows the chunks and contents earlier attempts settled (``core.chunks``), and a read that
+no longer holds a record not known loaded is ``DataTrimmed`` (I6). See docs/checkpoints.md,
+"Chunks", for what this proves.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-import re
 import time
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, NoReturn
+from typing import Any
 
 from airflow_provider_kinesis_doris.core.aws_clients import aws_client
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, ChunkRecord
-from airflow_provider_kinesis_doris.core.chunks import Chunk, ChunkContent, cut_chunks, follow_contents
-from airflow_provider_kinesis_doris.core.fields import refuse_unmatched, sample_members
+from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
+from airflow_provider_kinesis_doris.core.chunk_load import LOADED_STATES, load_chunk
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
+from airflow_provider_kinesis_doris.core.chunks import ChunkContent, cut_chunks, follow_contents, settled_contents
 from airflow_provider_kinesis_doris.core.errors import (
     ChunkContentSettledElsewhere,
     DataTrimmed,
     KinesisDorisError,
     RangeFailure,
-    PermanentStreamLoadError,
     RowsRefused,
-    StreamLoadError,
-    UnresolvableLoad,
 )
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials
-from airflow_provider_kinesis_doris.core.doris.labels import DEAD_LETTER_NAMESPACE, chunk_label, dead_letter_label
-from airflow_provider_kinesis_doris.core.label_window import (
-    CLOCK_SKEW_MARGIN_SECONDS,
-    LabelWindowWatch,
-    trusted_window_seconds,
-)
+from airflow_provider_kinesis_doris.core.doris.labels import DEAD_LETTER_NAMESPACE
+from airflow_provider_kinesis_doris.core.label_window import LabelWindowWatch
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ChunkLimits, KinesisRecord, Position, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, ends_after
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import skip_record_parsing
-from airflow_provider_kinesis_doris.core.doris.rejections import find_refused_rows, refused_rows
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
-from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
-from airflow_provider_kinesis_doris.core.doris.result import LabelState, StreamLoadResult
 from airflow_provider_kinesis_doris.core.mapping import map_record
 from airflow_provider_kinesis_doris.core.report import RangeReport
 
 log = logging.getLogger(__name__)
-
-_LOADED_STATES = frozenset({LabelState.VISIBLE.value, LabelState.COMMITTED.value})
-
-
-FEW_REFUSED_ROWS = 10
-"""Fewer rows refused in a chunk are dead-lettered whatever their share (a small chunk at the end of
-an interval may hold one bad record and little else); from this many, ``max_bad_record_ratio``
-applies."""
-
-
-_RECORD_SPECIFIC = re.compile(r": |, src value is |\. first 32 bytes of input str")
-
-
-def reason_kind(reason: str) -> str:
-    """A dead letter's reason without what is specific to its record (the decoder's position,
-    the exception's text, the refused value): what to count and alert on."""
-    return _RECORD_SPECIFIC.split(reason, maxsplit=1)[0][:200]
-
-
 
 
 @dataclass
@@ -113,25 +81,6 @@ class LoadClients:
         )
 
 
-def check_label_window(
-    job: LoadJob, store: CheckpointStore, credentials: Credentials, clock_ms: Callable[[], int], *, doris: Any | None = None
-) -> None:
-    """The run's label-window canary (``core.label_window``), asked in the driver once before the
-    runner starts, with the driver's own store: lanes and Spark partitions then only offer their
-    labels. The loaders' AWS credentials (``executor_credentials``) may hold only on the
-    executors, so the canary never builds AWS clients from them.
-
-    :param doris: the client to ask; None: one built from the job and ``credentials``' password.
-    :raises LabelWindowBroken: Doris forgot a label younger than ``label_keep_seconds``.
-    """
-    pipeline = job.pipeline
-    client = doris if doris is not None else DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy)
-    try:
-        LabelWindowWatch(store, client, pipeline.doris_database, pipeline.doris.label_keep_seconds, clock_ms).check()
-    finally:
-        if doris is None:
-            client.close()
-
 
 def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credentials | None = None) -> Iterator[RangeReport]:
     """Load the ranges ``indices`` of ``job`` one after the other (parents first)."""
@@ -140,6 +89,22 @@ def load_range_group(job: LoadJob, indices: Iterable[int], credentials: Credenti
         yield from load_ranges(clients, indices)
     finally:
         clients.doris.close()
+
+
+def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRIVER_CONCURRENCY) -> list[RangeReport]:
+    """A runner without Spark: the job's range groups in this process, in ``lanes`` threads side by
+    side, each loading its share of the groups one after the other with its own clients (a range
+    group's ranges stay in order, parents first, as in a Spark partition).
+
+    :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
+        (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
+        DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
+    """
+    groups = job.partition_groups()
+    count = max(1, min(lanes, len(groups)))  # lanes: InProcessRunner checked it
+    shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
+    loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
+    return [report for reports in loaded for report in reports]
 
 
 def load_ranges(clients: LoadClients, indices: Iterable[int] | None = None) -> Iterator[RangeReport]:
@@ -244,7 +209,7 @@ def _read_and_load(
         clients.kinesis, shard_range, store.ledger, consumer_arn=pipeline.efo_consumer_arn,
         clock=lambda: clients.clock_ms() / 1000, end_read=end_read,
     )  # fmt: skip
-    contents = {} if fresh else _settled_contents(store, shard_range)
+    contents = {} if fresh else settled_contents(store, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})
     records = _past_a_trimmed_head(reader, spans, _loaded_spans(recorded, contents), shard_range)
@@ -258,7 +223,7 @@ def _read_and_load(
                 in_flight.result()
             if chunk.first in sent:
                 continue
-            in_flight = loads.submit(_load_chunk, clients, shard_range, chunk, by_label, report, sent)
+            in_flight = loads.submit(load_chunk, clients, shard_range, chunk, by_label, report, sent)
         if in_flight is not None:
             in_flight.result()
     return reader.outcome
@@ -275,7 +240,7 @@ def _loaded_spans(
     with_dead_letters_label: set[tuple[Position, Position]] = set()
     for chunk in recorded:
         span = (chunk.first, chunk.last)
-        spans[span] = spans.get(span, True) and chunk.state in _LOADED_STATES
+        spans[span] = spans.get(span, True) and chunk.state in LOADED_STATES
         if chunk.label.startswith(f"{DEAD_LETTER_NAMESPACE}:"):
             with_dead_letters_label.add(span)
     return {
@@ -366,261 +331,3 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
         )  # fmt: skip
     return settled
 
-
-def _load_chunk(
-    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, recorded: Mapping[str, ChunkRecord],
-    report: RangeReport, sent: set[Position],
-) -> None:  # fmt: skip
-    """Load one chunk's rows and dead letters; ``recorded``: the range's chunks by label, as this
-    pass read them when it began."""
-    pipeline = clients.job.pipeline
-    report.records_skipped += chunk.skipped
-    if not chunk.line_count and not chunk.dead_letters:
-        # Only records that make no row: nothing to send, nothing to settle (a replay cuts the
-        # same chunk again, since its records and the limits it was cut by are the same).
-        report.records += chunk.record_count
-        report.chunks += 1
-        sent.add(chunk.first)
-        return
-    ids = (pipeline.pipeline_id, pipeline.stream_name, chunk.shard_id, chunk.first, chunk.last)
-    first_label = chunk_label(*ids) if chunk.line_count else dead_letter_label(*ids)
-    # Names this pass in the intents it writes: only the attempt that wrote an intent may record
-    # that its send did not reach Doris.
-    attempt = uuid.uuid4().hex
-    settled, intent_put = _settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label), attempt)
-    if chunk.line_count:
-        if not report.fields and pipeline.table_columns is not None:
-            report.fields = sorted(sample_members(chunk.body))
-            if pipeline.unmatched_fields == "fail":
-                refuse_unmatched(report.fields, pipeline.table_columns, chunk.shard_id)
-        label = chunk_label(*ids)
-        try:
-            loaded = _load_once(
-                clients, shard_range, chunk, label, pipeline.doris_table, pipeline.load_options, chunk.body,
-                recorded.get(label), report, attempt, intent_put=intent_put,
-            )  # fmt: skip
-        except PermanentStreamLoadError as error:
-            if (failed := refused_rows(error)) is None:
-                raise
-            _settle_refused_rows(clients, shard_range, chunk, settled, failed, error, report)
-        known = recorded.get(label)
-        if loaded is None and chunk.dead_letters and (known is None or known.state not in _LOADED_STATES):
-            _follow_an_amendment(clients.store, shard_range, chunk)
-        report.labels.append(label)
-        report.chunks_already_loaded += loaded is None
-        if loaded is None:
-            report.rows_already_loaded += chunk.line_count
-        else:
-            report.rows_loaded += loaded.number_loaded_rows
-            report.rows_filtered += loaded.number_filtered_rows
-            report.rows_unselected += loaded.number_unselected_rows
-    if chunk.dead_letters:
-        body = b"".join(dead.as_row(pipeline.stream_name) + b"\n" for dead in chunk.dead_letters)
-        label = dead_letter_label(*ids)
-        loaded = _load_once(
-            clients, shard_range, chunk, label, pipeline.dead_letter_table, pipeline.dead_letter_options, body,
-            recorded.get(label), report, attempt, intent_put=intent_put and label == first_label,
-        )  # fmt: skip
-        if loaded is None:
-            report.dead_letters_already_loaded += len(chunk.dead_letters)
-        else:
-            report.dead_lettered += len(chunk.dead_letters)
-            for dead_letter in chunk.dead_letters:
-                kind = reason_kind(dead_letter.reason)
-                report.dead_letter_reasons[kind] = report.dead_letter_reasons.get(kind, 0) + 1
-    report.records += chunk.record_count
-    report.chunks += 1
-    sent.add(chunk.first)
-
-
-def _settle_refused_rows(
-    clients: LoadClients, shard_range: ShardRange, chunk: Chunk, settled: str, failed: StreamLoadResult,
-    error: PermanentStreamLoadError, report: RangeReport,
-) -> NoReturn:  # fmt: skip
-    """Settle the rows Doris refused in ``chunk`` as dead letters (its load failed whole, so
-    nothing of it is visible yet), unless so many are refused that the table and the records
-    cannot match; then raise :class:`RowsRefused` to load the chunk again without them.
-
-    :param report: counts the failed load and the probes (their labels enter Doris's label window).
-    """
-    report.loads_aborted += 1
-    pipeline = clients.job.pipeline
-    where = f"chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)})"
-    share = failed.number_filtered_rows / max(failed.number_total_rows, 1)
-    if failed.number_filtered_rows >= FEW_REFUSED_ROWS and share > pipeline.max_bad_record_ratio:
-        raise PermanentStreamLoadError(
-            f"Doris refused {failed.number_filtered_rows} of {failed.number_total_rows} rows of {where}, more than "
-            f"max_bad_record_ratio ({pipeline.max_bad_record_ratio:g}): the table {pipeline.doris_database}."
-            f"{pipeline.doris_table} and the records probably do not match (a column's type, a NOT NULL column). "
-            f"Nothing of the chunk was loaded; see Doris's error log {failed.error_url}",
-            error_url=failed.error_url, result=failed,
-        ) from error
-    lines = chunk.body.split(b"\n")[:-1]
-    found = find_refused_rows(clients.doris, pipeline.doris_database, pipeline.doris_table, pipeline.load_options, lines)
-    report.probe_loads += found.probe_loads
-    report.loads_aborted += found.probes_aborted
-    refused = found.reasons
-    if not refused:
-        raise error
-    # A refused line makes its whole record a dead letter (a record's rows load together or not).
-    line_records = chunk.line_records()
-    amended = ChunkContent.decode(settled).with_refused({line_records[index]: reason for index, reason in refused.items()})
-    clients.store.chunks.amend_chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first, settled, amended.encode())
-    raise RowsRefused(f"Doris refused {len(refused)} of {len(lines)} rows of {where}; they are dead letters now")
-
-
-def _follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
-    """Check, before the dead letters of ``chunk`` are sent, that its content is still the one this
-    pass cut it by, when its rows turned out loaded by another run during this pass (Doris knew the
-    label; a chunk recorded loaded when the pass began was cut by the contents read after that).
-    That run may have found rows Doris refused, amended the content (:func:`_settle_refused_rows`)
-    and loaded the rows without them: the dead letters this pass holds lack those records, and
-    whichever run's dead-letter load reaches Doris first owns the label. The amendment is written
-    before the load that made the rows visible, so this strongly consistent read sees it.
-
-    :raises RowsRefused: the content changed; the range is read again, following it.
-    """
-    stored = store.chunks.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
-    if stored is not None and ChunkContent.decode(stored) != chunk.content:
-        raise RowsRefused(
-            f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
-            f"{chunk.shard_id} (interval {describe_instant(shard_range.interval_start_ms)}) after this run settled it, and loaded its "
-            "rows without the rows Doris refused; its dead letters are sent as amended"
-        )
-
-
-def _settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
-    """The contents settled for the range's chunks, by first position."""
-    stored = store.chunks.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
-    contents = (ChunkContent.decode(text) for text in stored)
-    return {content.first: content for content in contents}
-
-
-def _settle_content(
-    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None,
-    attempt: str,
-) -> tuple[str, bool]:  # fmt: skip
-    """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
-    sent; the first run to settle it wins and every later or concurrent run follows. A chunk whose
-    first label (``first_label``, recorded as ``known``) has no intent yet gets it in the same
-    write (owned by ``attempt``), when its content is not settled either.
-
-    :return: the stored content, and whether this call put the intent of ``first_label``.
-    """
-    content = chunk.content.encode()
-    interval_start_ms = shard_range.interval_start_ms
-    if known is None and store.chunks.put_chunk_intent_with_content(
-        first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content, attempt=attempt
-    ):
-        return content, True
-    stored = store.chunks.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
-    if ChunkContent.decode(stored) != chunk.content:
-        # Another attempt settled it first with another mapping outcome, or amended it for rows
-        # Doris refused; the range's next pass follows it.
-        raise ChunkContentSettledElsewhere(
-            f"Chunk {chunk.first.encode()}..{chunk.last.encode()} of shard {chunk.shard_id} was settled by another "
-            "run with other dead letters while this pass cut it; nothing of it is sent by this pass"
-        )
-    return stored, False
-
-
-def _load_once(
-    clients: LoadClients,
-    shard_range: ShardRange,
-    chunk: Chunk,
-    label: str,
-    table: str,
-    options: StreamLoadOptions,
-    body: bytes,
-    known: ChunkRecord | None,
-    report: RangeReport,
-    attempt: str,
-    *,
-    intent_put: bool = False,
-) -> Any:
-    """Load ``body`` under ``label`` unless the intent log or Doris proves it loaded.
-
-    :param known: the chunk as recorded when this pass began, or None. An intent another run
-        records after that is not missed: ours is put once, so we then load as a run that did not
-        settle every attempt (Doris refuses a label it holds).
-    :param report: counts a load that needed more than one attempt (``chunks_retried``).
-    :param attempt: names this pass in the intent it writes.
-    :param intent_put: this pass put the label's intent already (with the chunk's content), as
-        ``attempt``.
-    :return: the Stream Load result of a load made now, or None if it was already loaded.
-    """
-    store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
-    shard_id, interval_start_ms = shard_range.shard_id, shard_range.interval_start_ms
-    if known is not None and known.state in _LOADED_STATES:
-        return None
-    if known is not None and known.state == CHUNK_INTENT:
-        # An earlier attempt may have reached Doris, whenever it was: ask before sending again,
-        # so a label Doris still knows is never loaded twice and its body never re-sent (I7).
-        state = doris.get_load_state(database, label)
-        if state.is_loaded:
-            store.chunks.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
-            return None
-        if state is LabelState.UNKNOWN and _past_label_window(clients, known):
-            raise UnresolvableLoad(
-                f"Chunk {label} of shard {chunk.shard_id} ({chunk.first.encode()}..{chunk.last.encode()}, range of "
-                f"interval {describe_instant(interval_start_ms)}) was "
-                f"sent more than {_label_window_seconds(clients)} s ago (label_keep_seconds "
-                f"{clients.job.pipeline.doris.label_keep_seconds} less {CLOCK_SKEW_MARGIN_SECONDS} s the workers' "
-                "clocks may disagree by) and Doris no longer "
-                "knows its label: whether it was loaded cannot be decided. Check the table for these positions, "
-                "then delete the chunk item from the checkpoint table to load it again, or record it as VISIBLE."
-            )
-        # UNKNOWN inside the window or ABORTED: the label is free and nothing of it is visible.
-        # PREPARE: another attempt is still running; load_idempotently waits for it.
-    # Whether this attempt owns the intent, so that no other send of this label can be under way:
-    # only then can a failure of our own send prove the chunk not loaded. An intent found written
-    # by another attempt is never taken over: that attempt may still be sending.
-    owned = intent_put
-    if known is None:
-        if not intent_put:
-            owned = store.chunks.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
-    elif known.state != CHUNK_INTENT:
-        # Known not loaded (never sent, or refused for certain): a fresh intent, so the label window
-        # of this attempt starts now; only over the chunk as this pass read it.
-        owned = store.chunks.renew_chunk_intent(known, attempt)
-        if not owned:
-            current = store.chunks.get_chunk(label, shard_id, interval_start_ms)
-            if current is not None and current.state in _LOADED_STATES:
-                return None
-    try:
-        result = doris.load_idempotently(database, table, label, body, options)
-    except StreamLoadError as error:
-        if error.definitely_not_loaded and owned:
-            # Provably not in Doris: a retry after the label window sends it again. Only while the
-            # intent is still ours: an outcome another attempt recorded meanwhile stays.
-            store.chunks.record_chunk_outcome(
-                label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms, owner=attempt
-            )  # fmt: skip
-        raise
-    report.chunks_retried += result.attempts > 1
-    txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
-    loaded = result.result
-    store.chunks.record_chunk_outcome(
-        label,
-        result.state.value,
-        txn_id,
-        shard_id=shard_id,
-        interval_start_ms=interval_start_ms,
-        rows_loaded=loaded.number_loaded_rows if loaded else 0,
-        rows_filtered=loaded.number_filtered_rows if loaded else 0,
-    )
-    if loaded is not None and result.state is LabelState.VISIBLE:
-        clients.label_window.offer(label)
-    return loaded
-
-
-def _past_label_window(clients: LoadClients, chunk: ChunkRecord) -> bool:
-    """Whether Doris may have forgotten ``chunk``'s label: its intent's ``updated_ms`` is the clock
-    of the worker that wrote it, the age is measured on this worker's, so a label is taken as
-    still remembered only while it is younger than ``label_keep_seconds`` by more than the two
-    clocks can disagree (:data:`CLOCK_SKEW_MARGIN_SECONDS`)."""
-    return clients.clock_ms() - chunk.updated_ms >= _label_window_seconds(clients) * 1000
-
-
-def _label_window_seconds(clients: LoadClients) -> int:
-    return trusted_window_seconds(clients.job.pipeline.doris.label_keep_seconds)

@@ -22,7 +22,7 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import check_label_window, load_range_group
+from airflow_provider_kinesis_doris.core.label_window import check_label_window
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
@@ -44,7 +44,7 @@ the stream's retention (I11)."""
 
 Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
 """Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
-:func:`run_here`)."""
+``core.load.run_here``)."""
 
 
 @dataclass(frozen=True)
@@ -504,19 +504,3 @@ def _report_if_empty(
         millis_behind_latest=outcome.millis_behind_latest,
         get_records_calls=outcome.get_records_calls,
     )
-
-
-def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRIVER_CONCURRENCY) -> list[RangeReport]:
-    """A runner without Spark: the job's range groups in this process, in ``lanes`` threads side by
-    side, each loading its share of the groups one after the other with its own clients (a range
-    group's ranges stay in order, parents first, as in a Spark partition).
-
-    :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
-        (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
-        DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
-    """
-    groups = job.partition_groups()
-    count = max(1, min(lanes, len(groups)))  # lanes: InProcessRunner checked it
-    shares = [[index for group in groups[lane::count] for index in group] for lane in range(count)]
-    loaded = map_bounded(lambda share: list(load_range_group(job, share, credentials)), shares, count)
-    return [report for reports in loaded for report in reports]

@@ -36,7 +36,7 @@ class RangeReport:
     """Records that make no row by design and are neither loaded nor dead letters (a CloudWatch
     Logs control message with ``decoder="gzip+json"``, a decoder function returning no row)."""
     dead_letter_reasons: dict[str, int] = field(default_factory=dict)
-    """Dead letters this run sent, by the kind of their reason (see :func:`~airflow_provider_kinesis_doris.core.load.reason_kind`)."""
+    """Dead letters this run sent, by the kind of their reason (see :func:`~airflow_provider_kinesis_doris.core.chunk_load.reason_kind`)."""
     chunks: int = 0
     chunks_already_loaded: int = 0
     chunks_retried: int = 0

@@ -156,7 +156,7 @@ class AutoRunner:
 
     :param store: the pipeline's checkpoint store (the shards' recent counts).
     :param spark: the Spark runner.
-    :param in_process: the in-process runner (``core.pipeline.run_here``).
+    :param in_process: the in-process runner (``core.load.run_here``).
     :param max_records: the largest estimate loaded in process.
     :param concurrency: the store's reads at the same time (one Query per range).
     """

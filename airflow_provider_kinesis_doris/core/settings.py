@@ -156,7 +156,7 @@ class PipelineConfig:
     :param relaxed_order: children do not wait for their parents.
     :param parallelism: Spark partitions at most (default: one per shard range).
     :param max_bad_record_ratio: the share of a chunk's rows Doris may refuse; they become dead
-        letters. Above it (and from ``core.load.FEW_REFUSED_ROWS`` rows) the load fails: the
+        letters. Above it (and from ``core.chunk_load.FEW_REFUSED_ROWS`` rows) the load fails: the
         table and the records probably do not match.
     :param efo_consumer_arn: a registered stream consumer: loaders read their ranges through it
         with enhanced fan-out (``SubscribeToShard``) instead of GetRecords

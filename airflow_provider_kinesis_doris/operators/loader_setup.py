@@ -30,7 +30,8 @@ from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, sp
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_here
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner
 from airflow_provider_kinesis_doris.core.runner_choice import SPARK, AutoRunner
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 

@@ -3,7 +3,7 @@ method on its Nth call (KCL's ``ExceptionThrowingLeaseRefresher`` idea).
 
 Nothing here mocks the pipeline: the wrappers sit around the real boto3 clients and the real
 checkpoint store, and :func:`runner_with` runs the real loader in this process, like
-``core.pipeline.run_here``, with the load's clients passed through a wrapping function.
+``core.load.run_here``, with the load's clients passed through a wrapping function.
 """
 
 from __future__ import annotations

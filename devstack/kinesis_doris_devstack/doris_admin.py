@@ -23,15 +23,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from kinesis_doris_devstack.doris_sql import (
-    EXEC_OK,
-    DorisSqlError,
-    StatementResult,
-    Token,
-    TokenCursor,
-    parse_properties,
-    tokenize,
-)
+from kinesis_doris_devstack.doris_ddl import parse_properties
+from kinesis_doris_devstack.doris_schema import EXEC_OK, DorisSqlError, StatementResult
+from kinesis_doris_devstack.doris_tokens import Token, TokenCursor, tokenize
 
 FE_CONFIG_TITLES = ("Key", "Value", "Type", "IsMutable", "MasterOnly", "Comment")
 BE_CONFIG_TITLES = ("BackendId", "Host", "Key", "Value", "Type", "IsMutable")
@@ -89,7 +83,7 @@ class _Account:
 @dataclass(frozen=True)
 class Session:
     """Who runs a statement: ``user`` of ``admin``, connected from ``remote_ip``. The SQL engine
-    checks privileges against it (:class:`kinesis_doris_devstack.doris_sql.Grantee`)."""
+    checks privileges against it (:class:`kinesis_doris_devstack.doris_schema.Grantee`)."""
 
     admin: FrontendAdmin
     user: str

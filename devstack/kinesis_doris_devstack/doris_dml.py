@@ -2,7 +2,7 @@
 LOAD on the table as Doris checks it (``ERR_TABLEACCESS_DENIED_ERROR``, 1142).
 
 An INSERT's rows take the Stream Load's row path (:mod:`kinesis_doris_devstack.doris_loads`: type
-conversion, defaults, the table model's semantics) in strict mode, Doris's default
+conversion in ``doris_load_conversion``, defaults, the table model's semantics) in strict mode, Doris's default
 (``enable_insert_strict``), inside a transaction with a label (``label_<hex>_<hex>`` as Nereids
 names it, or ``WITH LABEL l``): ``get_load_state`` knows it, and a label that is taken refuses the
 INSERT. A DELETE removes the rows its predicate matches; on a UNIQUE KEY table it writes the delete
@@ -18,24 +18,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kinesis_doris_devstack.doris_loads import LoadError, LoadOptions, compile_expression, plan_load, run_load
-from kinesis_doris_devstack.doris_sql import (
+from kinesis_doris_devstack.doris_load_expressions import compile_expression
+from kinesis_doris_devstack.doris_load_options import LoadError, LoadOptions
+from kinesis_doris_devstack.doris_loads import plan_load, run_load
+from kinesis_doris_devstack.doris_schema import (
     DELETE_SIGN_COLUMN,
     EXEC_OK,
     UNIQUE_KEYS,
     DorisSqlError,
     Grantee,
     StatementResult,
-    Storage,
     TableSchema,
-    Token,
-    TokenCursor,
-    physical_table,
-    quote_identifier,
     require_table_privilege,
-    tokenize,
-    transaction,
 )
+from kinesis_doris_devstack.doris_sql import Storage, physical_table, quote_identifier, transaction
+from kinesis_doris_devstack.doris_tokens import Token, TokenCursor, tokenize
 from kinesis_doris_devstack.doris_txn import TxnError, TxnManager
 
 _INSERT_TIMEOUT_SECONDS = 14400  # Doris's insert_timeout session variable

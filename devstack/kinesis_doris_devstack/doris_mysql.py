@@ -2,7 +2,7 @@
 
 `mysql-mimic <https://github.com/kelsin/mysql-mimic>`_ speaks the wire protocol; every statement
 it does not answer itself goes to the same SQL engine as the FE's HTTP SQL endpoint
-(:func:`kinesis_doris_devstack.doris_sql.execute_statement`, through ``_Cluster.execute_sql``),
+(:func:`kinesis_doris_devstack.doris_statements.execute_statement`, through ``Cluster.execute_sql``),
 without the HTTP endpoint's row limit.
 
 What mysql-mimic answers itself, as a MySQL server would: ``SET`` (session variables,
@@ -33,7 +33,7 @@ from mysql_mimic.variables import SYSTEM_VARIABLES, GlobalVariables, SessionVari
 from sqlglot import expressions as exp
 from sqlglot.errors import ParseError
 
-from kinesis_doris_devstack.doris_sql import INFORMATION_SCHEMA, DorisSqlError, StatementResult
+from kinesis_doris_devstack.doris_schema import INFORMATION_SCHEMA, DorisSqlError, StatementResult
 
 log = logging.getLogger(__name__)
 # mysql-mimic logs every connection at INFO; the HTTP ports of the stand-in log requests at DEBUG.

@@ -19,14 +19,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kinesis_doris_devstack.doris_sql import (
-    DorisSqlError,
-    StagedRow,
-    Storage,
-    TableSchema,
-    apply_rows,
-    transaction,
-)
+from kinesis_doris_devstack.doris_schema import DorisSqlError, TableSchema
+from kinesis_doris_devstack.doris_sql import Storage, transaction
+from kinesis_doris_devstack.doris_table_models import StagedRow, apply_rows
 
 PREPARE, PRECOMMITTED, COMMITTED = "PREPARE", "PRECOMMITTED", "COMMITTED"
 VISIBLE, ABORTED = "VISIBLE", "ABORTED"

@@ -18,7 +18,7 @@ from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
-from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
+from airflow_provider_kinesis_doris.core.chunk_load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.core.model import RangeState
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, PipelineConfig
 from kinesis_doris_devstack.scenario import create_stream, now_ms, put_records, sealed_end, wait_past

@@ -1918,7 +1918,7 @@ def test_a_run_whose_rows_another_run_loaded_after_amending_sends_the_amended_de
     letter, the record the mapping refuses) and, at its next store write, another run of the
     interval found the row Doris refuses, amended the content and loaded rows and dead letters. The
     first run's rows are then already loaded; before sending its dead letters it sees the
-    amendment and follows it (``_follow_an_amendment``): each record once, in its table."""
+    amendment and follows it (``chunks.follow_an_amendment``): each record once, in its table."""
     machine = _a_chunk_doris_refuses_a_row_of_and_the_mapping_a_record_of(rows_decoder)
     followed = EXPLORED["amendment of another run followed"]
     machine._run(0, Fault("concurrent_run", 3, 0))

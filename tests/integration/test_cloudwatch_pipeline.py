@@ -16,7 +16,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
-from airflow_provider_kinesis_doris.core.pipeline import run_here
+from airflow_provider_kinesis_doris.core.load import run_here
 from kinesis_doris_devstack.scenario import now_ms, put_records, sealed_end, wait_past
 from tests.integration.conftest import DB
 

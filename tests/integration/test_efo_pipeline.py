@@ -12,7 +12,8 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.settings import Credentials
-from airflow_provider_kinesis_doris.core.pipeline import run_here, run_interval
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, sealed_end, wait_past
 from tests.conftest import DORIS_PASSWORD

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
-from airflow_provider_kinesis_doris.core.pipeline import run_here
+from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 

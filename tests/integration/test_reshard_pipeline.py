@@ -91,7 +91,7 @@ class RecordingKinesis:
 
 
 def recording_runner(log: CallLog) -> Callable[[LoadJob, Credentials], list[RangeReport]]:
-    """``core.pipeline.run_here`` with the readers' Kinesis client wrapped in :class:`RecordingKinesis`."""
+    """``core.load.run_here`` with the readers' Kinesis client wrapped in :class:`RecordingKinesis`."""
     return runner_with(lambda executor: replace(executor, kinesis=RecordingKinesis(executor.kinesis, log, "reader")))
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
-from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_here
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.runner_choice import (
     MAX_RETENTION_MS,
     SHARD_WRITE_LIMIT_RECORDS_PER_S,

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, name_problem, quote_identifier
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import dead_letter_ddl
-from kinesis_doris_devstack.doris_sql import tokenize
+from kinesis_doris_devstack.doris_tokens import tokenize
 
 HOSTILE = ["a`b", "t; DROP TABLE x", "t -- c", "t/*x*/", "t.u", "1t", "_t", "", "t\n", "t'", 't"', "x" * 65]
 UNUSUAL_BUT_LEGAL = ["t--c", "Events-2026", "Zürich_ereignisse", "事件", "a" * 64, "T_1-x"]

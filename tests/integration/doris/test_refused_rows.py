@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
-from airflow_provider_kinesis_doris.core.load import FEW_REFUSED_ROWS
+from airflow_provider_kinesis_doris.core.chunk_load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
 from kinesis_doris_devstack.scenario import event, now_ms, put_records, sealed_end, wait_past
 
