@@ -14,7 +14,8 @@ from datetime import datetime, timedelta, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import AirflowException, BaseOperator, conf
+from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
+from airflow.providers.common.compat.sdk import AirflowException, conf
 
 from airflow_provider_kinesis_doris.assets.doris import create_asset
 from airflow_provider_kinesis_doris.config import (
@@ -26,22 +27,16 @@ from airflow_provider_kinesis_doris.config import (
     RunnerConfig,
     SparkRunner,
     StateConfig,
-    check_groups_together,
 )
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, ShardsWaiting
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
-from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
 from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
 from airflow_provider_kinesis_doris.links.pipeline_page import KinesisDorisPipelineLink
 from airflow_provider_kinesis_doris.operators import loader_setup as setup
 from airflow_provider_kinesis_doris.operators.dag_runs import catch_up_for, epoch_ms, interval_of
-from airflow_provider_kinesis_doris.operators.loader_arguments import (
-    PARSE_TIME_CHECKS,
-    RENDERED_CHECKS,
-    check_arguments,
-)
+from airflow_provider_kinesis_doris.operators.loader_arguments import LOADER_ARGUMENT_CHECKS, check_groups
 from airflow_provider_kinesis_doris.operators.loader_messages import (
     PREPARING_FAILED,
     explain_failure,
@@ -50,7 +45,12 @@ from airflow_provider_kinesis_doris.operators.loader_messages import (
     run_failure,
 )
 from airflow_provider_kinesis_doris.operators.loader_preflight import deployment_report, run_preflight
-from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import (
+    PIPELINE_TEMPLATE_FIELDS,
+    TABLE_REQUIRED_CHECKS,
+    KinesisPipelineBaseOperator,
+    rendered_later,
+)
 from airflow_provider_kinesis_doris.version_compat import AirflowRescheduleException, DateTimeTrigger
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ WAIT_IN_TASK_AT_MOST = timedelta(minutes=5)
 before its interval ends) reschedules the task, or defers it when ``deferrable``."""
 
 
-class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
+class KinesisToDorisOperator(KinesisPipelineBaseOperator):
     """Load the records that arrived in ``[data_interval_start, data_interval_end)`` on a Kinesis
     stream into a Doris table, exactly once across retries, reruns, backfills and reshards.
 
@@ -100,18 +100,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         checkpoints; shared by pipelines. (templated)
     :param pipeline_id: identity of this stream→table load in the checkpoint table and in the
         labels; default ``<stream_name>.<doris_table>``. Changing it starts a new pipeline. (templated)
-    :param aws_conn_id: AWS connection (credentials, region, ``endpoint_url`` extras).
-    :param region_name: AWS region; the connection's by default.
+    :param aws_conn_id: AWS connection (credentials, region, ``endpoint_url`` extras). (templated)
+    :param region_name: AWS region; the connection's by default. (templated)
     :param verify: whether to verify TLS certificates, or a CA bundle path (which must exist on
-        Spark executors too); the connection's by default.
+        Spark executors too); the connection's by default. (templated)
     :param botocore_config: ``botocore.config.Config`` arguments (retries, proxies, timeouts),
         instead of the connection's ``config_kwargs``; the task's and the loaders' clients use them.
+        (templated)
     :param executor_credentials: how the loaders (Spark executors, or the task's process) get AWS
         credentials: ``"driver"`` (default): the connection's, resolved once when the task starts
         and shipped in the 0600 credentials file; ``"default_chain"``: their own (instance
         profile, IRSA, environment); or an IAM role ARN they assume with their own credentials.
         See ``docs/production.md``.
-    :param doris_conn_id: ``doris`` connection.
+    :param doris_conn_id: ``doris`` connection. (templated)
     :param runner: how the ranges are loaded. (its templated fields are rendered)
     :param mapping: how a record becomes a row. (its templated fields are rendered)
     :param read: how and when the stream is read. (its templated fields are rendered)
@@ -120,21 +121,17 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     :param deferrable: wait for the seal in the triggerer instead of rescheduling.
     """
 
-    template_fields: Sequence[str] = (*PipelineArgumentsMixin.template_fields, "runner", "mapping", "read", "load")
+    template_fields: Sequence[str] = aws_template_fields(
+        *PIPELINE_TEMPLATE_FIELDS, "doris_conn_id", "runner", "mapping", "read", "load"
+    )
+    pipeline_argument_checks = TABLE_REQUIRED_CHECKS
     operator_extra_links = (DorisTableLink(), KinesisDorisPipelineLink())
     ui_color = "#d4e9f7"
 
     def __init__(
         self,
         *,
-        stream_name: str,
         doris_table: str,
-        checkpoint_table: str,
-        pipeline_id: str | None = None,
-        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
         executor_credentials: str = DRIVER_CREDENTIALS,
         doris_conn_id: str = DorisHook.default_conn_name,
         runner: RunnerConfig | None = None,
@@ -147,23 +144,19 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
     ) -> None:
         runner, mapping, read = runner or SparkRunner(), mapping or MappingConfig(), read or ReadConfig()
         load, state = load or LoadConfig(), state or StateConfig()
-        # Every argument by the name it has in the signature: a bad literal fails the DAG's parse.
-        check_arguments(PARSE_TIME_CHECKS, locals())
-        check_groups_together(mapping, load, rendered=False)
-        super().__init__(
-            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
-            doris_table=doris_table, aws_conn_id=aws_conn_id, region_name=region_name, verify=verify,
-            botocore_config=botocore_config, **kwargs,
-        )  # fmt: skip
+        # A bad literal fails the DAG's parse.
+        check_groups({"runner": runner, "mapping": mapping, "read": read, "load": load, "state": state}, rendered=False)
+        super().__init__(doris_table=doris_table, **kwargs)
         self.executor_credentials = executor_credentials
         self.doris_conn_id = doris_conn_id
         self.runner, self.mapping, self.read, self.load, self.state = runner, mapping, read, load, state
         self.deferrable = deferrable
+        self.check_arguments(LOADER_ARGUMENT_CHECKS)
         self._checked_names: tuple[tuple[str, str | None], tuple[str, str, str]] | None = None
-        if "{{" not in doris_table and "{{" not in (mapping.dead_letter_table or ""):
+        if not any(rendered_later(value) for value in (doris_table, mapping.dead_letter_table)):
             # Literal names fail the DAG's parse; templated ones when the task runs.
             database, table, _ = self._table_names()
-            if "outlets" not in kwargs:
+            if "outlets" not in kwargs and not rendered_later(doris_conn_id):
                 self.outlets = [create_asset(database=database, table=table, conn_id=doris_conn_id)]
         self._submitter: LoadJobSubmitter | None = None
         self._run_totals: dict[str, Any] | None = None
@@ -175,9 +168,7 @@ class KinesisToDorisOperator(PipelineArgumentsMixin, BaseOperator):
         for name in GROUPS:
             setattr(self, name, deepcopy(getattr(self, name)))
         super().render_template_fields(context, jinja_env)
-        # Only now are the templated values known: a bad one fails before anything is looked up.
-        check_arguments(RENDERED_CHECKS, {name: getattr(self, name) for name in RENDERED_CHECKS})
-        check_groups_together(self.mapping, self.load, rendered=True)
+        check_groups({name: getattr(self, name) for name in GROUPS}, rendered=True)
 
     # -- seal -------------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
-"""Which check each of ``KinesisToDorisOperator``'s arguments gets, and when.
+"""The checks of ``KinesisToDorisOperator``'s own arguments, beside the pipeline's
+(``pipeline_arguments``).
 
-Literal arguments are checked when the operator is built (at DAG parse time), templated ones once
-they are rendered (the operator's ``render_template_fields``); both raise :class:`ConfigurationError`
-naming the argument, and each value is checked once. The grouped settings
+An argument is checked once: a literal when the operator is built (at DAG parse time), a template
+once rendered (the operator's ``render_template_fields``); each check raises
+:class:`ConfigurationError` naming the argument. The grouped settings
 (``airflow_provider_kinesis_doris.config``) check their own fields when built, and their templated
 fields once rendered. Checks that need more than the value (``DESC``) stay where their inputs are
 known.
@@ -10,49 +11,34 @@ known.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from airflow_provider_kinesis_doris.config import GROUPS, check_group, check_rendered_group
-from airflow_provider_kinesis_doris.core.settings import check_executor_credentials
-from airflow_provider_kinesis_doris.core.value_checks import (
-    check_flag,
-    check_optional_mapping,
-    check_optional_text,
-    check_text,
-    check_verify,
+from airflow_provider_kinesis_doris.config import (
+    Check,
+    check_group,
+    check_groups_together,
+    check_rendered_group,
 )
+from airflow_provider_kinesis_doris.core.settings import check_executor_credentials
+from airflow_provider_kinesis_doris.core.value_checks import check_flag, check_text
 
-Check = Callable[[str, Any], object]
-
-PARSE_TIME_CHECKS: Mapping[str, Check] = {
-    "aws_conn_id": check_optional_text,
-    "region_name": check_optional_text,
-    "verify": check_verify,
-    "botocore_config": check_optional_mapping,
+LOADER_ARGUMENT_CHECKS: Mapping[str, Check] = {
     "executor_credentials": check_executor_credentials,
     "doris_conn_id": check_text,
-    **{name: check_group for name in GROUPS},
     "deferrable": check_flag,
 }
-"""The arguments whose values are final when the DAG file is parsed, and the groups (whose
-templated fields are rendered later, and checked then)."""
-
-RENDERED_CHECKS: Mapping[str, Check] = {
-    "stream_name": check_text,
-    "checkpoint_table": check_text,
-    "pipeline_id": check_optional_text,
-    "doris_table": check_text,
-    **{name: check_rendered_group for name in GROUPS},
-}
-"""The templated arguments (of the operator's ``template_fields``) whose rendered values can be
-wrong: empty names, or values Jinja rendered to another type (``render_template_as_native_obj``)."""
+"""The loader's own arguments besides the groups, checked as the pipeline's are."""
 
 
-def check_arguments(checks: Mapping[str, Check], arguments: Mapping[str, Any]) -> None:
-    """Run each argument's check on its value in ``arguments``.
+def check_groups(groups: Mapping[str, Any], *, rendered: bool) -> None:
+    """Check that each group is of a class its parameter takes and that ``mapping`` and ``load``
+    agree; once ``rendered``, also each group's templated fields (Jinja's native rendering could
+    even replace a group).
 
-    :raises ConfigurationError: the first argument whose value its check refuses.
+    :raises ConfigurationError: naming the first bad group or field.
     """
-    for name, check in checks.items():
-        check(name, arguments[name])
+    check = check_rendered_group if rendered else check_group
+    for name, value in groups.items():
+        check(name, value)
+    check_groups_together(groups["mapping"], groups["load"], rendered=rendered)

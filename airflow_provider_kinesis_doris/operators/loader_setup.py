@@ -9,7 +9,8 @@ rule lives once (``core`` and ``config`` check the values, this module only asse
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -109,13 +110,6 @@ def columns_to_match(
         return None
 
 
-def spark_runner_of(runner: RunnerConfig) -> SparkRunner | None:
-    """The Spark settings a run may use: None when it never starts Spark."""
-    if isinstance(runner, SparkOrInProcess):
-        return runner.spark
-    return runner if isinstance(runner, SparkRunner) else None
-
-
 def pipeline_config(
     *, pipeline_id: str, stream_name: str, checkpoint_table: str, table_names: tuple[str, str, str], doris_hook: DorisHook,
     aws_hook: KinesisPipelineHook, executor_credentials: str, runner: RunnerConfig, mapping: MappingConfig,
@@ -128,7 +122,7 @@ def pipeline_config(
     """
     database, table, dead_letter_table = table_names
     options = stream_load_options(load, mapping)
-    spark = spark_runner_of(runner)
+    spark = runner_kind(runner).spark_of(runner)
     return PipelineConfig(
         pipeline_id=pipeline_id, stream_name=stream_name, checkpoint_table=checkpoint_table,
         doris_database=database, doris_table=table, dead_letter_table=dead_letter_table,
@@ -151,7 +145,8 @@ def spark_settings(runner: RunnerConfig) -> tuple[SparkSettings | None, LoadJobS
     :class:`SparkOrInProcess`'s only if it chooses Spark."""
     from airflow_provider_kinesis_doris.spark.runner import SparkSettings, check_prerequisites
 
-    spark = spark_runner_of(runner)
+    kind = runner_kind(runner)
+    spark = kind.spark_of(runner)
     if spark is None:
         return None, None
     submitter = LoadJobSubmitter(spark.spark_conn_id) if spark.spark_conn_id else None
@@ -163,7 +158,7 @@ def spark_settings(runner: RunnerConfig) -> tuple[SparkSettings | None, LoadJobS
         python=spark.python,
         auth_secret=submitter.auth_secret if submitter else "",
     )
-    if isinstance(runner, SparkRunner):
+    if kind.always_spark:
         check_prerequisites(settings)
     return settings, submitter
 
@@ -191,18 +186,70 @@ def build_runner(
     from airflow_provider_kinesis_doris.spark.runner import run_spark_job
 
     spark: Runner = partial(run_spark_job, settings=settings)  # type: ignore[arg-type]
-    if isinstance(runner, InProcessRunner):
-        return partial(run_here, lanes=runner.lanes), None
-    if isinstance(runner, SparkRunner):
-        return spark, None
+    return runner_kind(runner).build(runner, spark, store, concurrency)
+
+
+def loading_step(runner: RunnerConfig, auto: AutoRunner | None) -> str:
+    """The load a run's runner ran, as a failure names it."""
+    return runner_kind(runner).loading_step(runner, auto)
+
+
+# -- the runner kinds -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunnerKind:
+    """What the loader does with one class of runner settings."""
+
+    spark_of: Callable[[Any], SparkRunner | None]
+    """The Spark settings a run may use; None when it never starts Spark."""
+    always_spark: bool
+    """Whether every run starts Spark, so that its prerequisites are checked before planning."""
+    build: Callable[[Any, Runner, CheckpointStore, int], tuple[Runner, AutoRunner | None]]
+    """The runner, from the settings, the Spark job, the store and the driver's concurrency; and
+    the chooser when it decides per run."""
+    loading_step: Callable[[Any, AutoRunner | None], str]
+    """The load a run ran, as a failure names it."""
+
+
+def _described(runner: SparkRunner | InProcessRunner, auto: AutoRunner | None) -> str:
+    return runner.describe()
+
+
+def _chosen_step(runner: SparkOrInProcess, auto: AutoRunner | None) -> str:
+    chosen = auto.choice.runner if auto is not None and auto.choice is not None else SPARK
+    return runner.spark.describe() if chosen == SPARK else runner.in_process.describe()
+
+
+def _spark_job(runner: SparkRunner, spark: Runner, store: CheckpointStore, concurrency: int) -> tuple[Runner, None]:
+    return spark, None
+
+
+def _in_process(runner: InProcessRunner, spark: Runner, store: CheckpointStore, concurrency: int) -> tuple[Runner, None]:
+    return partial(run_here, lanes=runner.lanes), None
+
+
+def _spark_or_in_process(
+    runner: SparkOrInProcess, spark: Runner, store: CheckpointStore, concurrency: int
+) -> tuple[AutoRunner, AutoRunner]:
     auto = AutoRunner(store, spark=spark, in_process=partial(run_here, lanes=runner.in_process.lanes),
                       max_records=runner.max_records, concurrency=concurrency)  # fmt: skip
     return auto, auto
 
 
-def loading_step(runner: RunnerConfig, auto: AutoRunner | None) -> str:
-    """The load a run's runner ran, as a failure names it."""
-    if isinstance(runner, SparkOrInProcess):
-        chosen = auto.choice.runner if auto is not None and auto.choice is not None else SPARK
-        return runner.spark.describe() if chosen == SPARK else runner.in_process.describe()
-    return runner.describe()
+RUNNER_KINDS: Mapping[type, RunnerKind] = {
+    SparkRunner: RunnerKind(spark_of=lambda runner: runner, always_spark=True, build=_spark_job, loading_step=_described),
+    InProcessRunner: RunnerKind(
+        spark_of=lambda runner: None, always_spark=False, build=_in_process, loading_step=_described
+    ),
+    SparkOrInProcess: RunnerKind(
+        spark_of=lambda runner: runner.spark, always_spark=False, build=_spark_or_in_process, loading_step=_chosen_step
+    ),
+}
+"""Each class of ``runner`` settings (``config.GROUPS["runner"]``) and what the loader does with
+it: the one place a new kind is added."""
+
+
+def runner_kind(runner: RunnerConfig) -> RunnerKind:
+    """What the loader does with ``runner``, by its class (or the class it extends)."""
+    return next(RUNNER_KINDS[kind] for kind in type(runner).__mro__ if kind in RUNNER_KINDS)

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.common.compat.sdk import BaseOperator
-
 from airflow_provider_kinesis_doris.core.rebalance import rebalance
 from airflow_provider_kinesis_doris.core.value_checks import check_whole_number
-from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
-from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import KinesisPipelineBaseOperator
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class KinesisShardRebalanceOperator(PipelineArgumentsMixin, BaseOperator):
+class KinesisShardRebalanceOperator(KinesisPipelineBaseOperator):
     """Register new shards with their parents, close and retire parents, and store a new
     shard → Spark partition assignment (``core.rebalance.rebalance``).
 
@@ -24,32 +21,24 @@ class KinesisShardRebalanceOperator(PipelineArgumentsMixin, BaseOperator):
     this makes a reshard take effect before the next load and keeps the partitions even. Pushes
     ``RebalanceResult.summary()`` (version, assignment, registered, closed, drained, retired).
 
-    :param stream_name: the Kinesis stream.
-    :param checkpoint_table: DynamoDB table of the loader's checkpoints.
+    :param stream_name: the Kinesis stream whose shards are spread. (templated)
+    :param checkpoint_table: DynamoDB table where the loader keeps the topology. (templated)
     :param partitions: Spark partitions the loader spreads shards over.
-    :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
-    :param doris_table: the loader's ``database.table``, to derive the default pipeline id.
-    :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
+    :param pipeline_id: the loader's pipeline id, whose topology this stores; default
+        ``<stream_name>.<doris_table>``. (templated)
+    :param doris_table: the loader's ``database.table``, when the default pipeline id is meant. (templated)
+    :param aws_conn_id: AWS connection to list the shards and write the topology with. (templated)
+    :param region_name: the stream's and the table's AWS region, if not the connection's. (templated)
+    :param verify: TLS certificate verification (a bool or a CA bundle path), if not the
+        connection's. (templated)
+    :param botocore_config: ``botocore.config.Config`` arguments for the Kinesis and DynamoDB
+        clients, in place of the connection's ``config_kwargs``. (templated)
     """
 
-    template_fields = PipelineArgumentsMixin.template_fields
     ui_color = "#f5e6c8"
 
-    def __init__(
-        self,
-        *,
-        stream_name: str,
-        checkpoint_table: str,
-        partitions: int,
-        pipeline_id: str | None = None,
-        doris_table: str | None = None,
-        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(
-            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
-            doris_table=doris_table, aws_conn_id=aws_conn_id, **kwargs,
-        )  # fmt: skip
+    def __init__(self, *, partitions: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.partitions = check_whole_number("partitions", partitions, minimum=1)
 
     def execute(self, context: Context) -> dict[str, Any]:

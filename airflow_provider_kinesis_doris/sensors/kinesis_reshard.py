@@ -5,18 +5,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.amazon.aws.utils.mixins import aws_template_fields
 from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 
-from airflow_provider_kinesis_doris.hooks.kinesis_pipeline import KinesisPipelineHook
-from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+from airflow_provider_kinesis_doris.core.value_checks import check_flag
+from airflow_provider_kinesis_doris.operators.pipeline_arguments import KinesisPipelineBaseOperator
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import KinesisReshardTrigger
 
 if TYPE_CHECKING:
     from airflow.providers.common.compat.sdk import Context
 
 
-class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
+class KinesisReshardSensor(KinesisPipelineBaseOperator, BaseSensorOperator):
     """Wait until the shards of ``stream_name`` were split or merged, and push what changed.
 
     The live shard set (ListShards, every page) is compared with the topology the pipeline keeps
@@ -31,43 +30,28 @@ class KinesisReshardSensor(PipelineArgumentsMixin, BaseSensorOperator):
     ``[operators] default_deferrable``), otherwise in ``reschedule`` mode unless ``mode`` is given.
     ``timeout`` and ``soft_fail`` behave as on every Airflow sensor.
 
-    :param stream_name: the Kinesis stream.
-    :param checkpoint_table: DynamoDB table of the loader's checkpoints.
-    :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``.
-    :param doris_table: the loader's ``database.table``, to derive the default pipeline id.
-    :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
-    :param region_name: AWS region; the connection's by default.
-    :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by default.
+    :param stream_name: the Kinesis stream. (templated)
+    :param checkpoint_table: DynamoDB table of the loader's checkpoints. (templated)
+    :param pipeline_id: the loader's pipeline id; default ``<stream_name>.<doris_table>``. (templated)
+    :param doris_table: the loader's ``database.table``, to derive the default pipeline id. (templated)
+    :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB). (templated)
+    :param region_name: AWS region; the connection's by default. (templated)
+    :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by
+        default. (templated)
     :param botocore_config: ``botocore.config.Config`` arguments, instead of the connection's
-        ``config_kwargs``, as on the amazon provider's sensors.
+        ``config_kwargs``, as on the amazon provider's sensors. (templated)
     :param deferrable: wait in the triggerer instead of a worker slot.
     """
 
-    # As AwsBaseSensor: the connection id, region and TLS verification are templated too.
-    template_fields = aws_template_fields(*PipelineArgumentsMixin.template_fields)
     ui_color = "#f5e6c8"
 
     def __init__(
-        self,
-        *,
-        stream_name: str,
-        checkpoint_table: str,
-        pipeline_id: str | None = None,
-        doris_table: str | None = None,
-        aws_conn_id: str | None = KinesisPipelineHook.default_conn_name,
-        region_name: str | None = None,
-        verify: bool | str | None = None,
-        botocore_config: dict[str, Any] | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        **kwargs: Any,
+        self, *, deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False), **kwargs: Any
     ) -> None:
         kwargs.setdefault("mode", "reschedule")
-        super().__init__(
-            stream_name=stream_name, checkpoint_table=checkpoint_table, pipeline_id=pipeline_id,
-            doris_table=doris_table, aws_conn_id=aws_conn_id, region_name=region_name, verify=verify,
-            botocore_config=botocore_config, **kwargs,
-        )  # fmt: skip
+        super().__init__(**kwargs)
         self.deferrable = deferrable
+        self.check_arguments({"deferrable": check_flag})
 
     def poke(self, context: Context) -> PokeReturnValue:
         pipeline_id = self.resolved_pipeline_id

@@ -280,43 +280,68 @@ def test_the_import_check_catches_every_form_of_import(tmp_path: Path) -> None:
 
 # --- the pipeline arguments --------------------------------------------------------------------------
 
-PIPELINE_ARGUMENTS = ("stream_name", "checkpoint_table", "pipeline_id", "doris_table", "aws_conn_id")
+PIPELINE_ARGUMENTS = (
+    "stream_name", "checkpoint_table", "pipeline_id", "doris_table", "aws_conn_id", "region_name", "verify",
+    "botocore_config",
+)  # fmt: skip
 
 
 def _pipeline_classes() -> dict[str, type]:
+    from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
     from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
     from airflow_provider_kinesis_doris.operators.rebalance import KinesisShardRebalanceOperator
     from airflow_provider_kinesis_doris.sensors.kinesis_reshard import KinesisReshardSensor
 
-    return {cls.__name__: cls for cls in (KinesisToDorisOperator, KinesisShardRebalanceOperator, KinesisReshardSensor)}
+    classes = (KinesisToDorisOperator, KinesisDorisAuditOperator, KinesisShardRebalanceOperator, KinesisReshardSensor)
+    return {cls.__name__: cls for cls in classes}
 
 
-@pytest.mark.parametrize("name", ["KinesisToDorisOperator", "KinesisShardRebalanceOperator", "KinesisReshardSensor"])
+def _parameters(cls: type) -> dict[str, inspect.Parameter]:
+    """The keyword arguments the class's ``__init__`` chain declares, a subclass's first (as
+    Airflow reads them: each class's own signature)."""
+    parameters: dict[str, inspect.Parameter] = {}
+    for klass in cls.__mro__:
+        if "__init__" in vars(klass) and klass.__module__.startswith(PACKAGE):
+            for name, parameter in inspect.signature(klass.__init__).parameters.items():
+                if parameter.kind is parameter.KEYWORD_ONLY:
+                    parameters.setdefault(name, parameter)
+    return parameters
+
+
+@pytest.mark.parametrize(
+    "name", ["KinesisToDorisOperator", "KinesisDorisAuditOperator", "KinesisShardRebalanceOperator", "KinesisReshardSensor"]
+)
 def test_the_pipeline_arguments_keep_their_names_defaults_and_templating(name: str) -> None:
     from airflow_provider_kinesis_doris.core.errors import ConfigurationError
-    from airflow_provider_kinesis_doris.operators.pipeline_arguments import PipelineArgumentsMixin
+    from airflow_provider_kinesis_doris.operators.pipeline_arguments import KinesisPipelineBaseOperator
 
     cls = _pipeline_classes()[name]
-    parameters = inspect.signature(cls.__init__).parameters
+    parameters = _parameters(cls)
     empty = inspect.Parameter.empty
     defaults = {argument: parameters[argument].default for argument in PIPELINE_ARGUMENTS}
-    loader = name == "KinesisToDorisOperator"
+    table_required = name in ("KinesisToDorisOperator", "KinesisDorisAuditOperator")
     assert defaults == {
         "stream_name": empty,
         "checkpoint_table": empty,
         "pipeline_id": None,
-        "doris_table": empty if loader else None,
+        "doris_table": empty if table_required else None,
         "aws_conn_id": "aws_default",
+        "region_name": None,
+        "verify": None,
+        "botocore_config": None,
     }
-    assert issubclass(cls, PipelineArgumentsMixin)
-    assert {"stream_name", "checkpoint_table", "pipeline_id", "doris_table"} <= set(cls.template_fields)
+    assert issubclass(cls, KinesisPipelineBaseOperator)
+    # The subclass declares none of them but a required doris_table: they come through **kwargs.
+    own = inspect.signature(cls.__init__).parameters
+    assert set(own) & set(PIPELINE_ARGUMENTS) == ({"doris_table"} if table_required else set())
+    assert set(PIPELINE_ARGUMENTS) <= set(cls.template_fields)
 
-    required = {"doris_table": "shop.orders"} if loader else {"partitions": 2} if "Rebalance" in name else {}
+    required = {"doris_table": "shop.orders"} if table_required else {"partitions": 2} if "Rebalance" in name else {}
     task = cls(task_id="t", stream_name="orders", checkpoint_table="kd", **required)
     assert (task.stream_name, task.checkpoint_table, task.pipeline_id, task.aws_conn_id) == (
         "orders", "kd", None, "aws_default",
     )  # fmt: skip
-    if loader:
+    if table_required:
         assert task.resolved_pipeline_id == "orders.shop.orders"
     else:
         with pytest.raises(ConfigurationError, match="Give pipeline_id or doris_table for stream 'orders'"):

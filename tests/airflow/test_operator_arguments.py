@@ -227,12 +227,15 @@ def test_every_argument_and_every_group_field_has_a_check() -> None:
 
     from airflow_provider_kinesis_doris.config import GROUPS, group_field_names
     from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
-    from airflow_provider_kinesis_doris.operators.loader_arguments import PARSE_TIME_CHECKS, RENDERED_CHECKS
+    from airflow_provider_kinesis_doris.operators.loader_arguments import LOADER_ARGUMENT_CHECKS
+    from airflow_provider_kinesis_doris.operators.pipeline_arguments import KinesisPipelineBaseOperator
 
-    parameters = set(inspect.signature(KinesisToDorisOperator.__init__).parameters) - {"self", "kwargs"}
+    parameters = {name for cls in (KinesisPipelineBaseOperator, KinesisToDorisOperator)
+                  for name in inspect.signature(cls.__init__).parameters} - {"self", "kwargs"}  # fmt: skip
 
-    assert set(RENDERED_CHECKS) <= set(KinesisToDorisOperator.template_fields) | {"state"}
-    assert set(PARSE_TIME_CHECKS) | set(RENDERED_CHECKS) == parameters
+    checks = [KinesisToDorisOperator.pipeline_argument_checks, LOADER_ARGUMENT_CHECKS, GROUPS]
+    assert sum(len(names) for names in checks) == len(parameters), "an argument with two checks"
+    assert set().union(*checks) == parameters
     for kinds in GROUPS.values():
         for kind in kinds:
             nested = {"spark", "in_process"} if kind.__name__ == "SparkOrInProcess" else set()

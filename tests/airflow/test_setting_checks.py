@@ -62,7 +62,7 @@ with DAG(dag_id="kd_checks", schedule=SCHEDULE, start_date=START, catchup=False,
         checkpoint_table="checks_checkpoints",
         pipeline_id=os.environ["KD_CHECKS_PIPELINE"],
         aws_conn_id="aws_default",
-        doris_conn_id="doris_default",
+        doris_conn_id="{{ 'doris_default' }}" if TEMPLATED else "doris_default",
         executor_credentials="driver",
         runner=InProcessRunner(lanes=2),
         mapping=MappingConfig(
@@ -209,9 +209,10 @@ def _twice(spy: CheckSpy) -> dict[str, int]:
             for (setting, rule), count in counter.items() if count > 1}  # fmt: skip
 
 
-# Settings whose value is a template in the operator's own signature (its template_fields): they
-# are checked once, when rendered, never at parse time.
-CHECKED_WHEN_RENDERED = {"stream_name", "checkpoint_table", "pipeline_id", "doris_table"}
+# Settings of the operator's template_fields: a template is checked once rendered, never at parse
+# time (a literal is checked at parse time, as any other).
+CHECKED_WHEN_RENDERED = {"stream_name", "checkpoint_table", "pipeline_id", "doris_table", "aws_conn_id",
+                         "region_name", "verify", "botocore_config", "doris_conn_id"}  # fmt: skip
 # Checks that need what only the run knows: the Doris names of a templated doris_table and
 # dead-letter table (core.doris.identifiers).
 RUN_ONLY_PREFIXES = ("doris_table", "mapping.dead_letter_table")
@@ -247,3 +248,6 @@ def test_a_templated_setting_is_checked_once_rendered_and_a_literal_beside_it_is
     # the same groups (chunk_max_rows beside options) are not checked again.
     assert rendered["mapping.dead_letter_table"] == 1 and rendered["load.options"] >= 1, spy.report()
     assert rendered["load.chunk_max_rows"] == 0 and rendered["mapping.required_fields"] == 0, spy.report()
+    # So is the templated connection id, and not when the DAG file is parsed.
+    assert rendered["doris_conn_id"] == 1, spy.report()
+    assert all(name != "doris_conn_id" for parse in spy.of("parse") for name, _ in parse), spy.report()
