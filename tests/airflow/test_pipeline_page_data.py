@@ -28,17 +28,20 @@ MINUTE = 60_000
 
 def _page_task(monkeypatch: pytest.MonkeyPatch, connection_fields: bool, **arguments: Any) -> Any:
     """The page's view of a loader built with ``arguments`` and put through Airflow's own
-    serialization, as the API server reads it. ``connection_fields``: the loader lists its
-    connection ids among its template fields (so Airflow serializes them), or not (a DAG
-    serialized before they were)."""
+    serialization, as the API server reads it. ``connection_fields``: the loader as it is, which
+    lists its connection ids among its template fields (so Airflow serializes them), or as a DAG
+    serialized by an older release of the provider, which did not."""
     from airflow.sdk import DAG
     from airflow.serialization.serialized_objects import DagSerialization
 
     from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
     from airflow_provider_kinesis_doris.ui.pipelines import _pipeline_task
 
-    others = tuple(name for name in KinesisToDorisOperator.template_fields if name not in CONNECTION_FIELDS)
-    monkeypatch.setattr(KinesisToDorisOperator, "template_fields", others + (CONNECTION_FIELDS if connection_fields else ()))
+    if connection_fields:
+        assert set(CONNECTION_FIELDS) <= set(KinesisToDorisOperator.template_fields)
+    else:
+        older = tuple(name for name in KinesisToDorisOperator.template_fields if name not in CONNECTION_FIELDS)
+        monkeypatch.setattr(KinesisToDorisOperator, "template_fields", older)
     with DAG("page_connections", start_date=datetime(2026, 1, 1), schedule=None) as dag:
         KinesisToDorisOperator(task_id="load", stream_name="s", doris_table="db.t", checkpoint_table="c", **arguments)
     serialized = DagSerialization.from_dict(DagSerialization.to_dict(dag))
