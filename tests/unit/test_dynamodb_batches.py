@@ -10,6 +10,7 @@ import pytest
 from botocore.stub import Stubber
 
 from airflow_provider_kinesis_doris.core.stores import dynamodb
+from airflow_provider_kinesis_doris.core.stores.buckets import LAYOUT_KEY, MAX_BUCKETS, BucketLayout, partition_key
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems
 
 TABLE = "checkpoints"
@@ -20,7 +21,7 @@ def _key(sk: str) -> dict[str, Any]:
 
 
 def _partition(sk: str) -> str:
-    return dynamodb.partition_key("p", dynamodb.bucket_of(sk, dynamodb.BUCKETS))
+    return partition_key("p", BucketLayout(MAX_BUCKETS).bucket_of(sk))
 
 
 @pytest.fixture
@@ -29,7 +30,7 @@ def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[DynamoItems, Stubber]:
     monkeypatch.setattr(dynamodb.time, "sleep", lambda seconds: None)
     client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     stubber = Stubber(client)
-    layout = {**_key(dynamodb.LAYOUT_KEY), "buckets": {"N": str(dynamodb.BUCKETS)}}
+    layout = {**_key(LAYOUT_KEY), "buckets": {"N": str(MAX_BUCKETS)}}
     stubber.add_response("get_item", {"Item": layout})
     return DynamoItems(client, TABLE, "p"), stubber
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import heapq
 import logging
 import shlex
-import threading
 import time
-import zlib
 
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
@@ -17,16 +14,17 @@ from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
+from airflow_provider_kinesis_doris.core.stores.buckets import (
+    LAYOUT_KEY,
+    PIPELINE_BUCKET,
+    RecordedLayout,
+    partition_key,
+)
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.items import (
     ABSENT,
-    BOUNDARY_PREFIX,
-    CHUNK_PREFIX,
-    CONTENT_PREFIX,
     DEFAULT_PAGE_SIZE,
-    RANGE_PREFIX,
-    SHARD_PREFIX,
     wall_clock_ms,
 )
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
@@ -53,45 +51,7 @@ _TRANSACTION_MAX = 100
 """Items per TransactWriteItems call (the API's limit)."""
 _UNPROCESSED_RETRIES = 8
 
-BUCKETS = 128
-"""Partition-key values a new pipeline's items spread over (docs/checkpoints.md has the
-arithmetic: at 4,000 shards no value takes more than one partition's throughput in an interval).
-A pipeline keeps the count it was created with (its ``layout`` item): changing this changes only
-pipelines created afterwards."""
-PIPELINE_BUCKET = 0
-"""The bucket of the items not tied to a shard (interval grid, floor, topology, layout, ...)."""
-LAYOUT_KEY = "layout"
-"""The sort key of a pipeline's layout item (in :data:`PIPELINE_BUCKET`): its bucket count."""
-_SHARD_KINDS = (SHARD_PREFIX, BOUNDARY_PREFIX, RANGE_PREFIX, CHUNK_PREFIX, CONTENT_PREFIX)
-"""Sort-key prefixes followed by a shard id: the items of one shard share its bucket."""
 MIGRATE_COMMAND = "python -m airflow_provider_kinesis_doris.core.stores.migrate"
-
-
-def partition_key(pipeline_id: str, bucket: int) -> str:
-    return f"{pipeline_id}#{bucket}"
-
-
-def bucket_of(sk: str, buckets: int) -> int:
-    """The bucket of the item ``sk``: its shard's (a stable hash: Python's ``hash`` of a string
-    changes from process to process), or :data:`PIPELINE_BUCKET` for an item of no shard. Chunks
-    of the oldest layout (``chunk#<label>``) hash their label's first part: any fixed choice
-    finds them again."""
-    kind = next((kind for kind in _SHARD_KINDS if sk.startswith(kind)), None)
-    if kind is None:
-        return PIPELINE_BUCKET
-    shard_id = sk[len(kind) :].split("#", 1)[0]
-    return zlib.crc32(shard_id.encode()) % buckets
-
-
-def _buckets_of_prefix(prefix: str, buckets: int) -> list[int]:
-    """The buckets holding the items whose sort key starts with ``prefix``: one when the prefix
-    names a whole shard id (``range#<shard>#``) or a kind of no shard, else all of them."""
-    kind = next((kind for kind in _SHARD_KINDS if prefix.startswith(kind)), None)
-    if kind is not None and "#" in prefix[len(kind) :]:
-        return [bucket_of(prefix, buckets)]
-    if kind is None and not any(shard_kind.startswith(prefix) for shard_kind in _SHARD_KINDS):
-        return [PIPELINE_BUCKET]
-    return list(range(buckets))
 
 
 def send_until_processed(send: Callable[[list[Any]], list[Any]], requests: list[Any], failure: str) -> None:
@@ -140,10 +100,11 @@ class DynamoItems(StoreItems):
     """The items of one pipeline on a DynamoDB table (``pk``/``sk`` strings).
 
     The items spread over the pipeline's buckets, ``pk`` = ``<pipeline_id>#<bucket>``
-    (:func:`bucket_of`): a shard's items share one, reads of one shard go to it, and a Query
-    across shards asks every bucket and merges their answers in sort-key order. The bucket count
-    is the pipeline's ``layout`` item's, written by the first write; a pipeline still in the old
-    layout (items under ``pk`` = the bare pipeline id) is refused (:func:`old_layout_refusal`).
+    (:class:`~.buckets.BucketLayout`): a shard's items share one, reads of one shard go to it, and
+    a Query across shards asks every bucket and merges their answers in sort-key order. The bucket
+    count is the pipeline's ``layout`` item's (:class:`~.buckets.RecordedLayout`), written by the
+    first write of a shard's item; a pipeline still in the old layout (items under ``pk`` = the
+    bare pipeline id) is refused (:func:`old_layout_refusal`).
 
     :param client: a boto3 DynamoDB client.
     :param table_name: the table; see :meth:`create_table_if_missing`.
@@ -175,8 +136,8 @@ class DynamoItems(StoreItems):
         self._serializer = TypeSerializer()
         self._deserializer = TypeDeserializer()
         self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
-        self._layout_lock = threading.Lock()
-        self._buckets: int | None = None
+        self._old_layout_ruled_out = False
+        self.layout = RecordedLayout(self._stored_buckets, self._put_buckets)
 
     def of_pipeline(self, pipeline_id: str) -> DynamoItems:
         return DynamoItems(self._client, self.table_name, pipeline_id, page_size=self._page_size, clock=self.clock)
@@ -213,48 +174,31 @@ class DynamoItems(StoreItems):
                 raise
 
     def _key(self, sk: str, *, writing: bool = False) -> dict[str, Any]:
-        buckets = self._buckets_to_write() if writing else self.buckets()
-        return {"pk": {"S": partition_key(self.pipeline_id, bucket_of(sk, buckets))}, "sk": {"S": sk}}
-
-    def buckets(self) -> int:
-        """The pipeline's bucket count, from its layout item (read once), or :data:`BUCKETS` for
-        a pipeline nothing was written to yet, whose first write records it; reads never write,
-        so a read-only identity (the pipeline page) can read any pipeline.
-
-        :raises ConfigurationError: the pipeline's items are in the old layout.
-        """
-        with self._layout_lock:
-            if self._buckets is None:
-                self._buckets = self._stored_buckets()
-            return self._buckets or BUCKETS
-
-    def _buckets_to_write(self) -> int:
-        """:meth:`buckets`, recorded in the pipeline's layout item by the first write (put once:
-        of two first runs, both go on with the count the winner stored)."""
-        with self._layout_lock:
-            if self._buckets is None:
-                self._buckets = self._stored_buckets()
-            if self._buckets is None:
-                layout = {**self._layout_key(), "buckets": {"N": str(BUCKETS)}}
-                put = {"TableName": self.table_name, "Item": layout, "ConditionExpression": "attribute_not_exists(sk)"}
-                self._buckets = BUCKETS if self._write_one(("Put", put)) else self._stored_buckets()
-            assert self._buckets is not None, f"the layout item of pipeline {self.pipeline_id} vanished"
-            return self._buckets
+        bucket = self.layout.bucket_of(sk, writing=writing)
+        return {"pk": {"S": partition_key(self.pipeline_id, bucket)}, "sk": {"S": sk}}
 
     def _layout_key(self) -> dict[str, Any]:
         return {"pk": {"S": partition_key(self.pipeline_id, PIPELINE_BUCKET)}, "sk": {"S": LAYOUT_KEY}}
 
     def _stored_buckets(self) -> int | None:
-        """The count the pipeline's layout item holds; None when it has none (nothing written yet).
+        """The count the pipeline's layout item holds; None when it has none (no shard's item
+        written yet).
 
         :raises ConfigurationError: no layout item, and items in the old layout.
         """
         response = self._client.get_item(TableName=self.table_name, Key=self._layout_key(), ConsistentRead=True)
         if "Item" in response:
             return int(response["Item"]["buckets"]["N"])
-        if self._holds_old_layout():
+        # Asked once: no version that writes the old layout runs beside this one.
+        if not self._old_layout_ruled_out and self._holds_old_layout():
             raise old_layout_refusal(self.table_name, self.pipeline_id)
+        self._old_layout_ruled_out = True
         return None
+
+    def _put_buckets(self, count: int) -> bool:
+        layout = {**self._layout_key(), "buckets": {"N": str(count)}}
+        put = {"TableName": self.table_name, "Item": layout, "ConditionExpression": "attribute_not_exists(sk)"}
+        return self._write_one(("Put", put))
 
     def _holds_old_layout(self) -> bool:
         response = self._client.query(
@@ -299,18 +243,15 @@ class DynamoItems(StoreItems):
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        """One Query per bucket that may hold such items (:func:`_buckets_of_prefix`), each
-        limited as the whole, merged in sort-key order and cut to ``limit``."""
-        buckets = _buckets_of_prefix(prefix, self.buckets())
+        """One Query per bucket that may hold such items (:meth:`BucketLayout.buckets_of_query`),
+        each limited as the whole, merged in sort-key order and cut to ``limit``."""
+        layout = self.layout.to_read(prefix)
 
         def ask(bucket: int) -> list[dict[str, Any]]:
             return self._query_bucket(bucket, prefix, low=low, high=high, descending=descending, limit=limit)
 
-        if len(buckets) == 1:
-            return ask(buckets[0])
-        answers = map_bounded(ask, buckets, DEFAULT_DRIVER_CONCURRENCY)
-        merged = list(heapq.merge(*answers, key=lambda item: str(item["sk"]), reverse=descending))
-        return merged[:limit] if limit else merged
+        answers = map_bounded(ask, layout.buckets_of_query(prefix), DEFAULT_DRIVER_CONCURRENCY)
+        return layout.merge(answers, descending=descending, limit=limit)
 
     def _query_bucket(
         self, bucket: int, prefix: str, *, low: str | None, high: str | None, descending: bool, limit: int | None,

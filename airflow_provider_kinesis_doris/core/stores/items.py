@@ -1,7 +1,7 @@
 """Durable pipeline state in one DynamoDB table: shards, boundaries, ranges, chunks, topology.
 
 A pipeline's items spread over its buckets (``pk`` = ``<pipeline id>#<bucket>``, the bucket a
-stable hash of the item's shard, ``core.stores.dynamodb.bucket_of``); the sort key ``sk`` names
+stable hash of the item's shard, ``core.stores.buckets``); the sort key ``sk`` names
 the item:
 
 - ``shard#<shard_id>``: lineage, state OPEN → CLOSED → DRAINED, high-water mark, lease counter;

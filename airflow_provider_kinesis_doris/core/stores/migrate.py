@@ -21,14 +21,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
-from airflow_provider_kinesis_doris.core.stores.dynamodb import (
-    BUCKETS,
+from airflow_provider_kinesis_doris.core.stores.buckets import (
     LAYOUT_KEY,
+    MAX_BUCKETS,
     PIPELINE_BUCKET,
-    bucket_of,
+    BucketLayout,
     partition_key,
-    send_until_processed,
 )
+from airflow_provider_kinesis_doris.core.stores.dynamodb import send_until_processed
 
 _BATCH_GET_MAX, _BATCH_WRITE_MAX = 100, 25
 
@@ -53,11 +53,12 @@ def migrate_pipeline(client: Any, table_name: str, pipeline_id: str) -> Migrated
     layout = client.get_item(TableName=table_name, Key=layout_key, ConsistentRead=True).get("Item")
     copied = 0
     if layout is None:
-        copies = [{**item, "pk": {"S": partition_key(pipeline_id, bucket_of(item["sk"]["S"], BUCKETS))}} for item in old]
+        buckets = BucketLayout(MAX_BUCKETS)
+        copies = [{**item, "pk": {"S": partition_key(pipeline_id, buckets.bucket_of(item["sk"]["S"]))}} for item in old]
         for copy in copies:
             _put_if_absent(client, table_name, copy)
         _verify(client, table_name, pipeline_id, copies)
-        layout = {**layout_key, "buckets": {"N": str(BUCKETS)}}
+        layout = {**layout_key, "buckets": {"N": str(MAX_BUCKETS)}}
         _put_if_absent(client, table_name, layout)
         copied = len(copies)
     _delete(client, table_name, pipeline_id, [{"pk": item["pk"], "sk": item["sk"]} for item in old])

@@ -1,5 +1,6 @@
 """A pipeline's items spread over its buckets on DynamoDB (moto, server mode): where they land,
-Queries across shards, the refusal of a table in the old layout and its migration."""
+Queries across shards, the refusal of a table in the old layout and its migration; and the count
+a pipeline is laid out with, on both stores."""
 
 from __future__ import annotations
 
@@ -8,21 +9,19 @@ import subprocess
 import sys
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardRange
-from airflow_provider_kinesis_doris.core.stores.dynamodb import (
-    BUCKETS,
-    DynamoItems,
-    bucket_of,
-    dynamo_store,
-    partition_key,
-)
+from airflow_provider_kinesis_doris.core.stores.buckets import MAX_BUCKETS, BucketLayout, bucket_count_for, partition_key
+from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems, dynamo_store
 from airflow_provider_kinesis_doris.core.stores.items import boundary_sk, range_sk, shard_sk
 from airflow_provider_kinesis_doris.core.stores.migrate import migrate_pipeline
+from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +61,7 @@ def test_a_pipelines_items_land_in_its_buckets_one_shard_in_one(dynamodb_client:
 
     items = _scan(dynamodb_client, table_name)
     partitions = {item["pk"]["S"] for item in items}
-    assert partitions == {partition_key(PIPELINE, bucket) for bucket in range(BUCKETS)}
+    assert partitions == {partition_key(PIPELINE, bucket) for bucket in range(MAX_BUCKETS)}
     by_key = {item["sk"]["S"]: item["pk"]["S"] for item in items}
     for shard_id in SHARDS[:40]:
         assert by_key[shard_sk(shard_id)] == by_key[boundary_sk(shard_id, 1000)] == by_key[range_sk(shard_id, 0)]
@@ -128,7 +127,7 @@ def test_the_migration_moves_the_old_layout_so_the_store_reads_the_same_state(
     ]  # fmt: skip
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=True)
-    assert f"{len(old)} items copied to {BUCKETS} buckets, {len(old)} old items deleted" in done.stdout
+    assert f"{len(old)} items copied to {MAX_BUCKETS} buckets, {len(old)} old items deleted" in done.stdout
 
     items = _scan(dynamodb_client, table_name)
     assert not any(item["pk"]["S"] == PIPELINE for item in items)
@@ -144,7 +143,7 @@ def test_the_migration_moves_the_old_layout_so_the_store_reads_the_same_state(
 
 
 def _copy(item: dict[str, Any]) -> dict[str, Any]:
-    return {**item, "pk": {"S": partition_key(PIPELINE, bucket_of(item["sk"]["S"], BUCKETS))}}
+    return {**item, "pk": {"S": partition_key(PIPELINE, BucketLayout(MAX_BUCKETS).bucket_of(item["sk"]["S"]))}}
 
 
 def test_a_migration_killed_among_its_copies_is_finished_by_running_it_again(
@@ -177,12 +176,51 @@ def test_a_copy_unlike_its_original_stops_the_migration_before_the_layout_and_th
 
 
 def test_reads_of_a_pipeline_nothing_was_written_to_write_nothing(dynamodb_client: Any, table_name: str) -> None:
-    """A read-only identity (the pipeline page) can read a pipeline before its first run: only a
-    write records the layout."""
+    """A read-only identity (the pipeline page) can read a pipeline before its first run: only the
+    write of a shard's item records the layout (an item of no shard is in bucket 0 whatever it is)."""
     store = dynamo_store(dynamodb_client, table_name, PIPELINE)
 
     assert store.ledger.list_shard_checkpoints() == []
     assert store.ranges.get_floor() is None
     assert _scan(dynamodb_client, table_name) == []
     store.ranges.settle_floor(0, 1000)
-    assert {item["sk"]["S"] for item in _scan(dynamodb_client, table_name)} == {"layout", "floor"}
+    assert {item["sk"]["S"] for item in _scan(dynamodb_client, table_name)} == {"floor"}
+    store.ledger.register_shard(ShardInfo(SHARDS[0], (), 0, 2**128 - 1, SEQ, True))
+    assert {item["sk"]["S"] for item in _scan(dynamodb_client, table_name)} == {"floor", "layout", shard_sk(SHARDS[0])}
+
+
+def test_a_pipeline_is_laid_out_for_its_open_shards_and_keeps_the_count_after_a_reshard(
+    open_items: Callable[[], StoreItems],
+) -> None:
+    """Both stores: told 256 open shards before its first shard's item, a pipeline takes 8 buckets;
+    a later run told 4,000 (a reshard) reads and writes it with the 8 it recorded, and its Queries
+    across shards still merge every bucket's items in key order."""
+    first = open_items()
+    first.layout.expect_shards(256)
+    _register_and_plan(CheckpointStore(first), SHARDS[:40], planned=5)
+
+    later = open_items()
+    later.layout.expect_shards(4000)
+    _register_and_plan(CheckpointStore(later), SHARDS[40:60], planned=0)
+
+    assert later.layout.to_read("shard#") == BucketLayout(8)
+    assert [item["sk"] for item in later.query("shard#")] == sorted(shard_sk(shard_id) for shard_id in SHARDS[:60])
+    assert [item["sk"] for item in later.query("shard#", descending=True, limit=3)] == sorted(
+        shard_sk(shard_id) for shard_id in SHARDS[:60]
+    )[::-1][:3]
+
+
+def test_a_small_stream_keeps_its_pipeline_in_one_bucket(open_items: Callable[[], StoreItems]) -> None:
+    items = open_items()
+    items.layout.expect_shards(16)
+    _register_and_plan(CheckpointStore(items), SHARDS[:16], planned=16)
+
+    assert open_items().layout.to_read("range#") == BucketLayout(1)
+    assert BucketLayout(1).buckets_of_query("range#") == [0]
+
+
+@pytest.mark.parametrize(
+    ("open_shards", "buckets"), [(0, 1), (1, 1), (32, 1), (33, 2), (256, 8), (1024, 32), (2049, 128), (4000, 128)]
+)
+def test_the_bucket_count_holds_about_32_open_shards_a_bucket(open_shards: int, buckets: int) -> None:
+    assert bucket_count_for(open_shards) == buckets
