@@ -96,7 +96,7 @@ def get_provider_info() -> dict[str, Any]:
             {
                 "integration-name": _INTEGRATION,
                 "python-modules": [f"{_PACKAGE}.operators.kinesis_to_doris", f"{_PACKAGE}.operators.rebalance",
-                                   f"{_PACKAGE}.operators.audit"],
+                                   f"{_PACKAGE}.operators.audit", f"{_PACKAGE}.operators.pipeline_arguments"],
             }
         ],
         "sensors": [{"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kinesis_reshard"]}],

@@ -306,12 +306,12 @@ def test_an_aws_error_before_planning_names_the_step(
 def test_a_failed_load_without_spark_says_it_ran_in_the_task(
     dags: Any, stack: dict[str, str], kinesis_client: Any, monkeypatch: pytest.MonkeyPatch, failures: list[BaseException]
 ) -> None:
-    from airflow_provider_kinesis_doris.core import pipeline
+    from airflow_provider_kinesis_doris.core import load
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("the range group could not be loaded")
 
-    monkeypatch.setattr(pipeline, "load_range_group", broken)
+    monkeypatch.setattr(load, "load_range_group", broken)
     end = _interval_with_records(kinesis_client, stack["stream"])
 
     message = failed_with(run(dags().load, end), failures)
