@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.common.compat.sdk import AirflowException, BaseSensorOperator, PokeReturnValue, conf
 
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.value_checks import check_flag
 from airflow_provider_kinesis_doris.operators.pipeline_arguments import KinesisPipelineBaseOperator
 from airflow_provider_kinesis_doris.triggers.kinesis_reshard import KinesisReshardTrigger
@@ -52,6 +53,13 @@ class KinesisReshardSensor(KinesisPipelineBaseOperator, BaseSensorOperator):
         super().__init__(**kwargs)
         self.deferrable = deferrable
         self.check_arguments({"deferrable": check_flag})
+        if deferrable and not self.poke_interval > 0:
+            # Airflow allows 0 (poke without pause); the triggerer's loop would fail on it at run time.
+            raise ConfigurationError(
+                f"poke_interval must be more than 0 seconds for a deferrable sensor (the triggerer looks "
+                f"at the stream every poke_interval), got {self.poke_interval!r}: give poke_interval=60, "
+                f"or deferrable=False"
+            )
 
     def poke(self, context: Context) -> PokeReturnValue:
         pipeline_id = self.resolved_pipeline_id

@@ -31,7 +31,8 @@ class KinesisReshardTrigger(BaseTrigger):
     :param checkpoint_table: DynamoDB table holding the pipeline's topology item.
     :param pipeline_id: the loader pipeline whose topology is compared.
     :param aws_conn_id: Airflow AWS connection (Kinesis and, via ``service_config``, DynamoDB).
-    :param poll_interval: seconds between two looks.
+    :param poll_interval: seconds between two looks, more than 0 (the sensor checks its
+        ``poke_interval`` when the DAG is parsed).
     :param region_name: AWS region; the connection's by default.
     :param verify: whether to verify TLS certificates, or a CA bundle path; the connection's by default.
     :param botocore_config: ``botocore.config.Config`` arguments, instead of the connection's
@@ -50,8 +51,6 @@ class KinesisReshardTrigger(BaseTrigger):
         botocore_config: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
         self.stream_name = stream_name
         self.checkpoint_table = checkpoint_table
         self.pipeline_id = pipeline_id

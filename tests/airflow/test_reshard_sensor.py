@@ -264,3 +264,15 @@ def test_a_missing_stream_or_checkpoint_table_is_named(stream: str) -> None:
         sensor(stream, "no_such_table", deferrable=False).poke({})
     with pytest.raises(ConfigurationError, match="Kinesis stream 'no-such-stream' does not exist"):
         sensor("no-such-stream", deferrable=False).poke({})
+
+
+@pytest.mark.parametrize("poke_interval", [0, timedelta(0)])
+def test_a_deferrable_sensor_that_would_look_without_pause_is_refused_when_the_dag_is_parsed(poke_interval: Any) -> None:
+    """Airflow allows poke_interval=0; deferred, the triggerer would fail on it at run time."""
+    from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+    from airflow_provider_kinesis_doris.sensors.kinesis_reshard import KinesisReshardSensor
+
+    arguments = {"stream_name": "s", "checkpoint_table": TABLE, "pipeline_id": "p", "poke_interval": poke_interval}
+    with pytest.raises(ConfigurationError, match=r"poke_interval must be more than 0 seconds.*got 0(\.0)?: give poke_interval=60"):
+        KinesisReshardSensor(task_id="watch", deferrable=True, **arguments)
+    assert KinesisReshardSensor(task_id="watch", deferrable=False, **arguments).poke_interval == 0
