@@ -507,7 +507,9 @@ class RunOrders(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.kinesis = RetainingKinesis(now_ms=T0)
-        self.store = killable_store("p", clock=lambda: self.kinesis.now_ms)
+        # One bucket per open shard: the few shards here spread over buckets, so every Query
+        # across shards is asked of several and merged, and a reshard outgrows the count.
+        self.store = killable_store("p", MemoryTable(shards_per_bucket=1), clock=lambda: self.kinesis.now_ms)
         """The store of the pipeline the DAG loads now (after a handover, the new one's)."""
         self.stores = [self.store]
         """Every pipeline's store, the first pipeline's first (:meth:`hand_over`)."""
@@ -828,7 +830,7 @@ class RunOrders(RuleBasedStateMachine):
         TRIM_HORIZON before planning anything (and the setting is put back). Before the first plan
         nothing is recorded and nothing switches: the setting then is where the pipeline starts."""
         switched = "INTERVAL" if self.config.initial_position == "TRIM_HORIZON" else "TRIM_HORIZON"
-        recorded = self.store.items.table.items.get((self.store.pipeline_id, INITIAL_POSITION_KEY), {}).get("initial_position")
+        recorded = (self.store.items.get(INITIAL_POSITION_KEY) or {}).get("initial_position")
         if recorded is None:
             return  # before the first plan the setting is the pipeline's start: create() draws it
         if recorded == "TRIM_HORIZON":
@@ -889,7 +891,7 @@ class RunOrders(RuleBasedStateMachine):
 
     def _initial_position(self) -> str:
         """Where the pipeline's shards started: recorded by its first plan, else the setting."""
-        recorded = self.store.items.table.items.get(("p", INITIAL_POSITION_KEY), {}).get("initial_position")
+        recorded = (self.store.items.get(INITIAL_POSITION_KEY) or {}).get("initial_position")
         return str(recorded or self.config.initial_position)
 
     def _status(self, k: int) -> str | None:
@@ -1097,7 +1099,7 @@ class RunOrders(RuleBasedStateMachine):
         """The skipped intervals the run of interval k took on, as it stored them before loading
         any: also known when the run then failed (a stop before its result names them, such as
         DataTrimmed in one of them, stops them too)."""
-        stored = self.store.items.table.items.get((self._store_for(k).pipeline_id, adopted_sk(T0 + k * IV)))
+        stored = self._store_for(k).items.get(adopted_sk(T0 + k * IV))
         for start, _ in (stored or {}).get("intervals", []):
             self.adopted_by.setdefault((int(start) - T0) // IV, k)
 
