@@ -163,7 +163,7 @@ class ChunkRecord:
     rows_filtered: int
     updated_ms: int
     attempt: str | None = None
-    """The attempt that wrote the intent (a new id per pass of a chunk, ``core.load._load_chunk``),
+    """The attempt that wrote the intent (a new id per pass of a chunk, ``core.chunk_load.load_chunk``),
     the only one that may record the chunk not loaded; None for chunks recorded before attempts were named."""
 
 
