@@ -374,9 +374,11 @@ def _per_shard(calls: Counter[str], shards: int) -> dict[str, float]:
 
 
 def _item_count(stack: Stack, config: PipelineConfig) -> int:
-    pages = stack.dynamodb.get_paginator("query").paginate(
-        TableName=config.checkpoint_table, KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": config.pipeline_id}}, Select="COUNT",
+    """The pipeline's items in the checkpoint table, over all its partition-key buckets
+    (``<pipeline id>#<bucket>``, core/stores/buckets.py)."""
+    pages = stack.dynamodb.get_paginator("scan").paginate(
+        TableName=config.checkpoint_table, FilterExpression="begins_with(pk, :pipeline)",
+        ExpressionAttributeValues={":pipeline": {"S": f"{config.pipeline_id}#"}}, Select="COUNT",
     )  # fmt: skip
     return sum(page["Count"] for page in pages)
 

@@ -38,6 +38,7 @@ from airflow_provider_kinesis_doris.core.doris.preflight import (
     PreflightReport,
 )
 from airflow_provider_kinesis_doris.core.errors import aws_error_code, doc_url, readme_section
+from airflow_provider_kinesis_doris.core.stores.buckets import PIPELINE_BUCKET, partition_key
 from airflow_provider_kinesis_doris.core.stores.preflight import PREFLIGHT_KEY
 
 EFO_CONSUMERS_PER_STREAM = 20
@@ -108,7 +109,9 @@ def aws_preflight(kinesis: Any, dynamodb: Any, settings: AwsPreflightSettings) -
     answers: dict[str, _Answer] = {}
     table = _ask(answers, "dynamodb:DescribeTable", dynamodb.describe_table, TableName=settings.checkpoint_table)
     table_exists = not isinstance(table, ClientError)
-    key = {"pk": {"S": settings.pipeline_id}, "sk": {"S": PREFLIGHT_KEY}}
+    # The preflight item's own key (its pipeline's first bucket): a role confined to the pipeline's
+    # keys (dynamodb:LeadingKeys "<pipeline id>#*") may read it, and must not be reported refused.
+    key = {"pk": {"S": partition_key(settings.pipeline_id, PIPELINE_BUCKET)}, "sk": {"S": PREFLIGHT_KEY}}
     if table_exists:
         _ask(answers, "dynamodb:GetItem", dynamodb.get_item, TableName=settings.checkpoint_table, Key=key)
         _ask(answers, "dynamodb:Query", dynamodb.query, TableName=settings.checkpoint_table, Limit=1,

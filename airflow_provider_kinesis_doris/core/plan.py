@@ -281,6 +281,9 @@ def reconcile_shards(
     :param concurrency: shards registered or closed at the same time.
     :return: shard id → stored checkpoint, for every shard the store knows.
     """
+    # A new pipeline is laid out for its stream as listed, before its first shard's item; one
+    # laid out already keeps its count.
+    store.items.layout.expect_shards(sum(1 for info in listed if info.is_open))
     known = {checkpoint.shard_id: checkpoint for checkpoint in store.ledger.list_shard_checkpoints()}
 
     def reconcile(info: ShardInfo) -> ShardCheckpoint:

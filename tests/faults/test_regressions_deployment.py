@@ -190,11 +190,11 @@ def test_a_pipeline_planned_before_the_fact_was_recorded_keeps_what_its_items_sh
     floor started at INTERVAL, one with a floor at TRIM_HORIZON."""
     world = _World(intervals=2, per_interval=1)
     world.run(0)
-    del world.store.items.table.items[("p", INITIAL_POSITION_KEY)]
+    world.store.items.delete([INITIAL_POSITION_KEY])
     with pytest.raises(ConfigurationError, match="started with initial_position INTERVAL"):
         world.run(1, pipeline_config(initial_position="TRIM_HORIZON"))
 
     swept = _World(intervals=2, per_interval=1)
     swept.run(1, pipeline_config(initial_position="TRIM_HORIZON"))
-    del swept.store.items.table.items[("p", INITIAL_POSITION_KEY)]
+    swept.store.items.delete([INITIAL_POSITION_KEY])
     assert swept.store.ranges.settle_initial_position("INTERVAL") == "TRIM_HORIZON"

@@ -10,20 +10,29 @@ import pytest
 from botocore.stub import Stubber
 
 from airflow_provider_kinesis_doris.core.stores import dynamodb
+from airflow_provider_kinesis_doris.core.stores.buckets import LAYOUT_KEY, MAX_BUCKETS, BucketLayout, partition_key
 from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems
 
 TABLE = "checkpoints"
 
 
 def _key(sk: str) -> dict[str, Any]:
-    return {"pk": {"S": "p"}, "sk": {"S": sk}}
+    return {"pk": {"S": _partition(sk)}, "sk": {"S": sk}}
+
+
+def _partition(sk: str) -> str:
+    return partition_key("p", BucketLayout(MAX_BUCKETS).bucket_of(sk))
 
 
 @pytest.fixture
 def stubbed(monkeypatch: pytest.MonkeyPatch) -> tuple[DynamoItems, Stubber]:
+    """The items of pipeline ``p``, whose layout item (the first read) says the default bucket count."""
     monkeypatch.setattr(dynamodb.time, "sleep", lambda seconds: None)
     client = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    return DynamoItems(client, TABLE, "p"), Stubber(client)
+    stubber = Stubber(client)
+    layout = {**_key(LAYOUT_KEY), "buckets": {"N": str(MAX_BUCKETS)}}
+    stubber.add_response("get_item", {"Item": layout})
+    return DynamoItems(client, TABLE, "p"), stubber
 
 
 def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoItems, Stubber]) -> None:
@@ -43,7 +52,7 @@ def test_keys_left_unprocessed_are_read_again(stubbed: tuple[DynamoItems, Stubbe
     with stubber:
         found = store.get_many(["a", "b", "c", "a"])
     stubber.assert_no_pending_responses()
-    assert found == {"a": {"pk": "p", "sk": "a", "v": 1}, "b": {"pk": "p", "sk": "b", "v": 2}}
+    assert found == {"a": {"pk": "p#0", "sk": "a", "v": 1}, "b": {"pk": "p#0", "sk": "b", "v": 2}}
 
 
 def test_deletes_never_processed_raise_naming_how_many(stubbed: tuple[DynamoItems, Stubber]) -> None:
@@ -67,7 +76,7 @@ def test_a_write_rejected_while_a_transaction_holds_its_item_is_sent_again(
         stubber.add_client_error("update_item", "TransactionConflictException", http_status_code=400)
     stubber.add_response("update_item", {"Attributes": {**_key("shard#s"), "state": {"S": "DRAINED"}}})
     with stubber:
-        assert store.update("shard#s", {"state": "DRAINED"}, {}) == {"pk": "p", "sk": "shard#s", "state": "DRAINED"}
+        assert store.update("shard#s", {"state": "DRAINED"}, {}) == {"pk": _partition("shard#s"), "sk": "shard#s", "state": "DRAINED"}
     stubber.assert_no_pending_responses()
     for _ in range(dynamodb._UNPROCESSED_RETRIES):
         stubber.add_client_error("put_item", "TransactionConflictException", http_status_code=400)

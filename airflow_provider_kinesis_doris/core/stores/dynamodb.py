@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 
 from collections.abc import Callable, Mapping, Sequence
@@ -11,10 +12,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
+from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
+from airflow_provider_kinesis_doris.core.stores.buckets import (
+    LAYOUT_KEY,
+    PIPELINE_BUCKET,
+    RecordedLayout,
+    partition_key,
+)
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
-from airflow_provider_kinesis_doris.core.stores.items import ABSENT, DEFAULT_PAGE_SIZE, wall_clock_ms
+from airflow_provider_kinesis_doris.core.stores.items import (
+    ABSENT,
+    DEFAULT_PAGE_SIZE,
+    wall_clock_ms,
+)
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 log = logging.getLogger(__name__)
@@ -39,6 +51,23 @@ _TRANSACTION_MAX = 100
 """Items per TransactWriteItems call (the API's limit)."""
 _UNPROCESSED_RETRIES = 8
 
+MIGRATE_COMMAND = "python -m airflow_provider_kinesis_doris.core.stores.migrate"
+
+
+def send_until_processed(send: Callable[[list[Any]], list[Any]], requests: list[Any], failure: str) -> None:
+    """``send(requests)`` until DynamoDB has processed them all: it returns those left
+    unprocessed (throttling), sent again after a growing pause.
+
+    :raises RuntimeError: some are still unprocessed after ``_UNPROCESSED_RETRIES`` attempts;
+        ``failure`` (formatted with ``left``, how many) says which.
+    """
+    for attempt in range(_UNPROCESSED_RETRIES):
+        requests = send(requests)
+        if not requests:
+            return
+        time.sleep(min(0.05 * 2**attempt, 2.0))
+    raise RuntimeError(failure.format(left=len(requests)))
+
 
 def _is_condition_failure(error: ClientError) -> bool:
     return aws_error_code(error) == "ConditionalCheckFailedException"
@@ -48,6 +77,15 @@ def _written_key(write: tuple[str, dict[str, Any]]) -> str:
     """The sort key a grouped write names (a transaction may name an item once)."""
     _, request = write
     return str((request.get("Key") or request["Item"])["sk"]["S"])
+
+
+def old_layout_refusal(table_name: str, pipeline_id: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"Checkpoint table {table_name!r} holds pipeline {pipeline_id!r} in the old layout (every item under "
+        f"pk={pipeline_id!r}, one DynamoDB partition); this version spreads a pipeline's items over partition-key "
+        f"values '{partition_key(pipeline_id, 0)}' ... Stop the pipeline's runs and migrate the table once: "
+        f"{MIGRATE_COMMAND} --table {shlex.quote(table_name)} --pipeline-id {shlex.quote(pipeline_id)}"
+    )
 
 
 def dynamo_store(
@@ -61,9 +99,16 @@ def dynamo_store(
 class DynamoItems(StoreItems):
     """The items of one pipeline on a DynamoDB table (``pk``/``sk`` strings).
 
+    The items spread over the pipeline's buckets, ``pk`` = ``<pipeline_id>#<bucket>``
+    (:class:`~.buckets.BucketLayout`): a shard's items share one, reads of one shard go to it, and
+    a Query across shards asks every bucket and merges their answers in sort-key order. The bucket
+    count is the pipeline's ``layout`` item's (:class:`~.buckets.RecordedLayout`), written by the
+    first write of a shard's item; a pipeline still in the old layout (items under ``pk`` = the
+    bare pipeline id) is refused (:func:`old_layout_refusal`).
+
     :param client: a boto3 DynamoDB client.
     :param table_name: the table; see :meth:`create_table_if_missing`.
-    :param pipeline_id: the partition key of every item these items touch.
+    :param pipeline_id: the pipeline, whose buckets every item these items touch lies in.
     :param page_size: Query ``Limit``; pages are always followed to the end.
     :param clock: epoch milliseconds for ``updated_ms`` attributes.
     """
@@ -91,6 +136,8 @@ class DynamoItems(StoreItems):
         self._serializer = TypeSerializer()
         self._deserializer = TypeDeserializer()
         self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
+        self._old_layout_ruled_out = False
+        self.layout = RecordedLayout(self._stored_buckets, self._put_buckets)
 
     def of_pipeline(self, pipeline_id: str) -> DynamoItems:
         return DynamoItems(self._client, self.table_name, pipeline_id, page_size=self._page_size, clock=self.clock)
@@ -126,8 +173,39 @@ class DynamoItems(StoreItems):
             if aws_error_code(error) != "ResourceInUseException":
                 raise
 
-    def _key(self, sk: str) -> dict[str, Any]:
-        return {"pk": {"S": self.pipeline_id}, "sk": {"S": sk}}
+    def _key(self, sk: str, *, writing: bool = False) -> dict[str, Any]:
+        bucket = self.layout.bucket_of(sk, writing=writing)
+        return {"pk": {"S": partition_key(self.pipeline_id, bucket)}, "sk": {"S": sk}}
+
+    def _layout_key(self) -> dict[str, Any]:
+        return {"pk": {"S": partition_key(self.pipeline_id, PIPELINE_BUCKET)}, "sk": {"S": LAYOUT_KEY}}
+
+    def _stored_buckets(self) -> int | None:
+        """The count the pipeline's layout item holds; None when it has none (no shard's item
+        written yet).
+
+        :raises ConfigurationError: no layout item, and items in the old layout.
+        """
+        response = self._client.get_item(TableName=self.table_name, Key=self._layout_key(), ConsistentRead=True)
+        if "Item" in response:
+            return int(response["Item"]["buckets"]["N"])
+        # Asked once: no version that writes the old layout runs beside this one.
+        if not self._old_layout_ruled_out and self._holds_old_layout():
+            raise old_layout_refusal(self.table_name, self.pipeline_id)
+        self._old_layout_ruled_out = True
+        return None
+
+    def _put_buckets(self, count: int) -> bool:
+        layout = {**self._layout_key(), "buckets": {"N": str(count)}}
+        put = {"TableName": self.table_name, "Item": layout, "ConditionExpression": "attribute_not_exists(sk)"}
+        return self._write_one(("Put", put))
+
+    def _holds_old_layout(self) -> bool:
+        response = self._client.query(
+            TableName=self.table_name, KeyConditionExpression="pk = :pk", Limit=1,
+            ExpressionAttributeValues={":pk": {"S": self.pipeline_id}}, ConsistentRead=True,
+        )  # fmt: skip
+        return bool(response.get("Items"))
 
     def _decode(self, item: Mapping[str, Any]) -> dict[str, Any]:
         return {name: _to_python(self._deserializer.deserialize(value)) for name, value in item.items()}
@@ -155,26 +233,30 @@ class DynamoItems(StoreItems):
         return found
 
     def _until_processed(self, send: Callable[[list[Any]], list[Any]], requests: list[Any], what: str) -> None:
-        """``send(requests)`` until DynamoDB has processed them all: it returns those left
-        unprocessed (throttling), sent again after a growing pause.
-
-        :raises RuntimeError: some are still unprocessed after ``_UNPROCESSED_RETRIES`` attempts.
-        """
-        for attempt in range(_UNPROCESSED_RETRIES):
-            requests = send(requests)
-            if not requests:
-                return
-            time.sleep(min(0.05 * 2**attempt, 2.0))
-        raise RuntimeError(
-            f"DynamoDB left {len(requests)} {what} of pipeline {self.pipeline_id} unprocessed after "
+        failure = (
+            f"DynamoDB left {{left}} {what} of pipeline {self.pipeline_id} unprocessed after "
             f"{_UNPROCESSED_RETRIES} attempts (table {self.table_name} throttled)"
         )
+        send_until_processed(send, requests, failure)
 
     def query(
         self, prefix: str, *, low: str | None = None, high: str | None = None, descending: bool = False,
         limit: int | None = None,
     ) -> list[dict[str, Any]]:
-        values: dict[str, Any] = {":pk": {"S": self.pipeline_id}, ":prefix": {"S": prefix}}
+        """One Query per bucket that may hold such items (:meth:`BucketLayout.buckets_of_query`),
+        each limited as the whole, merged in sort-key order and cut to ``limit``."""
+        layout = self.layout.to_read(prefix)
+
+        def ask(bucket: int) -> list[dict[str, Any]]:
+            return self._query_bucket(bucket, prefix, low=low, high=high, descending=descending, limit=limit)
+
+        answers = map_bounded(ask, layout.buckets_of_query(prefix), DEFAULT_DRIVER_CONCURRENCY)
+        return layout.merge(answers, descending=descending, limit=limit)
+
+    def _query_bucket(
+        self, bucket: int, prefix: str, *, low: str | None, high: str | None, descending: bool, limit: int | None,
+    ) -> list[dict[str, Any]]:
+        values: dict[str, Any] = {":pk": {"S": partition_key(self.pipeline_id, bucket)}, ":prefix": {"S": prefix}}
         condition = "pk = :pk AND begins_with(sk, :prefix)"
         if low is not None or high is not None:
             # Keys of one prefix sort below prefix + U+FFFF (they are ASCII).
@@ -201,7 +283,7 @@ class DynamoItems(StoreItems):
 
     def _put_once(self, item: dict[str, Any]) -> dict[str, Any]:
         attributes = {name: self._serializer.serialize(v) for name, v in item.items() if v is not None}
-        attributes["pk"] = {"S": self.pipeline_id}
+        attributes["pk"] = self._key(item["sk"], writing=True)["pk"]
         return {"TableName": self.table_name, "Item": attributes, "ConditionExpression": "attribute_not_exists(sk)"}
 
     def put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
@@ -292,7 +374,7 @@ class DynamoItems(StoreItems):
             clauses.append(f"REMOVE {', '.join(removes)}")
         request: dict[str, Any] = {
             "TableName": self.table_name,
-            "Key": self._key(sk),
+            "Key": self._key(sk, writing=True),
             "UpdateExpression": " ".join(clauses),
             "ConditionExpression": " AND ".join(conditions),
             "ExpressionAttributeNames": names,
@@ -320,4 +402,4 @@ class DynamoItems(StoreItems):
 
         for first in range(0, len(sks), _BATCH_WRITE_MAX):
             keys = sks[first : first + _BATCH_WRITE_MAX]
-            self._until_processed(send, [{"DeleteRequest": {"Key": self._key(sk)}} for sk in keys], "deletes")
+            self._until_processed(send, [{"DeleteRequest": {"Key": self._key(sk, writing=True)}} for sk in keys], "deletes")

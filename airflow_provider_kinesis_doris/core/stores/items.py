@@ -1,6 +1,8 @@
 """Durable pipeline state in one DynamoDB table: shards, boundaries, ranges, chunks, topology.
 
-One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the item:
+A pipeline's items spread over its buckets (``pk`` = ``<pipeline id>#<bucket>``, the bucket a
+stable hash of the item's shard, ``core.stores.buckets``); the sort key ``sk`` names
+the item:
 
 - ``shard#<shard_id>``: lineage, state OPEN → CLOSED → DRAINED, high-water mark, lease counter;
 - ``boundary#<shard_id>#<instant_ms, 15 digits>``: a cut between records, written once;
@@ -26,7 +28,7 @@ One partition per pipeline (``pk`` = pipeline id); the sort key ``sk`` names the
 Every write that can race is conditional and a lost race never overwrites: put-once items return
 the stored winner, fenced updates raise :class:`CheckpointConflict`. Only pruning deletes, and only
 a shard's loaded history below a horizon the shard item records first (``core.prune``). Every read is a consistent
-``GetItem`` or a paginated ``Query`` on the pipeline's partition (never a ``Scan``).
+``GetItem`` or a paginated ``Query`` on the pipeline's partitions (never a ``Scan``).
 
 The logic lives in the parts of :class:`CheckpointStore`, which need a few primitives
 (:class:`~.primitives.StoreItems`: get, query by prefix, put-if-absent of one or several items,

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.stores.buckets import RecordedLayout
 
 
 class StoreItems(Protocol):
@@ -22,6 +25,9 @@ class StoreItems(Protocol):
     pipeline_id: str
     clock: Callable[[], int]
     """Epoch milliseconds for ``updated_ms`` attributes."""
+    layout: RecordedLayout
+    """Which of the pipeline's buckets each item lies in; a planner that lists the stream tells
+    it the open shards (``layout.expect_shards``) before the first shard's item is written."""
 
     def of_pipeline(self, pipeline_id: str) -> StoreItems:
         """The items of another pipeline in the same table (a handover reads and fences it)."""

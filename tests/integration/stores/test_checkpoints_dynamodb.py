@@ -354,6 +354,7 @@ def test_the_cuts_at_an_instant_are_read_in_batches_and_then_from_memory(dynamod
         kind = BoundaryKind.PENDING if n == 7 else BoundaryKind.AT
         writer.ledger.put_boundary(Boundary(shard_id, 5000, kind, Position(SEQ + n) if n != 7 else None))
     reader = dynamo_store(dynamodb_client, table_name, PIPELINE)
+    reader.items.layout.to_read("boundary#")  # its pipeline's layout, read once by each store
     batches = _count_calls(dynamodb_client, "BatchGetItem")
     gets = _count_calls(dynamodb_client, "GetItem")
 
