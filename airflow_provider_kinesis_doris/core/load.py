@@ -201,9 +201,7 @@ def _read_and_load(
     what concurrent runs write (``LoadJob.fresh``); ``end_read``: its end is as stored moments
     ago. Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
-    recorded = [] if fresh else store.chunks.chunks_for_range(
-        shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
-    )  # fmt: skip
+    recorded = [] if fresh else store.chunks.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(
         clients.kinesis, shard_range, store.ledger, consumer_arn=pipeline.efo_consumer_arn,

@@ -485,7 +485,7 @@ def _report_if_empty(
     if holds_a_record(shard_range.start, shard_range.end):
         return None
     if shard_range.start.kind is BoundaryKind.SHARD_START and store.chunks.chunks_for_range(
-        shard_range.shard_id, shard_range.interval_start_ms, keyed_by_range=shard_range.chunk_limits is not None
+        shard_range.shard_id, shard_range.interval_start_ms
     ):
         # A sweep reads from whatever retention still keeps: finding nothing says nothing about the
         # chunks an earlier attempt cut, which the loader checks against the read (DataTrimmed).

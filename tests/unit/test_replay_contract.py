@@ -169,21 +169,6 @@ def test_a_waiting_child_fails_its_run_names_its_parent_and_is_flagged_once_it_w
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
 
 
-def test_chunks_recorded_before_they_were_keyed_by_range_are_still_found_and_updated() -> None:
-    """A pipeline upgraded with ranges in flight: their chunk items sit at ``chunk#<label>``."""
-    store = memory_store("p")
-    shard, start = "shardId-000000000000", T0
-    store.items.put_new({"sk": f"range#{shard}#{start:015d}", "kind": "range", "shard_id": shard, "stream_name": STREAM,
-                    "interval_start_ms": start, "interval_end_ms": start + IV, "start_instant_ms": start,
-                    "end_instant_ms": start + IV, "state": "PLANNED", "counts": {}, "updated_ms": 0})  # fmt: skip
-    store.items.put_new({"sk": "chunk#kd:old", "kind": "chunk", "label": "kd:old", "shard_id": shard,
-                    "interval_start_ms": start, "first": "5:0", "last": "9:0", "state": "INTENT", "updated_ms": 0})  # fmt: skip
-
-    assert [c.label for c in store.chunks.chunks_for_range(shard, start)] == ["kd:old"]
-    updated = store.chunks.record_chunk_outcome("kd:old", "VISIBLE", shard_id=shard, interval_start_ms=start)
-    assert updated.state == "VISIBLE" and store.chunks.get_chunk("kd:old", shard, start) == updated
-
-
 @pytest.mark.parametrize("value", [True, "true"])
 def test_two_phase_commit_is_refused_before_anything_is_planned(value: object) -> None:
     """repro_2pc: chunks stayed PRECOMMITTED while the range was marked LOADED and the mark moved.

@@ -71,8 +71,7 @@ class BucketLayout:
             raise ValueError(f"a pipeline's bucket count must be positive, got {self.buckets}")
 
     def bucket_of(self, sk: str) -> int:
-        """The bucket of the item ``sk``. Chunks of the oldest layout (``chunk#<label>``) hash
-        their label's first part: any fixed choice finds them again."""
+        """The bucket of the item ``sk``."""
         kind = _shard_kind(sk)
         if kind is None:
             return PIPELINE_BUCKET

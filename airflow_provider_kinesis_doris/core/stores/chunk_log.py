@@ -19,10 +19,8 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     chunk_from_item,
     chunk_sk,
     ChunkRecord,
-    legacy_chunk_sk,
     range_chunks_prefix,
     range_contents_prefix,
-    range_sk,
 )
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
@@ -71,8 +69,7 @@ class ChunkLog:
         """
         changes = {"state": CHUNK_INTENT, "attempt": attempt, "txn_id": None, "updated_ms": self._items.clock()}
         expected = {"state": read.state, "attempt": read.attempt if read.attempt is not None else ABSENT}
-        keys = (chunk_sk(read.shard_id, read.interval_start_ms, read.label), legacy_chunk_sk(read.label))
-        return any(self._items.update(sk, changes, expected) is not None for sk in keys)
+        return self._items.update(chunk_sk(read.shard_id, read.interval_start_ms, read.label), changes, expected) is not None
 
     def _intent_item(
         self, label: str, shard_id: str, first: Position, last: Position, interval_start_ms: int, attempt: str
@@ -121,9 +118,8 @@ class ChunkLog:
             "rows_filtered": rows_filtered,
             "updated_ms": self._items.clock(),
         }
-        keys = (chunk_sk(shard_id, interval_start_ms, label), legacy_chunk_sk(label))
         expected = {"state": CHUNK_INTENT, "attempt": owner} if owner is not None else {}
-        updated = next((item for sk in keys if (item := self._items.update(sk, changes, expected)) is not None), None)
+        updated = self._items.update(chunk_sk(shard_id, interval_start_ms, label), changes, expected)
         if updated is not None:
             return chunk_from_item(updated)
         stored = self.get_chunk(label, shard_id, interval_start_ms)
@@ -133,24 +129,14 @@ class ChunkLog:
 
     def get_chunk(self, label: str, shard_id: str, interval_start_ms: int) -> ChunkRecord | None:
         """The chunk ``label`` of the range ``(shard_id, interval_start_ms)``, or None."""
-        item = self._items.get(chunk_sk(shard_id, interval_start_ms, label)) or self._items.get(legacy_chunk_sk(label))
+        item = self._items.get(chunk_sk(shard_id, interval_start_ms, label))
         return chunk_from_item(item) if item else None
 
-    def chunks_for_range(self, shard_id: str, interval_start_ms: int, *, keyed_by_range: bool = False) -> list[ChunkRecord]:
+    def chunks_for_range(self, shard_id: str, interval_start_ms: int) -> list[ChunkRecord]:
         """The chunks recorded for one range, ordered by their first position (one Query of the
-        range's own chunk items; ranges planned before chunks were keyed by range also look at
-        the pipeline's chunk items of that older layout).
-
-        :param keyed_by_range: the caller knows the range is of the current layout (it came with
-            its chunk limits, see ``ShardRange.chunk_limits``); else its item is read to find out.
-        """
+        range's own chunk items; the migration to the buckets moved a 0.x table's chunks there)."""
         items = self._items.query(range_chunks_prefix(shard_id, interval_start_ms))
-        range_item = None if keyed_by_range else self._items.get(range_sk(shard_id, interval_start_ms))
-        if range_item is not None and "planned_ms" not in range_item:
-            items += [item for item in self._items.query(CHUNK_PREFIX) if item["sk"] == legacy_chunk_sk(item["label"])]
-        chunks = (chunk_from_item(item) for item in items)
-        selected = [c for c in chunks if c.shard_id == shard_id and c.interval_start_ms == interval_start_ms]
-        return sorted(selected, key=lambda c: c.first)
+        return sorted((chunk_from_item(item) for item in items), key=lambda c: c.first)
 
     def settle_chunk_content(self, shard_id: str, interval_start_ms: int, first: Position, content: str) -> str:
         """Fix a chunk's content (which of its records are dead letters, encoded by

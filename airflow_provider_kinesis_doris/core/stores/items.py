@@ -115,11 +115,6 @@ def range_contents_prefix(shard_id: str, interval_start_ms: int) -> str:
     return f"{CONTENT_PREFIX}{shard_id}#{interval_start_ms:0{_INSTANT_DIGITS}d}#"
 
 
-def legacy_chunk_sk(label: str) -> str:
-    """Where chunks were kept before they were keyed by range (read, never written)."""
-    return f"{CHUNK_PREFIX}{label}"
-
-
 # --- value objects -----------------------------------------------------------------------------
 
 

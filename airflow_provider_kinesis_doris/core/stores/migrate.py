@@ -3,7 +3,9 @@ id) to its buckets (``core.stores.dynamodb``), once, with none of the pipeline's
 
     python -m airflow_provider_kinesis_doris.core.stores.migrate --table T --pipeline-id P
 
-It copies every old item to its new key (a put that never overwrites), reads every copy back and
+It copies every old item to its new key (a put that never overwrites; a chunk kept from before
+chunks were keyed by their range, ``chunk#<label>``, goes under its range as chunks are now, so
+the store reads one layout of chunks), reads every copy back and
 compares it with the original, and only then writes the pipeline's layout item, from which on
 the store reads the new keys; the old items are deleted last. A run killed anywhere is finished
 by running the command again: before the layout item, the copies are put again where missing and
@@ -21,14 +23,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from airflow_provider_kinesis_doris.core.errors import aws_error_code
+from airflow_provider_kinesis_doris.core.model import ShardState
 from airflow_provider_kinesis_doris.core.stores.buckets import (
     LAYOUT_KEY,
-    MAX_BUCKETS,
     PIPELINE_BUCKET,
     BucketLayout,
+    bucket_count_for,
     partition_key,
 )
 from airflow_provider_kinesis_doris.core.stores.dynamodb import send_until_processed
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_PREFIX, SHARD_PREFIX, chunk_sk
 
 _BATCH_GET_MAX, _BATCH_WRITE_MAX = 100, 25
 
@@ -53,16 +57,30 @@ def migrate_pipeline(client: Any, table_name: str, pipeline_id: str) -> Migrated
     layout = client.get_item(TableName=table_name, Key=layout_key, ConsistentRead=True).get("Item")
     copied = 0
     if layout is None:
-        buckets = BucketLayout(MAX_BUCKETS)
-        copies = [{**item, "pk": {"S": partition_key(pipeline_id, buckets.bucket_of(item["sk"]["S"]))}} for item in old]
+        buckets = BucketLayout(bucket_count_for(_open_shards(old)))
+        copies = [_copy_in(buckets, pipeline_id, item) for item in old]
         for copy in copies:
             _put_if_absent(client, table_name, copy)
         _verify(client, table_name, pipeline_id, copies)
-        layout = {**layout_key, "buckets": {"N": str(MAX_BUCKETS)}}
+        layout = {**layout_key, "buckets": {"N": str(buckets.buckets)}}
         _put_if_absent(client, table_name, layout)
         copied = len(copies)
     _delete(client, table_name, pipeline_id, [{"pk": item["pk"], "sk": item["sk"]} for item in old])
     return Migrated(copied=copied, deleted=len(old), buckets=int(layout["buckets"]["N"]))
+
+
+def _open_shards(items: Sequence[dict[str, Any]]) -> int:
+    """The pipeline's shards not yet closed: its layout is sized for them, as a new pipeline's is
+    for its stream's open shards."""
+    return sum(1 for item in items if item["sk"]["S"].startswith(SHARD_PREFIX) and item["state"]["S"] == ShardState.OPEN.value)
+
+
+def _copy_in(buckets: BucketLayout, pipeline_id: str, item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` of the old layout as the buckets keep it (a chunk of the oldest layout under its range)."""
+    sk = item["sk"]["S"]
+    if "label" in item and sk == f"{CHUNK_PREFIX}{item['label']['S']}":
+        sk = chunk_sk(item["shard_id"]["S"], int(item["interval_start_ms"]["N"]), item["label"]["S"])
+    return {**item, "pk": {"S": partition_key(pipeline_id, buckets.bucket_of(sk))}, "sk": {"S": sk}}
 
 
 def _old_items(client: Any, table_name: str, pipeline_id: str) -> list[dict[str, Any]]:

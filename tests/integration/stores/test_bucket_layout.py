@@ -29,6 +29,8 @@ PIPELINE = "orders-to-doris"
 SEQ = 49_600_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000_000
 SHARDS = [f"shardId-{n:012d}" for n in range(256)]
 """Enough for every one of the 128 buckets to hold a shard (crc32 spreads these ids 1 to 3 a bucket)."""
+OLD_SHARDS = SHARDS[:70]
+"""The open shards of the pipeline an old version wrote: the migration lays it out in 4 buckets."""
 
 
 @pytest.fixture
@@ -84,10 +86,13 @@ def test_queries_across_shards_merge_the_buckets_in_key_order(dynamodb_client: A
     assert [item["sk"] for item in one_shard] == [range_sk(SHARDS[3], 0)]
 
 
-def _old_layout_pipeline(dynamodb_client: Any, table_name: str) -> list[dict[str, Any]]:
-    """The pipeline written as versions before the buckets wrote it: every item under pk = its id."""
+def _old_layout_pipeline(dynamodb_client: Any, table_name: str, *, chunk_label: str | None = None) -> list[dict[str, Any]]:
+    """The pipeline written as versions before the buckets wrote it: every item under pk = its id;
+    with a chunk of ``chunk_label`` in the range of shard 7 if given."""
     store = dynamo_store(dynamodb_client, table_name, "scratch")
-    _register_and_plan(store, SHARDS[:30])
+    _register_and_plan(store, OLD_SHARDS)
+    if chunk_label is not None:
+        assert store.chunks.put_chunk_intent(chunk_label, SHARDS[7], Position(SEQ + 7), Position(SEQ + 7), 0, attempt="a")
     old = []
     for item in _scan(dynamodb_client, table_name):
         dynamodb_client.delete_item(TableName=table_name, Key={"pk": item["pk"], "sk": item["sk"]})
@@ -127,13 +132,13 @@ def test_the_migration_moves_the_old_layout_so_the_store_reads_the_same_state(
     ]  # fmt: skip
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=True)
-    assert f"{len(old)} items copied to {MAX_BUCKETS} buckets, {len(old)} old items deleted" in done.stdout
+    assert f"{len(old)} items copied to 4 buckets, {len(old)} old items deleted" in done.stdout
 
     items = _scan(dynamodb_client, table_name)
-    assert not any(item["pk"]["S"] == PIPELINE for item in items)
+    assert {item["pk"]["S"] for item in items} == {partition_key(PIPELINE, bucket) for bucket in range(4)}
     assert {item["sk"]["S"] for item in items} == {item["sk"]["S"] for item in old} | {"layout"}
     store = dynamo_store(dynamodb_client, table_name, PIPELINE)
-    assert [c.shard_id for c in store.ledger.list_shard_checkpoints()] == sorted(SHARDS[:30])
+    assert [c.shard_id for c in store.ledger.list_shard_checkpoints()] == sorted(OLD_SHARDS)
     stored = store.ranges.get_range(SHARDS[7], 0)
     assert stored is not None and stored.end.position == Position(SEQ + 8)
     assert store.ranges.register_interval(0, 1000) is None
@@ -142,8 +147,30 @@ def test_the_migration_moves_the_old_layout_so_the_store_reads_the_same_state(
     assert (again.copied, again.deleted) == (0, 0)
 
 
+def test_the_migration_puts_a_chunk_kept_from_before_chunks_were_keyed_by_range_under_its_range(
+    dynamodb_client: Any, table_name: str
+) -> None:
+    """0.x kept chunks at ``chunk#<label>``; the migration moves them under their range, the one
+    place the store looks for a range's chunks."""
+    label = "kd:orders:0001"
+    old = _old_layout_pipeline(dynamodb_client, table_name, chunk_label=label)
+    chunk = next(item for item in old if item["sk"]["S"].startswith("chunk#"))
+    dynamodb_client.delete_item(TableName=table_name, Key={"pk": chunk["pk"], "sk": chunk["sk"]})
+    dynamodb_client.put_item(TableName=table_name, Item={**chunk, "sk": {"S": f"chunk#{label}"}})
+
+    migrate_pipeline(dynamodb_client, table_name, PIPELINE)
+
+    assert not any(item["sk"]["S"] == f"chunk#{label}" for item in _scan(dynamodb_client, table_name))
+    chunks = dynamo_store(dynamodb_client, table_name, PIPELINE).chunks
+    shard_id, start = chunk["shard_id"]["S"], int(chunk["interval_start_ms"]["N"])
+    assert [c.label for c in chunks.chunks_for_range(shard_id, start)] == [label]
+    assert chunks.record_chunk_outcome(label, "VISIBLE", shard_id=shard_id, interval_start_ms=start).state == "VISIBLE"
+    stored = chunks.get_chunk(label, shard_id, start)
+    assert stored is not None and stored.state == "VISIBLE"
+
+
 def _copy(item: dict[str, Any]) -> dict[str, Any]:
-    return {**item, "pk": {"S": partition_key(PIPELINE, BucketLayout(MAX_BUCKETS).bucket_of(item["sk"]["S"]))}}
+    return {**item, "pk": {"S": partition_key(PIPELINE, BucketLayout(bucket_count_for(len(OLD_SHARDS))).bucket_of(item["sk"]["S"]))}}
 
 
 def test_a_migration_killed_among_its_copies_is_finished_by_running_it_again(
@@ -156,9 +183,7 @@ def test_a_migration_killed_among_its_copies_is_finished_by_running_it_again(
     migrated = migrate_pipeline(dynamodb_client, table_name, PIPELINE)
 
     assert (migrated.copied, migrated.deleted) == (len(old), len(old))
-    assert [c.shard_id for c in dynamo_store(dynamodb_client, table_name, PIPELINE).ledger.list_shard_checkpoints()] == sorted(
-        SHARDS[:30]
-    )
+    assert [c.shard_id for c in dynamo_store(dynamodb_client, table_name, PIPELINE).ledger.list_shard_checkpoints()] == sorted(OLD_SHARDS)
 
 
 def test_a_copy_unlike_its_original_stops_the_migration_before_the_layout_and_the_deletes(

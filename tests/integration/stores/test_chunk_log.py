@@ -32,7 +32,7 @@ def test_an_intent_is_put_once_and_the_range_lists_its_chunks_by_first_position(
     assert not _intent(run_b, "kd:b", 20, 25)
     _intent(run_a, "kd:next", 30, 39, start_ms=2 * START)
 
-    chunks = run_b.chunks_for_range(SHARD, START, keyed_by_range=True)
+    chunks = run_b.chunks_for_range(SHARD, START)
     assert [(c.label, c.first, c.last, c.state) for c in chunks] == [
         ("kd:a", Position(10), Position(19), CHUNK_INTENT), ("kd:b", Position(20), Position(29), CHUNK_INTENT),
     ]  # fmt: skip
