@@ -231,7 +231,7 @@ def run_interval(
     if catch_up is None:
         return run(start_ms, end_ms)
     sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
-    skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
+    skipped = find_skipped(store.ranges, start_ms, end_ms, catch_up, sweeps=sweeps)
     horizon_ms = None
     if skipped.unplanned or skipped.deferred or skipped.left_to_own_runs:
         # The prune horizon lies behind the trim horizon by the label window; each pruning read
@@ -361,10 +361,10 @@ def _run_one(
         # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
         topology = store.ledger.get_topology()
         assignment = topology.assignment if topology else None
-        job = LoadJob.of(config, to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
+        job = LoadJob.of(config, to_load, lambda: weights_for_plan(store.ledger, store.ranges), assignment) if to_load.ranges else None
     with in_phase(Phase.LOADING):
         if job is not None:
-            check_label_window(job, store, credentials, clock, doris=doris)
+            check_label_window(job, store.chunks, credentials, clock, doris=doris)
         loaded = tuple(runner(job, credentials)) if job is not None else ()
     if not to_load.ranges:
         log.info(
