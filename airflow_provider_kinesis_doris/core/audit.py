@@ -74,6 +74,7 @@ from airflow_provider_kinesis_doris.core.model import (
     describe_interval,
 )
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 
 SqlRunner = Callable[[str], Sequence[Sequence[Any]]]
@@ -303,7 +304,7 @@ def audit(
                 not_verifiable.append(f"shard {shard_id} in {describe_interval(interval)}: pruned")
                 continue
             found = _Found(run_sql, target, shard_id, low, interval[1], counts, dead, read_positions)
-            audits.append(_range_audit(store, found, interval, held.get(shard_id)))
+            audits.append(_range_audit(store.chunks, found, interval, held.get(shard_id)))
     low = None if floor_interval in grid else start_ms
     duplicates = _duplicates(run_sql, target, low, end_ms)
     stuck = [
@@ -368,18 +369,18 @@ class _Chunk:
         return f"{self.first.encode()}..{self.last.encode()}"
 
 
-def _range_audit(store: CheckpointStore, found: _Found, interval: Interval, shard_range: ShardRange | None) -> RangeAudit:
+def _range_audit(chunks: ChunkLog, found: _Found, interval: Interval, shard_range: ShardRange | None) -> RangeAudit:
     shard_id, target = found.shard_id, found.target
     found_dead = None if found.dead is None else found.dead.get(shard_id, 0)
     rows_found, records_found = found.counts.get(shard_id, (0, 0))
     if shard_range is None:
         return RangeAudit(shard_id, interval, NO_RANGE, 0, 0, rows_found, 0, found_dead)
-    chunks = store.chunks.chunks_for_range(shard_id, interval[0])
-    contents = [ChunkContent.decode(text) for text in store.chunks.chunk_contents_for_range(shard_id, interval[0])]
+    recorded = chunks.chunks_for_range(shard_id, interval[0])
+    contents = [ChunkContent.decode(text) for text in chunks.chunk_contents_for_range(shard_id, interval[0])]
     by_first = {content.first.encode(): content for content in contents}
     checked = RangeAudit(
-        shard_id, interval, shard_range.state.value, len({chunk.first for chunk in chunks}),
-        held_rows(chunks, by_first, target.one_row_per_record), rows_found,
+        shard_id, interval, shard_range.state.value, len({chunk.first for chunk in recorded}),
+        held_rows(recorded, by_first, target.one_row_per_record), rows_found,
         sum(len(content.dead) for content in contents), found_dead,
         records_found if target.one_row_per_record else None,
     )  # fmt: skip
@@ -387,7 +388,7 @@ def _range_audit(store: CheckpointStore, found: _Found, interval: Interval, shar
         return checked
     loaded = [
         _Chunk(chunk.first, chunk.last, content.records if (content := by_first.get(chunk.first.encode())) else None)
-        for chunk in {chunk.first: chunk for chunk in chunks if _loaded_data_chunk(chunk)}.values()
+        for chunk in {chunk.first: chunk for chunk in recorded if _loaded_data_chunk(chunk)}.values()
     ]
     missing, extra = _name_records(found, loaded)
     return replace(checked, missing=tuple(missing[: target.max_listed]), extra=tuple(extra[: target.max_listed]))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.errors import IntervalsSkipped
 from airflow_provider_kinesis_doris.core.model import describe_interval, iso_utc
-from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _span(intervals: Sequence[Interval]) -> dict[str, object]:
 
 
 def find_skipped(
-    store: CheckpointStore, start_ms: int, end_ms: int, catch_up: CatchUp, *, sweeps: bool = False
+    ranges: RangeBook, start_ms: int, end_ms: int, catch_up: CatchUp, *, sweeps: bool = False
 ) -> SkippedIntervals:
     """The intervals below ``[start_ms, end_ms)`` that the grid lacks, sorted by who loads them.
 
@@ -106,25 +106,25 @@ def find_skipped(
     :raises IntervalsSkipped: with ``catch_up.load`` False, when any interval is skipped; or when
         the timetable's next interval reaches back into the one before it.
     """
-    grid = store.ranges.intervals_before(start_ms, with_floor=sweeps)
+    grid = ranges.intervals_before(start_ms, with_floor=sweeps)
     missing, bridges = _missing(grid, start_ms, catch_up.next_interval)
     of_the_timetable = [interval for interval in missing if interval not in bridges]
     with_runs = catch_up.with_own_runs(of_the_timetable) if of_the_timetable else set()
     skipped = [interval for interval in missing if interval not in with_runs]
     if skipped and not catch_up.load:
-        message = _not_loading_message(store.pipeline_id, skipped, bridges)
+        message = _not_loading_message(ranges.pipeline_id, skipped, bridges)
         raise IntervalsSkipped(message, intervals=tuple(skipped))
     if bridges:
         log.warning(
             "pipeline %s: the DAG's timetable leaves %s between intervals of the pipeline (the schedule changed, or "
             "its intervals leave spans between them): each is loaded as an interval of its own",
-            store.pipeline_id, ", ".join(describe_interval(bridge) for bridge in sorted(bridges)),
+            ranges.pipeline_id, ", ".join(describe_interval(bridge) for bridge in sorted(bridges)),
         )  # fmt: skip
     # A retry gets its first attempt's list back, though those intervals are planned by now.
-    to_load, loaded_before = store.ranges.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
+    to_load, loaded_before = ranges.settle_adopted(start_ms, skipped[: catch_up.max_intervals])
     adopted = tuple(to_load)
     deferred = tuple(interval for interval in skipped if interval not in adopted and interval not in loaded_before)
-    _advance_gapless(store, grid, missing)
+    _advance_gapless(ranges, grid, missing)
     found = SkippedIntervals(
         adopted, deferred, tuple(interval for interval in missing if interval in with_runs),
         tuple(interval for interval in adopted if interval in missing), tuple(loaded_before),
@@ -134,19 +134,19 @@ def find_skipped(
         log.warning(
             "pipeline %s interval %s: %d interval(s) below it were never planned, %d of them without a DAG run "
             "of their own; this run loads (or an earlier attempt of it loaded) %s first; left to the next run: %s; left to their own DAG runs: %s",
-            store.pipeline_id, describe_interval((start_ms, end_ms)), len(missing), len(skipped),
+            ranges.pipeline_id, describe_interval((start_ms, end_ms)), len(missing), len(skipped),
             summary["recovered"] or "none", summary["left_for_next_run"], summary["left_to_own_runs"],
         )  # fmt: skip
     return found
 
 
-def _advance_gapless(store: CheckpointStore, grid: Sequence[Interval], missing: Sequence[Interval]) -> None:
+def _advance_gapless(ranges: RangeBook, grid: Sequence[Interval], missing: Sequence[Interval]) -> None:
     """Up to the last planned interval before the first one still unplanned (this run's adopted
     ones are planned only after this, the late runs' whenever they run): later runs read the
     grid from there."""
     before = [interval for interval in grid if not missing or interval[1] <= missing[0][0]]
     if len(before) > GAPLESS_STEP:
-        store.ranges.advance_gapless(before[-1][0])
+        ranges.advance_gapless(before[-1][0])
 
 
 def _missing(

@@ -70,7 +70,7 @@ def load_chunk(
     # Names this pass in the intents it writes: only the attempt that wrote an intent may record
     # that its send did not reach Doris.
     attempt = uuid.uuid4().hex
-    settled, intent_put = settle_content(clients.store, shard_range, chunk, first_label, recorded.get(first_label), attempt)
+    settled, intent_put = settle_content(clients.store.chunks, shard_range, chunk, first_label, recorded.get(first_label), attempt)
     if chunk.line_count:
         if not report.fields and pipeline.table_columns is not None:
             report.fields = sorted(sample_members(chunk.body))
@@ -88,7 +88,7 @@ def load_chunk(
             _settle_refused_rows(clients, shard_range, chunk, settled, failed, error, report)
         known = recorded.get(label)
         if loaded is None and chunk.dead_letters and (known is None or known.state not in LOADED_STATES):
-            follow_an_amendment(clients.store, shard_range, chunk)
+            follow_an_amendment(clients.store.chunks, shard_range, chunk)
         report.labels.append(label)
         report.chunks_already_loaded += loaded is None
         if loaded is None:
@@ -178,7 +178,7 @@ def _load_once(
         ``attempt``.
     :return: the Stream Load result of a load made now, or None if it was already loaded.
     """
-    store, doris, database = clients.store, clients.doris, clients.job.pipeline.doris_database
+    chunks, doris, database = clients.store.chunks, clients.doris, clients.job.pipeline.doris_database
     shard_id, interval_start_ms = shard_range.shard_id, shard_range.interval_start_ms
     if known is not None and known.state in LOADED_STATES:
         return None
@@ -187,7 +187,7 @@ def _load_once(
         # so a label Doris still knows is never loaded twice and its body never re-sent (I7).
         state = doris.get_load_state(database, label)
         if state.is_loaded:
-            store.chunks.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
+            chunks.record_chunk_outcome(label, state.value, shard_id=shard_id, interval_start_ms=interval_start_ms)
             return None
         label_keep_seconds = clients.job.pipeline.doris.label_keep_seconds
         if state is LabelState.UNKNOWN and past_trusted_window(known.updated_ms, clients.clock_ms(), label_keep_seconds):
@@ -208,13 +208,13 @@ def _load_once(
     owned = intent_put
     if known is None:
         if not intent_put:
-            owned = store.chunks.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
+            owned = chunks.put_chunk_intent(label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, attempt=attempt)
     elif known.state != CHUNK_INTENT:
         # Known not loaded (never sent, or refused for certain): a fresh intent, so the label window
         # of this attempt starts now; only over the chunk as this pass read it.
-        owned = store.chunks.renew_chunk_intent(known, attempt)
+        owned = chunks.renew_chunk_intent(known, attempt)
         if not owned:
-            current = store.chunks.get_chunk(label, shard_id, interval_start_ms)
+            current = chunks.get_chunk(label, shard_id, interval_start_ms)
             if current is not None and current.state in LOADED_STATES:
                 return None
     try:
@@ -223,14 +223,14 @@ def _load_once(
         if error.definitely_not_loaded and owned:
             # Provably not in Doris: a retry after the label window sends it again. Only while the
             # intent is still ours: an outcome another attempt recorded meanwhile stays.
-            store.chunks.record_chunk_outcome(
+            chunks.record_chunk_outcome(
                 label, CHUNK_NOT_LOADED, shard_id=shard_id, interval_start_ms=interval_start_ms, owner=attempt
             )  # fmt: skip
         raise
     report.chunks_retried += result.attempts > 1
     txn_id = str(result.result.txn_id) if result.result is not None and result.result.txn_id is not None else None
     loaded = result.result
-    store.chunks.record_chunk_outcome(
+    chunks.record_chunk_outcome(
         label,
         result.state.value,
         txn_id,

@@ -29,7 +29,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.model import ChunkLimits, Position, ShardRange, describe_instant
 from airflow_provider_kinesis_doris.core.mapping import DeadLetter, Row
-from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.stores.items import ChunkRecord
 
 _MAX_POSITION = Position(2**200, 2**31)
@@ -267,7 +267,7 @@ def _ends_before(
     return count_with > limits.max_rows or size_with > limits.max_bytes
 
 
-def follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: Chunk) -> None:
+def follow_an_amendment(chunks: ChunkLog, shard_range: ShardRange, chunk: Chunk) -> None:
     """Check, before the dead letters of ``chunk`` are sent, that its content is still the one this
     pass cut it by, when its rows turned out loaded by another run during this pass (Doris knew the
     label; a chunk recorded loaded when the pass began was cut by the contents read after that).
@@ -278,7 +278,7 @@ def follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: 
 
     :raises RowsRefused: the content changed; the range is read again, following it.
     """
-    stored = store.chunks.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
+    stored = chunks.chunk_content(shard_range.shard_id, shard_range.interval_start_ms, chunk.first)
     if stored is not None and ChunkContent.decode(stored) != chunk.content:
         raise RowsRefused(
             f"Another run amended the content of chunk {chunk.first.encode()}..{chunk.last.encode()} of shard "
@@ -287,15 +287,15 @@ def follow_an_amendment(store: CheckpointStore, shard_range: ShardRange, chunk: 
         )
 
 
-def settled_contents(store: CheckpointStore, shard_range: ShardRange) -> dict[Position, ChunkContent]:
+def settled_contents(chunks: ChunkLog, shard_range: ShardRange) -> dict[Position, ChunkContent]:
     """The contents settled for the range's chunks, by first position."""
-    stored = store.chunks.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
+    stored = chunks.chunk_contents_for_range(shard_range.shard_id, shard_range.interval_start_ms)
     contents = (ChunkContent.decode(text) for text in stored)
     return {content.first: content for content in contents}
 
 
 def settle_content(
-    store: CheckpointStore, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None,
+    chunks: ChunkLog, shard_range: ShardRange, chunk: Chunk, first_label: str, known: ChunkRecord | None,
     attempt: str,
 ) -> tuple[str, bool]:  # fmt: skip
     """Fix which records of ``chunk`` are rows and which dead letters before anything of it is
@@ -307,11 +307,11 @@ def settle_content(
     """
     content = chunk.content.encode()
     interval_start_ms = shard_range.interval_start_ms
-    if known is None and store.chunks.put_chunk_intent_with_content(
+    if known is None and chunks.put_chunk_intent_with_content(
         first_label, chunk.shard_id, chunk.first, chunk.last, interval_start_ms, content, attempt=attempt
     ):
         return content, True
-    stored = store.chunks.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
+    stored = chunks.settle_chunk_content(shard_range.shard_id, interval_start_ms, chunk.first, content)
     if ChunkContent.decode(stored) != chunk.content:
         # Another attempt settled it first with another mapping outcome, or amended it for rows
         # Doris refused; the range's next pass follows it.

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
@@ -55,12 +58,12 @@ def commit_reports(
         by_shard.setdefault(report.shard_id, []).append(report)
     shard_ids = sorted(by_shard)
     known = known or {}
-    map_bounded(lambda shard_id: _mark_loaded(store, by_shard[shard_id]), shard_ids, concurrency)
+    map_bounded(lambda shard_id: _mark_loaded(store.ledger, store.ranges, by_shard[shard_id]), shard_ids, concurrency)
     # Read once every reported range is marked: see HighWaterMarks.loaded_through.
     last_interval_start_ms = store.ranges.latest_interval_start()
     commits = map_bounded(
         lambda shard_id: _commit_shard(
-            store, shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id), last_interval_start_ms
+            store.marks, shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id), last_interval_start_ms
         ),
         shard_ids, concurrency,
     )  # fmt: skip
@@ -74,12 +77,12 @@ def commit_reports(
     return result
 
 
-def _mark_loaded(store: CheckpointStore, reports: Sequence[RangeReport]) -> None:
+def _mark_loaded(ledger: ShardLedger, ranges: RangeBook, reports: Sequence[RangeReport]) -> None:
     for report in reports:
         if report.end is not None:
             # The end the loader settled: the commit's walk reads it next.
-            store.ledger.remember_boundary(boundary_from_dict(report.end))
-        store.ranges.mark_range_loaded(
+            ledger.remember_boundary(boundary_from_dict(report.end))
+        ranges.mark_range_loaded(
             report.shard_id,
             report.interval_start_ms,
             {
@@ -92,12 +95,12 @@ def _mark_loaded(store: CheckpointStore, reports: Sequence[RangeReport]) -> None
 
 
 def _commit_shard(
-    store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
+    marks: HighWaterMarks, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
     last_interval_start_ms: int | None,
 ) -> tuple[str, int | None, bool]:  # fmt: skip
     """:return: the shard's mark after the commit, described; the instant it is loaded through
     (None at the shard's end, or without a mark); whether this commit drained it."""
-    shard = _advance(store, shard_id, lag_ms, known, last_interval_start_ms)
+    shard = _advance(marks, shard_id, lag_ms, known, last_interval_start_ms)
     mark = shard.high_water_mark
     described = mark.describe(position=False) if mark else "none"
     # Drained follows from the stored ranges (the mark reached the shard's end), whichever
@@ -106,7 +109,7 @@ def _commit_shard(
         through_ms = mark.instant_ms if mark is not None and mark.kind is not BoundaryKind.SHARD_END else None
         return described, through_ms, False
     try:
-        store.marks.mark_drained(shard_id)
+        marks.mark_drained(shard_id)
     except CheckpointConflict:
         log.info("shard %s was updated concurrently; the next commit marks it drained", shard_id)
         return described, None, False
@@ -114,14 +117,14 @@ def _commit_shard(
 
 
 def _advance(
-    store: CheckpointStore, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
+    marks: HighWaterMarks, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
     last_interval_start_ms: int | None,
 ) -> ShardCheckpoint:  # fmt: skip
     """Fenced on ``known``'s counter, else on the counter read in the same call; a lost race is
     read again and retried."""
     first = iter([known])
     return retry_on_conflict(
-        lambda: store.marks.advance_high_water_mark(
+        lambda: marks.advance_high_water_mark(
             shard_id, last_lag_ms=lag_ms, known=next(first, None), last_interval_start_ms=last_interval_start_ms
         ),
         f"shard {shard_id}",

@@ -30,6 +30,7 @@ import logging
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, HandoverPending, readme_section
 from airflow_provider_kinesis_doris.core.model import BoundaryKind, RangeState, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
 from airflow_provider_kinesis_doris.core.stores.items import Handover
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def take_over(store: CheckpointStore, old_pipeline_id: str | None, initial_posit
         return taken
     if old_pipeline_id is None:
         return None
-    _check_can_take_over(store, old_pipeline_id, initial_position)
+    _check_can_take_over(store.ranges, old_pipeline_id, initial_position)
     old = store.of_pipeline(old_pipeline_id)
     if old.ranges.last_interval() is None:
         raise ConfigurationError(
@@ -90,17 +91,17 @@ def take_over(store: CheckpointStore, old_pipeline_id: str | None, initial_posit
     return taken
 
 
-def _check_can_take_over(store: CheckpointStore, old_pipeline_id: str, initial_position: str) -> None:
-    if old_pipeline_id == store.pipeline_id:
+def _check_can_take_over(ranges: RangeBook, old_pipeline_id: str, initial_position: str) -> None:
+    if old_pipeline_id == ranges.pipeline_id:
         raise ConfigurationError(f"take_over_from names this pipeline itself ({old_pipeline_id!r}); name the old pipeline_id")
     if initial_position != "INTERVAL":
         raise ConfigurationError(
             f"take_over_from={old_pipeline_id!r} with initial_position {initial_position}: a pipeline that takes over "
             "starts at the old one's marks, not at each shard's start. Set initial_position to INTERVAL."
         )
-    if store.ranges.last_interval() is not None:
+    if ranges.last_interval() is not None:
         raise ConfigurationError(
-            f"take_over_from={old_pipeline_id!r}, but pipeline {store.pipeline_id!r} has planned intervals of its own "
+            f"take_over_from={old_pipeline_id!r}, but pipeline {ranges.pipeline_id!r} has planned intervals of its own "
             "already: only a new pipeline_id can take over. Use a new pipeline_id (and remove take_over_from here)."
         )
 
@@ -126,40 +127,40 @@ def _copy_cuts(old: CheckpointStore, new: CheckpointStore, handover: Handover) -
         new.ledger.put_boundary(cut)
 
 
-def check_after_start(store: CheckpointStore, start_ms: int, end_ms: int) -> None:
+def check_after_start(ranges: RangeBook, start_ms: int, end_ms: int) -> None:
     """Refuse, in a pipeline that took over, an interval before its start (before it is
     registered: the catch-up walk starts at the old pipeline's last interval).
 
     :raises ConfigurationError: the interval is the old pipeline's.
     """
-    taken = store.ranges.handovers()[0]
+    taken = ranges.handovers()[0]
     if taken is not None and taken.end_ms is not None and start_ms < taken.end_ms:
         raise ConfigurationError(
-            f"Pipeline {store.pipeline_id} took over from pipeline {taken.old} at {describe_instant(taken.end_ms)}: "
+            f"Pipeline {ranges.pipeline_id} took over from pipeline {taken.old} at {describe_instant(taken.end_ms)}: "
             f"interval {describe_interval((start_ms, end_ms))} lies before that, and pipeline {taken.old} loads it. "
             "Give this DAG a start_date at or after that instant (these runs load nothing)."
         )
 
 
-def check_before_end(store: CheckpointStore, start_ms: int, end_ms: int) -> None:
+def check_before_end(ranges: RangeBook, start_ms: int, end_ms: int) -> None:
     """Refuse, in a pipeline handed over, an interval past its end, and wait while that end is
     being fixed. After the interval is registered (see the module).
 
     :raises ConfigurationError: the interval is the new pipeline's.
     :raises HandoverPending: the end of this pipeline is being fixed.
     """
-    handed = store.ranges.handovers()[1]
+    handed = ranges.handovers()[1]
     if handed is None:
         return
     interval = describe_interval((start_ms, end_ms))
     if handed.end_ms is None:
         raise HandoverPending(
-            f"Pipeline {handed.new} is taking over from pipeline {store.pipeline_id}: interval {interval} waits "
+            f"Pipeline {handed.new} is taking over from pipeline {ranges.pipeline_id}: interval {interval} waits "
             "until it has fixed where this pipeline stops; retry."
         )
     if end_ms > handed.end_ms:
         raise ConfigurationError(
-            f"Pipeline {store.pipeline_id} was handed over to pipeline {handed.new} at "
+            f"Pipeline {ranges.pipeline_id} was handed over to pipeline {handed.new} at "
             f"{describe_instant(handed.end_ms)}: interval {interval} is that pipeline's to load. Pause or "
             f"remove this DAG; its runs of earlier intervals still load ({readme_section('Moving to a new pipeline_id')})."
         )

@@ -28,7 +28,7 @@ from airflow_provider_kinesis_doris.core.doris.result import LabelState
 from airflow_provider_kinesis_doris.core.errors import LabelWindowBroken, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
-from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
 from airflow_provider_kinesis_doris.core.stores.items import LabelCanary
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,9 @@ class LabelWindowWatch:
     before anything loads; each lane's :meth:`offer` of every label it loads (one of them becomes
     a canary when a newer one is due)."""
 
-    def __init__(self, store: CheckpointStore, doris: Any, database: str, label_keep_seconds: int,
+    def __init__(self, chunks: ChunkLog, doris: Any, database: str, label_keep_seconds: int,
                  clock_ms: Callable[[], int]) -> None:  # fmt: skip
-        self._store, self._doris, self._database, self._clock_ms = store, doris, database, clock_ms
+        self._chunks, self._doris, self._database, self._clock_ms = chunks, doris, database, clock_ms
         self._label_keep_seconds = label_keep_seconds
         self._window_ms = trusted_window_seconds(label_keep_seconds) * 1000
         self._lock = threading.Lock()
@@ -82,7 +82,7 @@ class LabelWindowWatch:
             if self._stored is not None:
                 return
             now = self._clock_ms()
-            stored = self._store.chunks.label_canaries()
+            stored = self._chunks.label_canaries()
             inside = self._inside(stored, now)
             if inside:
                 self._ask(inside[0], now)
@@ -95,13 +95,13 @@ class LabelWindowWatch:
         with self._lock:
             now = self._clock_ms()
             if self._stored is None:
-                stored = self._store.chunks.label_canaries()
+                stored = self._chunks.label_canaries()
                 self._keep(stored, self._inside(stored, now), now)
             if not self._due:
                 return
             self._due = False
             stored = self._stored or []
-            self._store.chunks.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
+            self._chunks.replace_label_canaries(stored, [*self._inside(stored, now), LabelCanary(label, now)])
 
     def _inside(self, canaries: list[LabelCanary], now: int) -> list[LabelCanary]:
         """The canaries still inside the trusted window, oldest first."""
@@ -131,7 +131,7 @@ class LabelWindowWatch:
 
 
 def check_label_window(
-    job: LoadJob, store: CheckpointStore, credentials: Credentials, clock_ms: Callable[[], int], *, doris: Any | None = None
+    job: LoadJob, chunks: ChunkLog, credentials: Credentials, clock_ms: Callable[[], int], *, doris: Any | None = None
 ) -> None:
     """The run's label-window canary (:class:`LabelWindowWatch`), asked in the driver once before the
     runner starts, with the driver's own store: lanes and Spark partitions then only offer their
@@ -144,7 +144,7 @@ def check_label_window(
     pipeline = job.pipeline
     client = doris if doris is not None else DorisStreamLoadClient(job.doris_config(credentials), retry_policy=pipeline.retry_policy)
     try:
-        LabelWindowWatch(store, client, pipeline.doris_database, pipeline.doris.label_keep_seconds, clock_ms).check()
+        LabelWindowWatch(chunks, client, pipeline.doris_database, pipeline.doris.label_keep_seconds, clock_ms).check()
     finally:
         if doris is None:
             client.close()

@@ -64,7 +64,7 @@ class LoadClients:
     def __post_init__(self) -> None:
         pipeline = self.job.pipeline
         self.label_window = LabelWindowWatch(
-            self.store, self.doris, pipeline.doris_database, pipeline.doris.label_keep_seconds, self.clock_ms
+            self.store.chunks, self.doris, pipeline.doris_database, pipeline.doris.label_keep_seconds, self.clock_ms
         )
 
     @classmethod
@@ -207,7 +207,7 @@ def _read_and_load(
         clients.kinesis, shard_range, store.ledger, consumer_arn=pipeline.efo_consumer_arn,
         clock=lambda: clients.clock_ms() / 1000, end_read=end_read,
     )  # fmt: skip
-    contents = {} if fresh else settled_contents(store, shard_range)
+    contents = {} if fresh else settled_contents(store.chunks, shard_range)
     by_label = {chunk.label: chunk for chunk in recorded}
     spans = sorted({*((c.first, c.last) for c in recorded), *((c.first, c.last) for c in contents.values())})
     records = _past_a_trimmed_head(reader, spans, _loaded_spans(recorded, contents), shard_range)

@@ -33,9 +33,6 @@ from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
 
-XCOM_ATTENTION_MAX = 100
-"""Shards listed by name in the task's XCom at most (those that need attention)."""
-
 DEFAULT_WARN_WAITING_AFTER_MS = 3_600_000
 """How long a shard may wait for its parents before the loader logs it as an error."""
 BACKLOG_SHARE_OF_RETENTION = 0.5
@@ -63,7 +60,8 @@ class IntervalResult:
     """The loaded rows' JSON members against the table's columns, where they differ (``core.fields``)."""
 
     def summary(self) -> dict[str, Any]:
-        """Per shard what was planned and loaded; JSON-safe, free of secrets (the XCom)."""
+        """Per shard what was planned and loaded; JSON-safe, free of secrets (the task log and the
+        metrics get it; :func:`~.report.xcom_summary` shapes the XCom from it)."""
         by_shard = {report.shard_id: report for report in self.reports}
         marks = self.commit.high_water_marks if self.commit else {}
         shards: dict[str, Any] = {}
@@ -121,27 +119,6 @@ class IntervalResult:
             "shards": shards,
         }
 
-    def xcom_summary(self) -> dict[str, Any]:
-        """What the task returns to XCom: the totals of :meth:`summary`, how many shards took each
-        decision, and only the shards that need attention (waiting for parents, dead letters,
-        rows Doris refused), without their labels, at most ``XCOM_ATTENTION_MAX`` of them. Its size
-        does not grow with the shard count; the task log has every shard's line."""
-        full = self.summary()
-        shards: dict[str, dict[str, Any]] = full.pop("shards")
-        attention = {shard_id: entry for shard_id, entry in shards.items() if _needs_attention(entry)}
-        listed = sorted(attention)[:XCOM_ATTENTION_MAX]
-        lags = [entry["lag_ms"] for entry in shards.values() if entry.get("lag_ms") is not None]
-        return {
-            **full,
-            "shard_count": len(shards),
-            "decisions": dict(sorted(Counter(entry["decision"] for entry in shards.values()).items())),
-            "chunks": sum(entry.get("chunks", 0) for entry in shards.values()),
-            "max_lag_ms": max(lags, default=None),
-            "attention": {shard_id: _without_labels(attention[shard_id]) for shard_id in listed},
-            "attention_not_listed": len(attention) - len(listed),
-        }
-
-
     def _lag_ms(self, shard_id: str, read_lag_ms: int | None) -> int | None:
         """How far the shard's loaded data is behind: from its high-water mark to the commit, or
         what the read's last page said if that is larger. A mark that stays in front of an
@@ -160,14 +137,6 @@ def _interval_totals(result: IntervalResult) -> dict[str, Any]:
         **{name: full[name] for name in ("records", "loaded", "filtered", "dead_lettered", "skipped", "probe_loads",
                                           "loads_aborted")},
     }
-
-
-def _needs_attention(entry: Mapping[str, Any]) -> bool:
-    return bool(entry.get("waiting_for") or entry.get("dead_lettered") or entry.get("filtered"))
-
-
-def _without_labels(entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in entry.items() if name != "labels"}
 
 
 def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
@@ -231,7 +200,7 @@ def run_interval(
     if catch_up is None:
         return run(start_ms, end_ms)
     sweeps = InitialPosition(config.initial_position) is InitialPosition.TRIM_HORIZON
-    skipped = find_skipped(store, start_ms, end_ms, catch_up, sweeps=sweeps)
+    skipped = find_skipped(store.ranges, start_ms, end_ms, catch_up, sweeps=sweeps)
     horizon_ms = None
     if skipped.unplanned or skipped.deferred or skipped.left_to_own_runs:
         # The prune horizon lies behind the trim horizon by the label window; each pruning read
@@ -361,10 +330,10 @@ def _run_one(
         # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
         topology = store.ledger.get_topology()
         assignment = topology.assignment if topology else None
-        job = LoadJob.of(config, to_load, lambda: weights_for_plan(store), assignment) if to_load.ranges else None
+        job = LoadJob.of(config, to_load, lambda: weights_for_plan(store.ledger, store.ranges), assignment) if to_load.ranges else None
     with in_phase(Phase.LOADING):
         if job is not None:
-            check_label_window(job, store, credentials, clock, doris=doris)
+            check_label_window(job, store.chunks, credentials, clock, doris=doris)
         loaded = tuple(runner(job, credentials)) if job is not None else ()
     if not to_load.ranges:
         log.info(

@@ -191,12 +191,12 @@ def plan_interval(
     if own_ranges:
         # Before the prune horizon no new range is planned, and the grid there is pruned.
         registers = prune_horizon_ms is None or interval_start_ms >= prune_horizon_ms
-        handover.check_after_start(store, interval_start_ms, interval_end_ms)
+        handover.check_after_start(store.ranges, interval_start_ms, interval_end_ms)
         overlapped = store.ranges.register_interval(interval_start_ms, interval_end_ms, register=registers)
         if overlapped is not None:
             raise _misaligned(None, interval_start_ms, interval_end_ms, overlapped)
         # After registering: a handover reads the grid after its claim (core.handover).
-        handover.check_before_end(store, interval_start_ms, interval_end_ms)
+        handover.check_before_end(store.ranges, interval_start_ms, interval_end_ms)
     listed = list_shards(kinesis, stream_name)
     shard_ids = [info.shard_id for info in listed]
     checkpoints = reconcile_shards(store, listed, concurrency)

@@ -24,6 +24,7 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.model import describe_instant
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def prune_if_due(
     """
     if horizon_ms <= 0 or not store.ranges.raise_prune_horizon(horizon_ms):
         return None
-    return _prune_shards(store, _with_history(store, horizon_ms), horizon_ms, concurrency)
+    return _prune_shards(store, _with_history(store.ledger, horizon_ms), horizon_ms, concurrency)
 
 
 def prune_shards(
@@ -119,11 +120,11 @@ def _prune_shards(
     return result
 
 
-def _with_history(store: CheckpointStore, horizon_ms: int) -> list[ShardCheckpoint]:
+def _with_history(ledger: ShardLedger, horizon_ms: int) -> list[ShardCheckpoint]:
     """Registered shards (listed or not) with a mark and history before the horizon not pruned yet
     (a quiet shard's reaches past its mark)."""
     return [
         shard
-        for shard in store.ledger.list_shard_checkpoints()
+        for shard in ledger.list_shard_checkpoints()
         if shard.high_water_mark is not None and horizon_ms > (shard.pruned_through_ms or 0)
     ]

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
+from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
+from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
@@ -39,27 +42,27 @@ RECENT_INTERVALS = 6
 # --- the sensor's check ---------------------------------------------------------------------------
 
 
-def observe_topology(kinesis: Any, store: CheckpointStore, stream_name: str) -> TopologyChange | None:
+def observe_topology(kinesis: Any, ledger: ShardLedger, stream_name: str) -> TopologyChange | None:
     """Compare the live shard set with the stored topology.
 
     The first look (nothing stored) stores the live set with an empty assignment and returns None:
     there is nothing to compare with yet. Otherwise nothing is written.
 
     :param kinesis: a boto3 Kinesis client.
-    :param store: the pipeline's checkpoint store.
+    :param ledger: the pipeline's shards.
     :param stream_name: the stream.
     :return: the change since the stored topology (``is_reshard`` tells whether shards were split
         or merged), or None on the first look.
     """
     live = list_shards(kinesis, stream_name)
-    stored = store.ledger.get_topology()
+    stored = ledger.get_topology()
     if stored is None:
         try:
-            store.ledger.save_topology([shard.shard_id for shard in live], {}, expected_version=None)
+            ledger.save_topology([shard.shard_id for shard in live], {}, expected_version=None)
             log.info("first look at stream %s: stored %d shards", stream_name, len(live))
             return None
         except CheckpointConflict:
-            stored = store.ledger.get_topology()  # someone else stored it first: compare with theirs
+            stored = ledger.get_topology()  # someone else stored it first: compare with theirs
             assert stored is not None, "the topology item is never deleted"
     return diff_topology(stored.shard_ids, stored.version, live)
 
@@ -68,7 +71,7 @@ def observe_topology(kinesis: Any, store: CheckpointStore, stream_name: str) -> 
 
 
 def shard_loads_from_store(
-    store: CheckpointStore, *, listed_ids: Iterable[str] | None = None, recent_intervals: int = RECENT_INTERVALS
+    ledger: ShardLedger, ranges: RangeBook, *, listed_ids: Iterable[str] | None = None, recent_intervals: int = RECENT_INTERVALS
 ) -> list[ShardLoad]:
     """The loads of every stored shard that is not drained (and is listed, if ``listed_ids``).
 
@@ -78,10 +81,10 @@ def shard_loads_from_store(
     listed = set(listed_ids) if listed_ids is not None else None
     shards = [
         checkpoint
-        for checkpoint in store.ledger.list_shard_checkpoints()
+        for checkpoint in ledger.list_shard_checkpoints()
         if checkpoint.state is not ShardState.DRAINED and (listed is None or checkpoint.shard_id in listed)
     ]
-    loaded = {shard.shard_id: store.ranges.recent_loaded_counts(shard.shard_id, recent_intervals) for shard in shards}
+    loaded = {shard.shard_id: ranges.recent_loaded_counts(shard.shard_id, recent_intervals) for shard in shards}
     recent = set(sorted({start for counts in loaded.values() for start in counts})[-recent_intervals:])
     return [
         ShardLoad(
@@ -94,14 +97,15 @@ def shard_loads_from_store(
     ]
 
 
-def weights_for_plan(store: CheckpointStore, *, recent_intervals: int = RECENT_INTERVALS) -> dict[str, float]:
+def weights_for_plan(ledger: ShardLedger, ranges: RangeBook, *, recent_intervals: int = RECENT_INTERVALS) -> dict[str, float]:
     """Per shard id, the weight ``core.partitions.group_ranges`` balances Spark partitions with
     (average 1.0, the weight it assumes for a shard it has no weight for).
 
-    :param store: the pipeline's checkpoint store, reconciled with ListShards (the planner does).
+    :param ledger: the pipeline's shards, reconciled with ListShards (the planner does).
+    :param ranges: the pipeline's ranges, whose loaded counts measure traffic.
     :param recent_intervals: how many of the latest loaded intervals measure traffic.
     """
-    return shard_weights(shard_loads_from_store(store, recent_intervals=recent_intervals))
+    return shard_weights(shard_loads_from_store(ledger, ranges, recent_intervals=recent_intervals))
 
 
 def _open_width(shard: ShardCheckpoint) -> int:
@@ -164,17 +168,17 @@ def rebalance(
     listed = list_shards(kinesis, stream_name)
     before = {checkpoint.shard_id: checkpoint.state for checkpoint in store.ledger.list_shard_checkpoints()}
     reconciled = reconcile_shards(store, listed)
-    drained = tuple(_mark_drained_where_done(store, reconciled.values()))
+    drained = tuple(_mark_drained_where_done(store.marks, reconciled.values()))
     listed_ids = [shard.shard_id for shard in listed]
-    loads = shard_loads_from_store(store, listed_ids=listed_ids, recent_intervals=recent_intervals)
-    version, assignment = _save_assignment(store, listed_ids, loads, partitions)
+    loads = shard_loads_from_store(store.ledger, store.ranges, listed_ids=listed_ids, recent_intervals=recent_intervals)
+    version, assignment = _save_assignment(store.ledger, listed_ids, loads, partitions)
     return RebalanceResult(
         version=version,
         assignment=assignment,
         registered=tuple(sorted(set(reconciled) - set(before))),
         closed=tuple(sorted(s for s, c in reconciled.items() if _newly_closed(before.get(s), c.state))),
         drained=drained,
-        retired=tuple(retired_parents(store, listed)),
+        retired=tuple(retired_parents(store.ledger, listed)),
     )
 
 
@@ -182,20 +186,20 @@ def _newly_closed(before: ShardState | None, now: ShardState) -> bool:
     return now is ShardState.CLOSED and before in (None, ShardState.OPEN)
 
 
-def _mark_drained_where_done(store: CheckpointStore, checkpoints: Iterable[ShardCheckpoint]) -> Iterable[str]:
+def _mark_drained_where_done(marks: HighWaterMarks, checkpoints: Iterable[ShardCheckpoint]) -> Iterable[str]:
     """CLOSED shards whose loaded run reaches SHARD_END: the commit marks them when it sees the
     end, but a parent whose last range was loaded before an earlier one is marked here."""
     for checkpoint in checkpoints:
         mark = checkpoint.high_water_mark
         if checkpoint.state is ShardState.CLOSED and mark is not None and mark.kind is BoundaryKind.SHARD_END:
             try:
-                store.marks.mark_drained(checkpoint.shard_id, expected_counter=checkpoint.lease_counter)
+                marks.mark_drained(checkpoint.shard_id, expected_counter=checkpoint.lease_counter)
             except CheckpointConflict:
                 continue  # a concurrent commit updated it; it retires it itself or next time
             yield checkpoint.shard_id
 
 
-def retired_parents(store: CheckpointStore, listed: Sequence[ShardInfo]) -> list[str]:
+def retired_parents(ledger: ShardLedger, listed: Sequence[ShardInfo]) -> list[str]:
     """Drained shards every one of whose listed children has loaded something (KCL's lease
     cleanup rule): nothing will ever need them again."""
     children: dict[str, list[str]] = {}
@@ -204,23 +208,23 @@ def retired_parents(store: CheckpointStore, listed: Sequence[ShardInfo]) -> list
             children.setdefault(parent, []).append(shard.shard_id)
     retired = []
     for parent, kids in sorted(children.items()):
-        checkpoint = store.ledger.get_shard(parent)
+        checkpoint = ledger.get_shard(parent)
         if checkpoint is None or checkpoint.state is not ShardState.DRAINED:
             continue
-        kid_checkpoints = [store.ledger.get_shard(kid) for kid in kids]
+        kid_checkpoints = [ledger.get_shard(kid) for kid in kids]
         if all(kid is not None and kid.high_water_mark is not None for kid in kid_checkpoints):
             retired.append(parent)
     return retired
 
 
 def _save_assignment(
-    store: CheckpointStore, listed_ids: Sequence[str], loads: Sequence[ShardLoad], partitions: int
+    ledger: ShardLedger, listed_ids: Sequence[str], loads: Sequence[ShardLoad], partitions: int
 ) -> tuple[int, Assignment]:
     def save_once() -> tuple[int, Assignment]:
-        stored = store.ledger.get_topology()
+        stored = ledger.get_topology()
         assignment = assign_partitions(loads, partitions, stored.assignment if stored else None)
-        saved = store.ledger.save_topology(listed_ids, assignment.partition_of, expected_version=stored.version if stored else None)
+        saved = ledger.save_topology(listed_ids, assignment.partition_of, expected_version=stored.version if stored else None)
         log.info("topology version %d: %s", saved.version, assignment.partition_of)
         return saved.version, assignment
 
-    return retry_on_conflict(save_once, f"the topology of pipeline {store.pipeline_id}")
+    return retry_on_conflict(save_once, f"the topology of pipeline {ledger.pipeline_id}")

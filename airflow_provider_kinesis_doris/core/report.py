@@ -1,5 +1,6 @@
-"""What loading one range reports (one row of the Spark job's output), and the driver's reading
-of those reports back into the typed error of the first failed range.
+"""What loading one range reports (one row of the Spark job's output), the driver's reading
+of those reports back into the typed error of the first failed range, and the task's XCom: an
+interval's result shaped for it (:func:`xcom_summary`).
 
 Apart from the loader so that what only reads reports (the commit, the runner choice, the Spark
 driver) does not import the loader with its clients, sessions and Stream Load machinery.
@@ -9,13 +10,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kinesis_doris.core.errors import RangeFailure
 
+if TYPE_CHECKING:
+    from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
+
 log = logging.getLogger(__name__)
+
+XCOM_ATTENTION_MAX = 100
+"""Shards listed by name in the task's XCom at most (those that need attention)."""
 
 
 @dataclass
@@ -82,3 +90,33 @@ def raise_first_failure(reports: Sequence[RangeReport]) -> None:
         log.error("range of shard %s failed: %s: %s", failure.shard, failure.type, failure.message)
     if failures:
         raise failures[0].to_error()
+
+
+def xcom_summary(result: IntervalResult) -> dict[str, Any]:
+    """What the task returns to XCom: the totals of ``result.summary()``, how many shards took each
+    decision, and only the shards that need attention (waiting for parents, dead letters, rows
+    Doris refused), without their labels, at most ``XCOM_ATTENTION_MAX`` of them. Its size does
+    not grow with the shard count; the task log has every shard's line. The pipeline page reads
+    this shape (``ui``)."""
+    full = result.summary()
+    shards: dict[str, dict[str, Any]] = full.pop("shards")
+    attention = {shard_id: entry for shard_id, entry in shards.items() if _needs_attention(entry)}
+    listed = sorted(attention)[:XCOM_ATTENTION_MAX]
+    lags = [entry["lag_ms"] for entry in shards.values() if entry.get("lag_ms") is not None]
+    return {
+        **full,
+        "shard_count": len(shards),
+        "decisions": dict(sorted(Counter(entry["decision"] for entry in shards.values()).items())),
+        "chunks": sum(entry.get("chunks", 0) for entry in shards.values()),
+        "max_lag_ms": max(lags, default=None),
+        "attention": {shard_id: _without_labels(attention[shard_id]) for shard_id in listed},
+        "attention_not_listed": len(attention) - len(listed),
+    }
+
+
+def _needs_attention(entry: Mapping[str, Any]) -> bool:
+    return bool(entry.get("waiting_for") or entry.get("dead_lettered") or entry.get("filtered"))
+
+
+def _without_labels(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in entry.items() if name != "labels"}

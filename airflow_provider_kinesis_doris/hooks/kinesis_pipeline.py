@@ -155,7 +155,7 @@ class KinesisPipelineHook(KinesisHook):
         """
         store = self.checkpoint_store(checkpoint_table, pipeline_id)
         try:
-            return observe_topology(self.kinesis, store, stream_name)
+            return observe_topology(self.kinesis, store.ledger, stream_name)
         except ClientError as error:
             if aws_error_code(error) != "ResourceNotFoundException":
                 raise

@@ -30,6 +30,7 @@ from airflow_provider_kinesis_doris.config import (
 )
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, ShardsWaiting
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.report import xcom_summary
 from airflow_provider_kinesis_doris.hooks.doris import DorisHook
 from airflow_provider_kinesis_doris.lineage import operator_lineage, stream_arn_of
 from airflow_provider_kinesis_doris.links.doris import DorisTableLink
@@ -239,7 +240,7 @@ class KinesisToDorisOperator(KinesisPipelineBaseOperator):
         if result.commit is None:
             self.log.info("Nothing to load for this interval: no readable shard range; Spark was not started")
         self._report(config.pipeline_id, result.summary())
-        summary = result.xcom_summary()
+        summary = xcom_summary(result)
         if self._preflight_warnings:
             summary["preflight"] = self._preflight_warnings
         if auto is not None and auto.choice is not None:

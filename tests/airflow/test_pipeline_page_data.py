@@ -1,6 +1,6 @@
 """What the pipeline page (``ui``) makes of the metadata DB without a server: the loader's
 connection ids from its serialized task, and the interval grid from the loader's own XCom summary
-(``IntervalResult.xcom_summary``, the operator's return value).
+(``core.report.xcom_summary``, the operator's return value).
 
 The browser test (tests/e2e/test_pipeline_page.py) shows the page after real loads; this one
 covers the cases a run of the example DAG does not make.
@@ -75,7 +75,7 @@ def _summary(start_ms: int, rows: int, caught_up: tuple[tuple[int, int], ...] = 
     from airflow_provider_kinesis_doris.core.model import ShardState
     from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
     from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardPlan
-    from airflow_provider_kinesis_doris.core.report import RangeReport
+    from airflow_provider_kinesis_doris.core.report import RangeReport, xcom_summary
 
     def result(start: int, end: int, loaded: int, **more: Any) -> IntervalResult:
         plan = Plan("p", "s", start, end, (ShardPlan("shardId-0", (), ShardState.OPEN, 3, ShardDecision.NEW),))
@@ -83,7 +83,7 @@ def _summary(start_ms: int, rows: int, caught_up: tuple[tuple[int, int], ...] = 
         return IntervalResult(plan, (report,), CommitResult(), **more)
 
     recovered = tuple(result(start, end, 100 + n) for n, (start, end) in enumerate(caught_up))
-    return result(start_ms, start_ms + MINUTE, rows, skipped=SkippedIntervals(adopted=caught_up), recovered=recovered).xcom_summary()
+    return xcom_summary(result(start_ms, start_ms + MINUTE, rows, skipped=SkippedIntervals(adopted=caught_up), recovered=recovered))
 
 
 def test_the_grid_counts_and_catch_ups_come_from_the_runs_summaries() -> None:

@@ -238,7 +238,7 @@ def test_the_watch_dag_runs_sensor_and_rebalance(
 
     table = "demo.events"
     store = dynamo_store(dynamodb_client, TABLE, f"{stream}.{table}")
-    assert observe_topology(kinesis_client, store, stream) is None
+    assert observe_topology(kinesis_client, store.ledger, stream) is None
     parent, children = split_first_shard(kinesis_client, stream)
     monkeypatch.setenv("KD_EXAMPLE_STREAM", stream)
     monkeypatch.setenv("KD_EXAMPLE_TABLE", table)

@@ -15,6 +15,7 @@ import pytest
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, RetryableStreamLoadError, UnresolvableLoad
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.report import xcom_summary
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, CHUNK_NOT_LOADED, INITIAL_POSITION_KEY
 from airflow_provider_kinesis_doris.core.stores.memory import memory_store
@@ -179,7 +180,7 @@ def test_a_pipeline_that_started_at_trim_horizon_keeps_its_floor_when_set_to_int
     world = _World(intervals=4, per_interval=3)
     for k in (2, 3):
         world.run(k, pipeline_config(initial_position="TRIM_HORIZON"))
-    backfill = world.run(1).xcom_summary()
+    backfill = xcom_summary(world.run(1))
     assert backfill["decisions"] == {"COVERED": 1} and backfill["loaded"] == 0
     assert world.store.ranges.get_range(SHARD, T0 + IV) is None
     assert world.copies() == Counter(world.produced)

@@ -15,7 +15,7 @@ import pytest
 from airflow_provider_kinesis_doris.testing.builders import load_in_thread, pipeline_config
 from airflow_provider_kinesis_doris.core.catch_up import GAPLESS_STEP, CatchUp, Interval
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped
-from airflow_provider_kinesis_doris.core.report import RangeReport
+from airflow_provider_kinesis_doris.core.report import RangeReport, xcom_summary
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
@@ -79,7 +79,7 @@ def test_an_interval_no_dag_run_covers_is_loaded_by_the_next_run() -> None:
     for k in (0, 2, 3):  # the scheduler never runs interval 1 (catchup=False after a pause)
         result = world.run(k)
         if k == 2:
-            summary = result.xcom_summary()["skipped_intervals"]
+            summary = xcom_summary(result)["skipped_intervals"]
             described = "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"
             assert [entry["interval"] for entry in summary["loaded"]] == [described]
             assert summary["recovered"] == [described]
@@ -199,7 +199,7 @@ def test_a_changed_schedule_loads_the_span_between_the_two_schedules_once_as_an_
 
     result = own_run()
     assert result.skipped.adopted == ((T0 + IV, T0 + 2 * IV),)
-    assert result.xcom_summary()["skipped_intervals"]["recovered"] == [
+    assert xcom_summary(result)["skipped_intervals"]["recovered"] == [
         "[2023-11-14T22:15:00Z, 2023-11-14T22:16:00Z) (1700000100000, 1700000160000)"
     ]
     assert world.visible() == Counter(world.produced[:9])

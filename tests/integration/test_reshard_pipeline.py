@@ -398,7 +398,7 @@ def test_rebalance_applies_the_reshard_and_weights_follow_the_traffic(stack) -> 
     end = pause()
     loader.run(start, end)
 
-    weights = weights_for_plan(loader.store)
+    weights = weights_for_plan(loader.store.ledger, loader.store.ranges)
     assert weights[hot] > weights[cool] > weights[cold] > 0
     assert sum(weights.values()) == pytest.approx(3.0)
 

@@ -31,7 +31,7 @@ class World:
 
     def task(self, *labels: str) -> LabelWindowWatch:
         """A task that checks, then loads ``labels``, offering each."""
-        watch = LabelWindowWatch(self.store, self.doris, "db", KEEP_SECONDS, lambda: self.now)
+        watch = LabelWindowWatch(self.store.chunks, self.doris, "db", KEEP_SECONDS, lambda: self.now)
         watch.check()
         for label in labels:
             self.load(label)
@@ -92,7 +92,7 @@ def test_a_canary_past_the_window_proves_nothing_and_is_not_asked() -> None:
 
 def test_a_task_that_lost_the_race_to_keep_a_canary_keeps_the_other_tasks() -> None:
     world = World()
-    first, second = (LabelWindowWatch(world.store, world.doris, "db", KEEP_SECONDS, lambda: world.now) for _ in range(2))
+    first, second = (LabelWindowWatch(world.store.chunks, world.doris, "db", KEEP_SECONDS, lambda: world.now) for _ in range(2))
     first.check()
     second.check()
     for watch, label in ((first, "kd:a"), (second, "kd:b")):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from airflow_provider_kinesis_doris.core.commit import CommitResult
-from airflow_provider_kinesis_doris.core.report import RangeReport
+from airflow_provider_kinesis_doris.core.report import XCOM_ATTENTION_MAX, RangeReport, xcom_summary
 from airflow_provider_kinesis_doris.core.model import ShardState
-from airflow_provider_kinesis_doris.core.pipeline import XCOM_ATTENTION_MAX, IntervalResult
+from airflow_provider_kinesis_doris.core.pipeline import IntervalResult
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, ShardPlan
 
 SHARDS = 1_000
@@ -31,7 +31,7 @@ def _result(dead_lettered_every: int = 250) -> IntervalResult:
 def test_the_xcom_of_a_thousand_shards_holds_totals_and_only_the_shards_that_need_attention() -> None:
     result = _result()
 
-    xcom = result.xcom_summary()
+    xcom = xcom_summary(result)
 
     assert len(json.dumps(result.summary())) > 200_000, "the full summary is what the task log gets"
     assert len(json.dumps(xcom)) < 4_000
@@ -45,7 +45,7 @@ def test_the_xcom_of_a_thousand_shards_holds_totals_and_only_the_shards_that_nee
 
 
 def test_when_every_shard_needs_attention_the_xcom_names_a_bounded_number_and_counts_the_rest() -> None:
-    xcom = _result(dead_lettered_every=1).xcom_summary()
+    xcom = xcom_summary(_result(dead_lettered_every=1))
 
     assert len(xcom["attention"]) == XCOM_ATTENTION_MAX
     assert xcom["attention_not_listed"] == SHARDS - XCOM_ATTENTION_MAX

@@ -64,6 +64,11 @@ class RangeBook:
         self._grid_complete = False
         """The table's interval grid is known to hold every stored range's interval."""
 
+    @property
+    def pipeline_id(self) -> str:
+        """The pipeline whose ranges these are (the steps that take the book alone name it)."""
+        return self._items.pipeline_id
+
     # ranges ---------------------------------------------------------------------------------
 
     def get_range(self, shard_id: str, interval_start_ms: int) -> ShardRange | None:

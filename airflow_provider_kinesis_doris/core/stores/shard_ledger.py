@@ -53,6 +53,11 @@ class ShardLedger:
         self._settled_boundaries: dict[tuple[str, int], Boundary] = {}
         """Concrete boundaries seen (they never change): :meth:`get_boundary`."""
 
+    @property
+    def pipeline_id(self) -> str:
+        """The pipeline whose shards these are (the steps that take the ledger alone name it)."""
+        return self._items.pipeline_id
+
     # boundaries (BoundaryStore) ---------------------------------------------------------------
 
     def get_boundary(self, shard_id: str, instant_ms: int) -> Boundary | None:
