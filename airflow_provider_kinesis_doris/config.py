@@ -356,8 +356,8 @@ class LoadConfig(_Group):
 
     options: Mapping[str, Any] = field(default_factory=dict)
     headers: Mapping[str, str] = field(default_factory=dict)
-    chunk_max_rows: int = ChunkLimits.max_rows
-    chunk_max_bytes: int = ChunkLimits.max_bytes
+    chunk_max_rows: int = ChunkLimits.chunk_max_rows
+    chunk_max_bytes: int = ChunkLimits.chunk_max_bytes
     max_bad_record_ratio: float = 0.5
 
     parameter: ClassVar[str] = "load"
@@ -375,10 +375,6 @@ class LoadConfig(_Group):
         self.templated_options = frozenset(name for name, value in options.items() if holds_template(value))
         """The ``options`` whose values rendering can change, as the object was built."""
         super().__post_init__()
-
-    @property
-    def chunk_limits(self) -> ChunkLimits:
-        return ChunkLimits(max_rows=self.chunk_max_rows, max_bytes=self.chunk_max_bytes)
 
 
 @dataclass

@@ -555,7 +555,8 @@ def pipeline_config(stack: Stack, stream: str, table: str, chunk_limits: ChunkLi
         aws=stack.aws,
         load_options=StreamLoadOptions.json_lines(),
         mapping=MAPPING,
-        chunk_limits=chunk_limits,
+        chunk_max_rows=chunk_limits.chunk_max_rows,
+        chunk_max_bytes=chunk_limits.chunk_max_bytes,
         retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.5, max_backoff_seconds=2),
     )
 
@@ -961,7 +962,7 @@ def summarize(
     marginal_ratios = {runner: round(value / bare_marginal, 2) for runner, value in marginal.items()}
     result = {
         "records": big.records,
-        "chunk_rows": limits.max_rows,
+        "chunk_rows": limits.chunk_max_rows,
         "e2e_s": round(big.e2e.seconds, 2),
         "in_process_s": round(big.runs[IN_PROCESS].seconds, 2),
         "raw_read_s": round(big.raw.seconds, 2),
@@ -1097,7 +1098,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000, help="records at full size (N/10 runs too)")
     parser.add_argument("--record-bytes", type=int, default=200, help="approximate JSON size of a record")
-    parser.add_argument("--chunk-rows", type=int, default=ChunkLimits().max_rows, help="rows per Stream Load")
+    parser.add_argument("--chunk-rows", type=int, default=ChunkLimits().chunk_max_rows, help="rows per Stream Load")
     parser.add_argument("--auto-records", type=int, default=10_000, help="records of the runner=SparkOrInProcess() interval")
     parser.add_argument("--state-dir", type=Path, default=None, help="logs of the local stack (default: a temp dir)")
     parser.add_argument("--json-out", type=Path, default=None, help="also write the final JSON line here")
@@ -1106,7 +1107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.setLevel(logging.INFO)
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-"))
     load_average = [round(os.getloadavg()[0], 2)]
-    limits = ChunkLimits(max_rows=args.chunk_rows)
+    limits = ChunkLimits(chunk_max_rows=args.chunk_rows)
     with LocalStack(state_dir, services=["kinesalite", "dynamodb", "doris"]) as local:
         stack = connect(local)
         services = {name: service.pid for name, service in local.running.items()}

@@ -273,8 +273,8 @@ def measure_history(
             put_per_shard(stack.kinesis, config.stream_name, 2)
         wait_past(end + 1_000)
         run_interval(
-            config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
-            prune=False,
+            replace(config, prune=False), start, end, kinesis=stack.kinesis, store=store, credentials=credentials,
+            runner=run_here,
         )  # fmt: skip
         before.append(round(_item_count(stack, config) / shards, 2))
         with counter.counting() as calls:
@@ -343,8 +343,8 @@ def _interval(
         started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
-            config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=run_here,
-            driver_concurrency=concurrency, prune=False,
+            replace(config, driver_concurrency=concurrency, prune=False), start, end, kinesis=stack.kinesis,
+            store=store, credentials=credentials, runner=run_here,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
         modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),

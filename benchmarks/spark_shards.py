@@ -93,8 +93,8 @@ def _run(stack: Stack, config: PipelineConfig, start: int, end: int, runner: Any
     _timings.clear()
     cpu_before = cpu_seconds(services)["loader"]
     started = time.perf_counter()
-    result = run_interval(config, start, end, kinesis=stack.kinesis, store=store, credentials=credentials, runner=runner,
-                          prune=False)  # fmt: skip
+    result = run_interval(replace(config, prune=False), start, end, kinesis=stack.kinesis, store=store,
+                          credentials=credentials, runner=runner)  # fmt: skip
     seconds = time.perf_counter() - started
     figures: dict[str, Any] = {"records": result.summary()["records"], "interval_s": round(seconds, 2),
                                "loader_cpu_s": round(cpu_seconds(services)["loader"] - cpu_before, 2)}  # fmt: skip

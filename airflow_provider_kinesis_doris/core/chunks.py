@@ -187,14 +187,14 @@ def _check_count(content: ChunkContent, seen: int) -> None:
 
 def cut_chunks(
     mapped: Iterable[Row | DeadLetter],
-    limits: ChunkLimits,
+    chunk_limits: ChunkLimits,
     recorded: Sequence[tuple[Position, Position]] = (),
 ) -> Iterator[Chunk]:
     """Group mapped records, in shard order, into chunks.
 
     Dead letters count toward the limits like rows, so where a chunk ends depends only on the
     records, never on how a user transform classified them. A record a decoder made into several
-    rows counts once toward ``max_rows`` (it is one record) and its lines stay in one chunk.
+    rows counts once toward ``chunk_max_rows`` (it is one record) and its lines stay in one chunk.
 
     :param recorded: ``(first, last)`` of chunks an earlier attempt recorded for this range; a
         record inside one of them is chunked exactly as then.
@@ -213,7 +213,7 @@ def cut_chunks(
         position = item.record.position
         item_size = len(item.line) + 1 if isinstance(item, Row) else len(item.record.data) + 1
         span = _span_of(position, spans)
-        if first is not None and _ends_before(first, last, position, span, limits, rows + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
+        if first is not None and _ends_before(first, last, position, span, chunk_limits, rows + len(dead) + 1, size + item_size, spans):  # type: ignore[arg-type]
             yield Chunk(shard_id, first, last, bytes(body), rows, tuple(dead), tuple(ordinals), _lines(row_lines))  # type: ignore[arg-type]
             body, rows, dead, ordinals, size, first, row_lines = bytearray(), 0, [], [], 0, None, None
         if first is None:
@@ -252,7 +252,7 @@ def _ends_before(
     last: Position,
     position: Position,
     span: tuple[Position, Position] | None,
-    limits: ChunkLimits,
+    chunk_limits: ChunkLimits,
     count_with: int,
     size_with: int,
     spans: Sequence[tuple[Position, Position]],
@@ -264,7 +264,7 @@ def _ends_before(
         return last >= current[1] or span != current
     if span is not None:
         return True
-    return count_with > limits.max_rows or size_with > limits.max_bytes
+    return count_with > chunk_limits.chunk_max_rows or size_with > chunk_limits.chunk_max_bytes
 
 
 def follow_an_amendment(chunks: ChunkLog, shard_range: ShardRange, chunk: Chunk) -> None:

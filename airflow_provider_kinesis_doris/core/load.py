@@ -97,7 +97,7 @@ def run_here(job: LoadJob, credentials: Credentials, *, lanes: int = DEFAULT_DRI
     group's ranges stay in order, parents first, as in a Spark partition).
 
     :param lanes: groups loaded at the same time. Each lane holds at most two chunks in memory
-        (``ChunkLimits.max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
+        (``chunk_max_bytes`` each), and spends most of its time waiting on Kinesis, Doris and
         DynamoDB, so a stream of many small ranges loads about ``lanes`` times faster.
     """
     groups = job.partition_groups()
@@ -202,7 +202,7 @@ def _read_and_load(
     ago. Returns the reader's outcome."""
     pipeline, store = clients.job.pipeline, clients.store
     recorded = [] if fresh else store.chunks.chunks_for_range(shard_range.shard_id, shard_range.interval_start_ms)
-    limits = _settled_limits(store, shard_range, pipeline.chunk_limits)
+    chunk_limits = _settled_chunk_limits(store, shard_range, pipeline.chunk_limits)
     reader = RangeReader(
         clients.kinesis, shard_range, store.ledger, consumer_arn=pipeline.efo_consumer_arn,
         clock=lambda: clients.clock_ms() / 1000, end_read=end_read,
@@ -216,7 +216,7 @@ def _read_and_load(
     # load is joined; this thread reads Kinesis (and the boundaries, through the thread-safe store).
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"load-{shard_range.shard_id}") as loads:
         in_flight: Future[None] | None = None
-        for chunk in cut_chunks(mapped, limits, spans):
+        for chunk in cut_chunks(mapped, chunk_limits, spans):
             if in_flight is not None:
                 in_flight.result()
             if chunk.first in sent:
@@ -315,7 +315,7 @@ def _check_unloaded_records_kept(
     )
 
 
-def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:
+def _settled_chunk_limits(store: CheckpointStore, shard_range: ShardRange, proposed: ChunkLimits) -> ChunkLimits:
     """The limits stored with the range (by its planner, or else by its first loader): a
     concurrent run with other limits then still cuts the same chunks, under the same labels."""
     settled = shard_range.chunk_limits or store.ranges.settle_chunk_limits(
@@ -324,8 +324,8 @@ def _settled_limits(store: CheckpointStore, shard_range: ShardRange, proposed: C
     if settled != proposed:
         log.info(
             "shard %s interval %s keeps the chunk limits of its first run (%d rows, %d bytes), not %d rows, %d bytes",
-            shard_range.shard_id, describe_instant(shard_range.interval_start_ms), settled.max_rows,
-            settled.max_bytes, proposed.max_rows, proposed.max_bytes,
+            shard_range.shard_id, describe_instant(shard_range.interval_start_ms), settled.chunk_max_rows,
+            settled.chunk_max_bytes, proposed.chunk_max_rows, proposed.chunk_max_bytes,
         )  # fmt: skip
     return settled
 

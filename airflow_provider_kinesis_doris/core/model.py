@@ -122,19 +122,23 @@ class Boundary:
 
 @dataclass(frozen=True)
 class ChunkLimits:
-    """Upper bounds of one Stream Load request.
+    """Upper bounds of one Stream Load request, under the names of ``LoadConfig`` that set them
+    (and of the range item's attributes that keep them).
 
-    :param max_rows: records per chunk.
-    :param max_bytes: bytes of JSON lines per chunk; a single larger record still forms a chunk
-        of its own (Doris enforces its own body limits).
+    :param chunk_max_rows: records per chunk.
+    :param chunk_max_bytes: bytes of JSON lines per chunk; a single larger record still forms a
+        chunk of its own (Doris enforces its own body limits).
     """
 
-    max_rows: int = 100_000
-    max_bytes: int = 64 * 1024 * 1024
+    chunk_max_rows: int = 100_000
+    chunk_max_bytes: int = 64 * 1024 * 1024
 
     def __post_init__(self) -> None:
-        if self.max_rows < 1 or self.max_bytes < 1:
-            raise ConfigurationError(f"Chunk limits must be positive, got rows={self.max_rows} bytes={self.max_bytes}")
+        if self.chunk_max_rows < 1 or self.chunk_max_bytes < 1:
+            raise ConfigurationError(
+                f"Chunk limits must be positive, got chunk_max_rows={self.chunk_max_rows} "
+                f"chunk_max_bytes={self.chunk_max_bytes}"
+            )
 
 
 class RangeState(str, enum.Enum):

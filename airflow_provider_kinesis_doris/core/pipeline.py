@@ -18,7 +18,7 @@ from airflow_provider_kinesis_doris.core.catch_up import CatchUp, SkippedInterva
 from airflow_provider_kinesis_doris.core.commit import CommitResult, commit_reports
 from airflow_provider_kinesis_doris.core.fields import FieldMismatch, compare
 from airflow_provider_kinesis_doris.core.handover import take_over
-from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
+from airflow_provider_kinesis_doris.core.concurrency import map_bounded
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, IntervalsSkipped, Phase, ShardsWaiting, in_phase, readme_section
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_to_dict
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
@@ -33,8 +33,6 @@ from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
 
 log = logging.getLogger(__name__)
 
-DEFAULT_WARN_WAITING_AFTER_MS = 3_600_000
-"""How long a shard may wait for its parents before the loader logs it as an error."""
 BACKLOG_SHARE_OF_RETENTION = 0.5
 """Skipped intervals left for later runs fail the run once the oldest is older than this share of
 the stream's retention (I11)."""
@@ -156,9 +154,6 @@ def run_interval(
     credentials: Credentials,
     runner: Runner,
     clock: Callable[[], int] = wall_clock_ms,
-    warn_waiting_after_ms: int = DEFAULT_WARN_WAITING_AFTER_MS,
-    driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
-    prune: bool = True,
     catch_up: CatchUp | None = None,
     doris: Any | None = None,
 ) -> IntervalResult:
@@ -167,13 +162,9 @@ def run_interval(
 
     An interval with nothing to read returns without calling the runner (no Spark start).
 
+    :param config: the pipeline's settings, the driver's among them (``driver_concurrency``,
+        ``prune``, ``waiting_warn_after_ms``).
     :param clock: now, in epoch ms (what is sealed, and the trim horizon).
-    :param warn_waiting_after_ms: a shard whose range has waited for its parents longer than this
-        since it was first planned is logged as an error (a parent's run is probably stuck).
-    :param driver_concurrency: shards whose planning, empty check and commit run at the same time
-        in this process (``core.concurrency``).
-    :param prune: after the commit, prune the checkpoint table's history older than the
-        stream's retention plus Doris's label window, when no run has this hour (``core.prune``).
     :param catch_up: the DAG's timetable and runs, to find the intervals Airflow never ran
         (``core.catch_up``); None: plan this interval only.
     :param doris: the Doris client the driver asks the label-window canary with, before the runner
@@ -193,8 +184,7 @@ def run_interval(
     def run(start: int, end: int) -> IntervalResult:
         return _run_one(
             config, start, end, kinesis=kinesis, store=store, credentials=credentials, runner=runner, clock=clock,
-            warn_waiting_after_ms=warn_waiting_after_ms, driver_concurrency=driver_concurrency,
-            prune=prune, doris=doris,
+            doris=doris,
         )  # fmt: skip
 
     if catch_up is None:
@@ -301,17 +291,10 @@ def _run_one(
     credentials: Credentials,
     runner: Runner,
     clock: Callable[[], int],
-    warn_waiting_after_ms: int,
-    driver_concurrency: int,
-    prune: bool,
     doris: Any | None,
 ) -> IntervalResult:
     with in_phase(Phase.PLANNING):
-        plan = plan_interval(
-            kinesis, store, config.pipeline_id, config.stream_name, start_ms, end_ms,
-            initial_position=config.initial_position, relaxed_order=config.relaxed_order, clock=clock,
-            concurrency=driver_concurrency, chunk_limits=config.chunk_limits,
-        )  # fmt: skip
+        plan = plan_interval(kinesis, store, config, start_ms, end_ms, clock=clock)
     for shard in plan.shards:
         log.info(
             "plan %s %s shard %s (%s): %s%s",
@@ -320,11 +303,11 @@ def _run_one(
         )  # fmt: skip
     if not plan.ranges:
         with in_phase(Phase.COMMITTING):
-            result = IntervalResult(plan, (), None, _prune(plan, config, store, driver_concurrency, prune))
-        _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
+            result = IntervalResult(plan, (), None, _prune(plan, config, store))
+        _raise_if_waiting(result, store, clock(), config.waiting_warn_after_ms)
         return result
     with in_phase(Phase.PLANNING):
-        checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r, clock), plan.ranges, driver_concurrency)
+        checked = map_bounded(lambda r: _report_if_empty(kinesis, store, r, clock), plan.ranges, config.driver_concurrency)
         empty = {report.shard_id: report for report in checked if report is not None}
         to_load = replace(plan, shards=tuple(s for s in plan.shards if s.range is None or s.shard_id not in empty))
         # Weights from recent traffic (kept by the rebalance step) spread heavy shards apart.
@@ -343,10 +326,10 @@ def _run_one(
     reports = loaded + tuple(empty.values())
     known = {shard.shard_id: shard.checkpoint for shard in plan.shards if shard.checkpoint is not None}
     with in_phase(Phase.COMMITTING):
-        committed = commit_reports(store, reports, driver_concurrency, known)
-        pruned = _prune(plan, config, store, driver_concurrency, prune)
+        committed = commit_reports(store, reports, config.driver_concurrency, known)
+        pruned = _prune(plan, config, store)
     result = IntervalResult(plan, reports, committed, pruned, finished_ms=clock(), fields=_unmatched(config, reports))
-    _raise_if_waiting(result, store, clock(), warn_waiting_after_ms)
+    _raise_if_waiting(result, store, clock(), config.waiting_warn_after_ms)
     return result
 
 
@@ -366,13 +349,13 @@ def _unmatched(config: PipelineConfig, reports: Sequence[RangeReport]) -> FieldM
     return mismatch
 
 
-def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore, concurrency: int, enabled: bool) -> PruneResult | None:
-    if not enabled or plan.trim_horizon_ms is None:
+def _prune(plan: Plan, config: PipelineConfig, store: CheckpointStore) -> PruneResult | None:
+    if not config.prune or plan.trim_horizon_ms is None:
         return None
-    return prune_if_due(store, prune_horizon(plan.trim_horizon_ms, config.doris.label_keep_seconds), concurrency)
+    return prune_if_due(store, prune_horizon(plan.trim_horizon_ms, config.doris.label_keep_seconds), config.driver_concurrency)
 
 
-def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: int, warn_after_ms: int) -> None:
+def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: int, waiting_warn_after_ms: int) -> None:
     """Fail a run that left ranges of its interval unloaded, naming each shard, how long it has
     waited, how far each parent it waits for is loaded and the span the parents lack (I9)."""
     plan = result.plan
@@ -392,11 +375,11 @@ def _raise_if_waiting(result: IntervalResult, store: CheckpointStore, now_ms: in
             f"(waiting for {waited_ms // 1000} s)"
         )
         lacking += [(_lacking_from(store, parent, mark), needed) for parent, mark in marks.items()]
-        if waited_ms > warn_after_ms:
+        if waited_ms > waiting_warn_after_ms:
             log.error(
                 "shard %s of pipeline %s has waited %d s (more than %d s) for parents %s: is a run of an "
                 "earlier interval failed for good?", shard_id, plan.pipeline_id, waited_ms // 1000,
-                warn_after_ms // 1000, list(parents),
+                waiting_warn_after_ms // 1000, list(parents),
             )  # fmt: skip
     span = _lacking_span(lacking)
     message = (

@@ -43,17 +43,17 @@ from typing import Any
 
 from airflow_provider_kinesis_doris.core import handover
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
-from airflow_provider_kinesis_doris.core.kinesis.boundaries import DEFAULT_MAX_PAGES, resolve_boundary
+from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, PrunedHistory
+from airflow_provider_kinesis_doris.core.settings import PipelineConfig
 from airflow_provider_kinesis_doris.core.model import (
     describe_instant,
     describe_interval,
     Boundary,
     BoundaryKind,
-    ChunkLimits,
     RangeState,
     SHARD_START_INSTANT_MS,
     ShardInfo,
@@ -149,40 +149,30 @@ class Plan:
 def plan_interval(
     kinesis: Any,
     store: CheckpointStore,
-    pipeline_id: str,
-    stream_name: str,
+    config: PipelineConfig,
     interval_start_ms: int,
     interval_end_ms: int,
     *,
-    initial_position: str | InitialPosition = InitialPosition.INTERVAL,
-    relaxed_order: bool = False,
-    max_probe_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
-    concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
-    chunk_limits: ChunkLimits | None = None,
 ) -> Plan:
     """Plan the sealed interval ``[interval_start_ms, interval_end_ms)`` and persist its ranges.
 
     :param kinesis: a boto3 Kinesis client.
     :param store: the pipeline's checkpoint store.
-    :param pipeline_id: must be the store's pipeline.
-    :param stream_name: the stream.
+    :param config: the pipeline's settings; the planner follows its ``pipeline_id`` (the store's),
+        ``stream_name``, ``initial_position`` (``TRIM_HORIZON``: a shard's first range sweeps from
+        its start), ``relaxed_order`` (children do not wait for parents), ``chunk_max_rows`` and
+        ``chunk_max_bytes`` (stored with each new range, so its loaders need not settle them; a
+        replayed range keeps its own) and ``driver_concurrency`` (shards planned at the same time,
+        a generation of the lineage at a time: parents are decided before their children).
     :param interval_start_ms: interval start, epoch ms (inclusive).
     :param interval_end_ms: interval end, epoch ms (exclusive); later than the start.
-    :param initial_position: ``INTERVAL`` or ``TRIM_HORIZON`` (a shard's first range sweeps from
-        its start).
-    :param relaxed_order: children do not wait for parents (order cannot matter in the table).
-    :param max_probe_pages: GetRecords calls per boundary probe.
     :param clock: now, in epoch ms.
-    :param concurrency: shards planned at the same time (a generation of the lineage at a time:
-        parents are decided before their children).
-    :param chunk_limits: stored with each new range, so its loaders need
-        not settle them (``ShardRange.chunk_limits``); a replayed range keeps its own.
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
     """
-    _validate(store, pipeline_id, interval_start_ms, interval_end_ms)
-    position = settle_initial_position(store, initial_position)
+    _validate(store, config.pipeline_id, interval_start_ms, interval_end_ms)
+    position = settle_initial_position(store, config.initial_position)
     floor = store.ranges.settle_floor(interval_start_ms, interval_end_ms) if position is InitialPosition.TRIM_HORIZON else None
     if floor is not None:
         _check_aligned(floor, interval_start_ms, interval_end_ms)
@@ -197,23 +187,23 @@ def plan_interval(
             raise _misaligned(None, interval_start_ms, interval_end_ms, overlapped)
         # After registering: a handover reads the grid after its claim (core.handover).
         handover.check_before_end(store.ranges, interval_start_ms, interval_end_ms)
-    listed = list_shards(kinesis, stream_name)
+    listed = list_shards(kinesis, config.stream_name)
     shard_ids = [info.shard_id for info in listed]
-    checkpoints = reconcile_shards(store, listed, concurrency)
-    horizon_ms = trim_horizon(kinesis, stream_name, clock)
+    checkpoints = reconcile_shards(store, listed, config.driver_concurrency)
+    horizon_ms = trim_horizon(kinesis, config.stream_name, clock)
     # The cuts at the interval's start, stored by the previous interval's run, and the interval's
     # ranges of an earlier attempt: batched reads.
     uncut = store.ledger.prefetch_boundaries(shard_ids, interval_start_ms)
     planner = _IntervalPlanner(
-        kinesis, store, stream_name, interval_start_ms, interval_end_ms, listed,
-        floor=floor, relaxed=relaxed_order, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
+        kinesis, store, config, interval_start_ms, interval_end_ms, listed,
+        floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
         stored=store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
-        max_probe_pages=max_probe_pages, clock=clock, chunk_limits=chunk_limits, uncut=uncut,
+        clock=clock, uncut=uncut,
     )  # fmt: skip
     for generation in parent_generations(listed):
-        map_bounded(planner.plan_shard, generation, concurrency)
+        map_bounded(planner.plan_shard, generation, config.driver_concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
-    return Plan(pipeline_id, stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
+    return Plan(config.pipeline_id, config.stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
 
 
 def settle_initial_position(store: CheckpointStore, setting: str | InitialPosition) -> InitialPosition:
@@ -316,33 +306,27 @@ class _IntervalPlanner:
         self,
         kinesis: Any,
         store: CheckpointStore,
-        stream_name: str,
+        config: PipelineConfig,
         start_ms: int,
         end_ms: int,
         listed: Sequence[ShardInfo],
         *,
         floor: Floor | None,
-        relaxed: bool,
         trim_horizon_ms: int,
         prune_horizon_ms: int | None,
         stored: dict[str, ShardRange],
         checkpoints: dict[str, ShardCheckpoint],
-        max_probe_pages: int,
         clock: Callable[[], int],
-        chunk_limits: ChunkLimits | None,
         uncut: set[str],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
-        self.stream_name = stream_name
+        self.config = config
         self.start_ms = start_ms
         self.end_ms = end_ms
         self.listed_ids = frozenset(info.shard_id for info in listed)
         self.floor = floor
-        self.relaxed = relaxed
         self.trim_horizon_ms = trim_horizon_ms
-        self.max_probe_pages = max_probe_pages
-        self.chunk_limits = chunk_limits
         self.clock = clock
         self.prune_horizon_ms = prune_horizon_ms
         self.stored = stored
@@ -518,7 +502,7 @@ class _IntervalPlanner:
         start = self._boundary(shard, first_ms, unstored=first_ms == self.start_ms and shard.shard_id in self.uncut)
         return ShardRange(
             pipeline_id=self.store.pipeline_id,
-            stream_name=self.stream_name,
+            stream_name=self.config.stream_name,
             shard_id=shard.shard_id,
             interval_start_ms=interval_start_ms,
             interval_end_ms=interval_end_ms,
@@ -528,7 +512,7 @@ class _IntervalPlanner:
             # first): resolved without reading first, and put once with the range (or alone when the
             # interval is quiet) all the same.
             end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True, put=False),
-            chunk_limits=self.chunk_limits,
+            chunk_limits=self.config.chunk_limits,
         )
 
     def _boundary(
@@ -537,9 +521,9 @@ class _IntervalPlanner:
     ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
         return resolve_boundary(
-            self.kinesis, self.store.ledger, self.stream_name, shard, instant_ms,
+            self.kinesis, self.store.ledger, self.config.stream_name, shard, instant_ms,
             created_after=created_after, earlier=earlier, unstored=unstored, put=put,
-            trim_horizon_ms=self.trim_horizon_ms, max_pages=self.max_probe_pages, clock=self.clock,
+            trim_horizon_ms=self.trim_horizon_ms, clock=self.clock,
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:
@@ -566,7 +550,7 @@ class _IntervalPlanner:
             return ()
         progress = {p: self._progress(p) for p in shard.parent_ids if p in self.listed_ids}
         return blocking_parents(
-            shard, shard_range.interval_start_ms, listed_ids=self.listed_ids, progress=progress, relaxed=self.relaxed
+            shard, shard_range.interval_start_ms, listed_ids=self.listed_ids, progress=progress, relaxed=self.config.relaxed_order
         )
 
     def _progress(self, parent_id: str) -> ParentProgress:

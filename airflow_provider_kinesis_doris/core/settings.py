@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
 from airflow_provider_kinesis_doris.core.decoders import JSON, build_decoder, import_function
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -22,6 +23,9 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
 
 DORIS_PASSWORD_ENV = "KINESIS_DORIS_DORIS_PASSWORD"
+
+DEFAULT_WAITING_WARN_AFTER_MS = 3_600_000
+"""How long a shard may wait for its parents before the loader logs it as an error."""
 
 
 DRIVER_CREDENTIALS = "driver"
@@ -143,13 +147,19 @@ class Credentials:
 
 @dataclass(frozen=True)
 class PipelineConfig:
-    """What stays the same from interval to interval: one stream into one table.
+    """What stays the same from interval to interval: one stream into one table, and how the
+    driver runs each interval. One object from the operator to the planner, the loaders and the
+    commit; a setting keeps the name of the operator's field it comes from (``config``), in the
+    job's JSON and in the range items too (``chunk_max_rows``, ``chunk_max_bytes``).
 
     ``doris`` carries no password (see :class:`Credentials`).
 
     :param transform_path: the user transform as ``package.module:function``, imported into
         ``mapping.transform`` when the config is made (in the task, and again on each executor).
     :raises ConfigurationError: the transform or the decoder cannot be imported.
+    :param chunk_max_rows: records per chunk of a range planned with this config (its stored
+        limits win over these once it has them: ``ShardRange.chunk_limits``).
+    :param chunk_max_bytes: bytes per chunk, likewise.
     :param dead_letter_options: how rows go into ``dead_letter_table``.
     :param initial_position: where a shard's first range starts (see ``core.plan``).
     :param take_over_from: the pipeline this new one continues from (``core.handover``).
@@ -168,9 +178,15 @@ class PipelineConfig:
     :param table_columns: the table's columns, to compare the records' JSON members with
         (``core.fields``); None where Doris does not match members to columns by name.
     :param unmatched_fields: ``"report"`` members no column takes, or ``"fail"`` before sending them.
+    :param driver_concurrency: shards whose planning, empty check and commit run at the same time
+        in the driver's process (``core.concurrency``).
+    :param prune: after the commit, prune the checkpoint table's history older than the stream's
+        retention plus Doris's label window, when no run has this hour (``core.prune``).
+    :param waiting_warn_after_ms: a shard whose range has waited for its parents longer than this
+        since it was first planned is logged as an error (a parent's run is probably stuck).
 
-    The names, ``load_options`` and ``max_bad_record_ratio`` are the operator's checked arguments
-    (``core.doris.identifiers``, ``core.decoders.check_load_options``, ``config.LoadConfig``).
+    The names, ``load_options`` and the numbers are the operator's checked arguments
+    (``core.doris.identifiers``, ``core.decoders.check_load_options``, the groups of ``config``).
     """
 
     pipeline_id: str
@@ -183,7 +199,8 @@ class PipelineConfig:
     aws: AwsSettings
     load_options: StreamLoadOptions
     mapping: RecordMapping
-    chunk_limits: ChunkLimits = ChunkLimits()
+    chunk_max_rows: int = ChunkLimits.chunk_max_rows
+    chunk_max_bytes: int = ChunkLimits.chunk_max_bytes
     transform_path: str | None = None
     dead_letter_options: StreamLoadOptions = field(default_factory=StreamLoadOptions.json_lines)
     initial_position: str = "INTERVAL"
@@ -197,6 +214,14 @@ class PipelineConfig:
     csv_columns: tuple[str, ...] | None = None
     table_columns: tuple[str, ...] | None = None
     unmatched_fields: str = "report"
+    driver_concurrency: int = DEFAULT_DRIVER_CONCURRENCY
+    prune: bool = True
+    waiting_warn_after_ms: int = DEFAULT_WAITING_WARN_AFTER_MS
+
+    @property
+    def chunk_limits(self) -> ChunkLimits:
+        """``chunk_max_rows`` and ``chunk_max_bytes``, as a range stores and settles them."""
+        return ChunkLimits(self.chunk_max_rows, self.chunk_max_bytes)
 
     def __post_init__(self) -> None:
         # The names, the options and the ratio come checked from the operator's arguments

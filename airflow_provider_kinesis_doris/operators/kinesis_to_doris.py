@@ -224,9 +224,7 @@ class KinesisToDorisOperator(KinesisPipelineBaseOperator):
                 config, epoch_ms(start), epoch_ms(end), kinesis=self.aws_hook.kinesis, store=store,
                 credentials=self.aws_hook.load_job_credentials(doris_hook.connection_config().password,
                                                                self.executor_credentials),
-                runner=runner, warn_waiting_after_ms=int(self.read.waiting_warn_after.total_seconds() * 1000),
-                driver_concurrency=self.state.driver_concurrency, prune=self.state.prune,
-                catch_up=catch_up_for(context, load=self.state.load_skipped_intervals,
+                runner=runner, catch_up=catch_up_for(context, load=self.state.load_skipped_intervals,
                                       max_intervals=self.state.max_skipped_intervals),
             )  # fmt: skip
         except ShardsWaiting as exc:
@@ -259,7 +257,7 @@ class KinesisToDorisOperator(KinesisPipelineBaseOperator):
             pipeline_id=self.resolved_pipeline_id, stream_name=self.stream_name, checkpoint_table=self.checkpoint_table,
             table_names=self._table_names(), doris_hook=doris_hook, aws_hook=self.aws_hook,
             executor_credentials=self.executor_credentials, runner=self.runner, mapping=self.mapping, read=self.read,
-            load=self.load,
+            load=self.load, state=self.state,
         )  # fmt: skip
 
     def _prepare(self, doris_hook: DorisHook, store: CheckpointStore, config: PipelineConfig) -> PipelineConfig:

@@ -25,6 +25,7 @@ from airflow_provider_kinesis_doris.config import (
     RunnerConfig,
     SparkOrInProcess,
     SparkRunner,
+    StateConfig,
 )
 from airflow_provider_kinesis_doris.core.decoders import CSV, plain_columns
 from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, split_table_name
@@ -113,7 +114,7 @@ def columns_to_match(
 def pipeline_config(
     *, pipeline_id: str, stream_name: str, checkpoint_table: str, table_names: tuple[str, str, str], doris_hook: DorisHook,
     aws_hook: KinesisPipelineHook, executor_credentials: str, runner: RunnerConfig, mapping: MappingConfig,
-    read: ReadConfig, load: LoadConfig,
+    read: ReadConfig, load: LoadConfig, state: StateConfig,
 ) -> PipelineConfig:  # fmt: skip
     """The pipeline's ``PipelineConfig`` (which imports the transform and the decoder), without
     the Doris password; ``DESC`` of the table names the fields of ``decoder="csv"``.
@@ -133,8 +134,10 @@ def pipeline_config(
         unmatched_fields=mapping.unmatched_fields,
         max_bad_record_ratio=load.max_bad_record_ratio,
         mapping=RecordMapping(metadata_columns=mapping.all_metadata_columns, required_fields=tuple(mapping.required_fields)),
-        transform_path=mapping.transform, chunk_limits=load.chunk_limits, initial_position=read.initial_position,
-        take_over_from=read.take_over_from, relaxed_order=read.relaxed_order, parallelism=spark.parallelism if spark else None,
+        transform_path=mapping.transform, chunk_max_rows=load.chunk_max_rows, chunk_max_bytes=load.chunk_max_bytes,
+        initial_position=read.initial_position, take_over_from=read.take_over_from, relaxed_order=read.relaxed_order,
+        parallelism=spark.parallelism if spark else None, driver_concurrency=state.driver_concurrency,
+        prune=state.prune, waiting_warn_after_ms=int(read.waiting_warn_after.total_seconds() * 1000),
     )  # fmt: skip
 
 

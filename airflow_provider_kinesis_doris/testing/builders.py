@@ -19,7 +19,7 @@ from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.model import ChunkLimits, KinesisRecord, Position
+from airflow_provider_kinesis_doris.core.model import KinesisRecord, Position
 from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.report import RangeReport
 
@@ -34,7 +34,7 @@ def pipeline_config(**changes: Any) -> PipelineConfig:
     base = PipelineConfig(
         pipeline_id="p", stream_name=STREAM, checkpoint_table="cp", doris_database="db", doris_table="t",
         dead_letter_table="t_dl", doris=DorisConnectionConfig(host="fe"), aws=AwsSettings(),
-        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_limits=ChunkLimits(max_rows=2),
+        load_options=StreamLoadOptions.json_lines(), mapping=RecordMapping(), chunk_max_rows=2,
     )  # fmt: skip
     return replace(base, **changes)
 
@@ -83,7 +83,7 @@ def run_in_memory(
 ) -> IntervalResult:
     """``run_interval`` of ``[start_ms, end_ms)`` against fakes (a ``FakeKinesis``, a
     ``memory_store``, a ``MemoryDoris``), loading in this thread on the fake's clock;
-    ``options`` go to ``run_interval`` (``catch_up``, ``driver_concurrency``, ...)."""
+    ``options`` go to ``run_interval`` (``catch_up``, ...)."""
     return run_interval(
         config, start_ms, end_ms, kinesis=kinesis, store=store, credentials=Credentials(),
         runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris, **options,

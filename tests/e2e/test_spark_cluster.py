@@ -24,7 +24,6 @@ import pyspark
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials
@@ -133,7 +132,7 @@ def load_interval(  # type: ignore[no-untyped-def]
         stream, DB, table, doris_port=doris_server.fe_port, doris_user=DORIS_USER,
         kinesis_endpoint=aws.kinesis_endpoint_url, dynamodb_endpoint=aws.dynamodb_endpoint_url,
         pipeline_id=f"{stream}.{table}", checkpoint_table="cluster_checkpoints", dead_letter_table=f"{table}_dl",
-        chunk_limits=ChunkLimits(max_rows=20),
+        chunk_max_rows=20,
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
     ), **pipeline)  # fmt: skip
     store = dynamo_store(dynamodb_client, config.checkpoint_table, config.pipeline_id)
@@ -270,7 +269,7 @@ def test_a_python_worker_killed_mid_range_is_rerun_by_spark_and_loads_exactly_on
                 result, rows, dead = load_interval(
                     doris_server, kinesis_client, dynamodb_client, stream, table, start, end,
                     AwsSettings("us-east-1", kinesis_mock_endpoint, dynamodb_endpoint), runner,
-                    chunk_limits=ChunkLimits(max_rows=4),
+                    chunk_max_rows=4,
                 )  # fmt: skip
             finally:
                 run_ended.set()

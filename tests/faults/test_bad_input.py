@@ -15,7 +15,6 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.doris.labels import is_valid_label
 from airflow_provider_kinesis_doris.core.chunk_load import FEW_REFUSED_ROWS
@@ -108,7 +107,7 @@ def test_undecodable_records_go_to_the_dead_letter_with_their_reason(proof_stack
 
 def test_unicode_and_a_record_near_the_kinesis_size_limit_load_intact(proof_stack: Stack) -> None:
     world = World(proof_stack)
-    world.config = replace(world.config, chunk_limits=ChunkLimits(max_rows=100, max_bytes=64 * 1024))
+    world.config = replace(world.config, chunk_max_rows=100, chunk_max_bytes=64 * 1024)
     unicode_users = ["ユーザー", "émile", "😀-x", "Ωmega\u200b", "a\\\"b"]
     events = [{"event_id": i, "user_id": user, "amount": i} for i, user in enumerate(unicode_users)]
     oversized = {"event_id": 99, "user_id": "big", "amount": 7, "blob": "x" * (1000 * 1000 - 100)}
@@ -151,7 +150,7 @@ def test_a_chunk_doris_refuses_in_bulk_fails_loudly_and_moves_no_checkpoint(proo
     payloads = [_json({"event_id": i, "user_id": "x" * 40, "amount": 1}) for i in range(FEW_REFUSED_ROWS)]
     start, end = world.put(("k", p) for p in payloads)
 
-    in_one_chunk = replace(world.config, chunk_limits=ChunkLimits(max_rows=FEW_REFUSED_ROWS))
+    in_one_chunk = replace(world.config, chunk_max_rows=FEW_REFUSED_ROWS)
     with pytest.raises(PermanentStreamLoadError, match="more than max_bad_record_ratio") as failure:
         world.run(start, end, in_one_chunk)
 

@@ -62,7 +62,7 @@ def test_concurrent_runs_with_different_chunk_sizes_load_each_record_once(proof_
         store = dynamo_store(aws_client("dynamodb", proof_stack.dynamodb_endpoint), CHECKPOINT_TABLE,
                                       config.pipeline_id)  # fmt: skip
         try:
-            run_with(replace(config, chunk_limits=ChunkLimits(max_rows=chunk_rows)), start, end,
+            run_with(replace(config, chunk_max_rows=chunk_rows), start, end,
                      aws_client("kinesis", proof_stack.kinesis_endpoint), store)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - a lost commit race is allowed; the rows decide
             errors.append(exc)

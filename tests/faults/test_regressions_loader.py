@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.client import DorisStreamLoadClient
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig, RetryPolicy
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
@@ -131,7 +130,7 @@ def test_dead_letters_follow_an_amendment_another_run_made_after_this_run_settle
         doris=DorisConnectionConfig(host="127.0.0.1", port=doris_standin.fe_port, user="root"),
         load_options=StreamLoadOptions.json_lines(strict_mode=True),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("user_id",)),
-        chunk_limits=ChunkLimits(max_rows=10),
+        chunk_max_rows=10,
         retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.01, max_backoff_seconds=0.01),
     )
     table = MemoryTable()

@@ -132,7 +132,7 @@ class _World:
         self.doris = MemoryDoris()
         self.config = pipeline_config(
             pipeline_id=PIPELINE, stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
-            chunk_limits=ChunkLimits(max_rows=10),
+            chunk_max_rows=10,
         )  # fmt: skip
 
     def _put(self, event_id: int, at_ms: int) -> None:

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, RetryableStreamLoadError
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader
 from airflow_provider_kinesis_doris.core.report import RangeReport
@@ -118,7 +117,7 @@ def test_a_sweep_whose_chunk_rows_loaded_without_its_dead_letters_fails_with_dat
     loaded (every *recorded* label was), its rest was skipped, and the dead letter of event 1 was
     in neither table, green."""
     kinesis, store, doris = _sweep([_event(0), b"not json: event 1", _event(2), _event(3), _event(4)])
-    sweep = replace(SWEEP, chunk_limits=ChunkLimits(max_rows=3))
+    sweep = replace(SWEEP, chunk_max_rows=3)
     with pytest.raises(InjectedCrash):
         _run(sweep, 0, kinesis, store, load_in_thread(kinesis, FailOnNthCall(store, "chunks.put_chunk_intent", 1), doris), doris)
     assert [(chunk.label[:3], chunk.state) for chunk in store.chunks.chunks_for_range(SHARD, T0)] == [("kd:", "VISIBLE")]

@@ -46,7 +46,6 @@ from hypothesis.stateful import RULE_MARKER, RuleBasedStateMachine, initialize, 
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.core.catch_up import CatchUp, Interval, SkippedIntervals
 from airflow_provider_kinesis_doris.core.model import describe_instant, describe_interval
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.label_window import trusted_window_seconds
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, INITIAL_POSITION_KEY, LabelCanary, adopted_sk
@@ -404,7 +403,7 @@ def _config(initial_position: str, relaxed_order: bool, chunk_rows: int, rows_de
     )  # fmt: skip
     return pipeline_config(
         stream_name=STREAM, doris_table=TABLE, dead_letter_table=DEAD_LETTERS, mapping=mapping,
-        chunk_limits=ChunkLimits(max_rows=chunk_rows), initial_position=initial_position, relaxed_order=relaxed_order,
+        chunk_max_rows=chunk_rows, initial_position=initial_position, relaxed_order=relaxed_order,
     )  # fmt: skip
 
 
@@ -1045,9 +1044,9 @@ class RunOrders(RuleBasedStateMachine):
         )  # fmt: skip
         try:
             result = run_interval(
-                self._config_for(k), T0 + k * IV, T0 + (k + 1) * IV, kinesis=kinesis, store=store,
-                credentials=Credentials(), runner=self._runner(kinesis, fault, store, doris),
-                clock=lambda: self.kinesis.now_ms, driver_concurrency=self.driver_concurrency, catch_up=catch_up,
+                replace(self._config_for(k), driver_concurrency=self.driver_concurrency), T0 + k * IV, T0 + (k + 1) * IV,
+                kinesis=kinesis, store=store, credentials=Credentials(), runner=self._runner(kinesis, fault, store, doris),
+                clock=lambda: self.kinesis.now_ms, catch_up=catch_up,
                 doris=self.doris,
             )  # fmt: skip
         except ShardsWaiting as waiting:

@@ -29,7 +29,6 @@ from botocore.config import Config
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import UnresolvableLoad
 from airflow_provider_kinesis_doris.core.kinesis.consumer import ensure_consumer
 from airflow_provider_kinesis_doris.core.settings import Credentials
@@ -221,7 +220,7 @@ def pipeline_config(stack: Stack, doris: DorisServer, stream: str, table: str, *
         mapping=RecordMapping(
             metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"), required_fields=("event_id",)
         ),
-        chunk_limits=ChunkLimits(max_rows=chunk_rows),
+        chunk_max_rows=chunk_rows,
         retry_policy=TIGHT_RETRIES,
     )
     return replace(config, doris=replace(config.doris, label_keep_seconds=keep))
@@ -452,7 +451,7 @@ def _fault_phase(spec: TrialSpec, config: PipelineConfig, start: int, end: int, 
     if spec.concurrent:
         kinesis = stack.kinesis_for(spec.read_modes[0])
         store = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
-        rival = replace(config, chunk_limits=ChunkLimits(max_rows=spec.rival_chunk_rows))
+        rival = replace(config, chunk_max_rows=spec.rival_chunk_rows)
         runs.append(lambda: run_with(rival, start, end, kinesis, store))
 
     def attempt(run: Callable[[], IntervalResult]) -> None:

@@ -11,7 +11,6 @@ import botocore.client
 import pytest
 
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
@@ -39,7 +38,7 @@ def world(kinesis_client, dynamodb_client, kinesis_mock_endpoint, dynamodb_endpo
         kinesis_endpoint=kinesis_mock_endpoint, dynamodb_endpoint=dynamodb_endpoint,
         checkpoint_table="checkpoints_it",
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence"), required_fields=("event_id",)),
-        chunk_limits=ChunkLimits(max_rows=7),
+        chunk_max_rows=7,
         retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1, running_wait_seconds=20),
     )
     store = dynamo_store(dynamodb_client, config.checkpoint_table, config.pipeline_id)

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping, dead_letter_ddl
 from airflow_provider_kinesis_doris.core.load import run_here
@@ -57,7 +56,7 @@ def test_cloudwatch_records_load_one_row_per_log_event_exactly_once_across_a_rep
         world["config"], doris_table=table, dead_letter_table=f"{table}_dl", decoder="gzip+json",
         mapping=RecordMapping(metadata_columns=("_kinesis_shard", "_kinesis_sequence")),
         load_options=StreamLoadOptions.json_lines(strict_mode=True),  # as the operator sends by default
-        chunk_limits=ChunkLimits(max_rows=3),  # records per chunk: several chunks per shard
+        chunk_max_rows=3,  # records per chunk: several chunks per shard
     )  # fmt: skip
     counts = {group: 1 + group % 4 for group in range(12)}
     payloads = [(f"k{group}", envelope("DATA_MESSAGE", group, log_events(group, count))) for group, count in counts.items()]
@@ -90,7 +89,7 @@ def test_cloudwatch_records_load_one_row_per_log_event_exactly_once_across_a_rep
     assert json.loads(gzip.decompress(refused_payload))["logGroup"] == "/aws/lambda/fn-99"
     assert not any(row[0] == "/aws/lambda/fn-99" for row in loaded())
 
-    replay = world["run"](start, end, cfg=replace(config, chunk_limits=ChunkLimits(max_rows=5))).summary()
+    replay = world["run"](start, end, cfg=replace(config, chunk_max_rows=5)).summary()
 
     assert replay["loaded"] == 0 and replay["dead_lettered"] == 0
     assert replay["already_loaded"] == {"rows": 30, "dead_letters": 2} and replay["skipped"] == 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ def _race(world: dict[str, Any], start: int, end: int) -> list[IntervalResult | 
     def rival(index: int) -> None:
         barrier.wait()
         try:
-            outcomes[index] = world["run"](start, end, driver_concurrency=4)
+            outcomes[index] = world["run"](start, end, replace(world["config"], driver_concurrency=4))
         except BaseException as error:  # noqa: BLE001 - the test judges every outcome below
             outcomes[index] = error
 
@@ -62,7 +63,7 @@ def test_two_runs_of_one_interval_racing_with_driver_pools_store_one_range_per_s
         # Both runs planned the same ranges: whoever stored a range first, the other followed it.
         assert {s.shard_id: s.range for s in plan.shards} == {s.shard_id: s.range for s in plans[0].shards}
     if failures:
-        world["run"](start, end, driver_concurrency=4)
+        world["run"](start, end, replace(world["config"], driver_concurrency=4))
     else:
         # Each chunk was sent under its label by one run; the other found it loaded.
         assert sum(o.summary()["loaded"] for o in outcomes if isinstance(o, IntervalResult)) == 80

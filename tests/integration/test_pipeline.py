@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import pytest
 
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
@@ -180,7 +179,7 @@ def test_out_of_order_runs_and_replays_tile_the_shards(world, kinesis_client) ->
     bounds, ids = _three_intervals(kinesis_client, world["stream"])
     for i in (2, 0, 1):
         world["run"](bounds[i], bounds[i + 1])
-    rebuilt = replace(world["config"], chunk_limits=ChunkLimits(max_rows=3))
+    rebuilt = replace(world["config"], chunk_max_rows=3)
     replays = [world["run"](bounds[i], bounds[i + 1], rebuilt) for i in range(3)]
 
     assert [row[0] for row in world["rows"]()] == sorted(ids)

@@ -17,7 +17,7 @@ def test_a_first_interval_reads_each_shard_once(world, kinesis_client, dynamodb_
     stream, store = world["stream"], world["store"]
     start, end, _ = sealed_interval(kinesis_client, stream, [event(i) for i in range(10)])
 
-    plan = plan_interval(kinesis_client, store, store.pipeline_id, stream, start, end)
+    plan = plan_interval(kinesis_client, store, world["config"], start, end)
 
     reads = {shard.shard_id: dynamodb_reads[shard_sk(shard.shard_id)] for shard in plan.shards}
     assert {shard.decision for shard in plan.shards} == {ShardDecision.NEW}

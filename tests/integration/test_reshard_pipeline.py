@@ -21,7 +21,6 @@ import pytest
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.report import RangeReport
@@ -111,10 +110,9 @@ class Loader:
 
     def run(self, start_ms: int, end_ms: int) -> IntervalResult:
         return run_interval(
-            self.config, start_ms, end_ms,
+            replace(self.config, driver_concurrency=self.driver_concurrency), start_ms, end_ms,
             kinesis=RecordingKinesis(self.kinesis, self.log, "planner"), store=self.store,
             credentials=Credentials(doris_password=DORIS_PASSWORD), runner=recording_runner(self.log),
-            driver_concurrency=self.driver_concurrency,
         )  # fmt: skip
 
     def state(self, shard_id: str) -> ShardState:
@@ -170,7 +168,7 @@ def stack(  # type: ignore[no-untyped-def]
                 if unique_by_user else StreamLoadOptions.json_lines()
             ),  # fmt: skip
             mapping=RecordMapping(metadata_columns=metadata, required_fields=("event_id",)),
-            chunk_limits=ChunkLimits(max_rows=50),
+            chunk_max_rows=50,
             retry_policy=RetryPolicy(max_attempts=3, initial_backoff_seconds=0.2, max_backoff_seconds=1),
             parallelism=2,
         )

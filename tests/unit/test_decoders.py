@@ -205,11 +205,11 @@ def test_a_records_rows_stay_in_one_chunk_and_a_replay_cuts_the_same_chunks() ->
     mapping = RecordMapping(decoder=build_decoder("gzip+json"))
 
     def cut(recorded: list[tuple[Position, Position]] = ()) -> list[Any]:  # type: ignore[assignment]
-        return list(cut_chunks((map_record(r, mapping) for r in records), ChunkLimits(max_rows=3), recorded))
+        return list(cut_chunks((map_record(r, mapping) for r in records), ChunkLimits(chunk_max_rows=3), recorded))
 
     chunks = cut()
 
-    assert [c.record_count for c in chunks] == [3, 3, 3]  # records, not rows, count toward max_rows
+    assert [c.record_count for c in chunks] == [3, 3, 3]  # records, not rows, count toward chunk_max_rows
     assert [c.line_count for c in chunks] == [6, 9, 6]
     assert [len(c.dead_letters) for c in chunks] == [0, 0, 1]
     assert [c.skipped for c in chunks] == [1, 0, 0]

@@ -8,7 +8,6 @@ import os
 import pytest
 
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, pipeline_from_dict, pipeline_to_dict
 from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
@@ -35,7 +34,7 @@ def config(**overrides) -> PipelineConfig:  # type: ignore[no-untyped-def]
         aws=AwsSettings("eu-west-1", "http://127.0.0.1:1", None),
         load_options=StreamLoadOptions.json_lines(columns=("a", "b"), max_filter_ratio=0.1),
         mapping=RecordMapping(metadata_columns=("_kinesis_shard",), required_fields=("id",)),
-        chunk_limits=ChunkLimits(max_rows=10, max_bytes=1000),
+        chunk_max_rows=10, chunk_max_bytes=1000,
         retry_policy=RetryPolicy(max_attempts=2, initial_backoff_seconds=0.1),
         initial_position="TRIM_HORIZON", relaxed_order=True, parallelism=2,
     )  # fmt: skip

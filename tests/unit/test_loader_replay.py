@@ -59,7 +59,7 @@ class SendCountingDoris(MemoryDoris):
 
 
 def _config(**changes: Any) -> PipelineConfig:
-    return pipeline_config(**{"stream_name": STREAM, "chunk_limits": ChunkLimits(max_rows=10), **changes})
+    return pipeline_config(**{"stream_name": STREAM, "chunk_max_rows": 10, **changes})
 
 
 def _run(config: PipelineConfig, kinesis: FakeKinesis, store: Any, doris: Any) -> IntervalResult:
@@ -223,10 +223,10 @@ def test_a_loaded_row_that_fails_to_map_on_a_retry_is_not_dead_lettered_as_well(
     failed in the transform. Before, it went to the dead-letter table too (both tables)."""
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), MemoryDoris()
     store = memory_store("p", clock=lambda: kinesis.now_ms)
-    config = _config(chunk_limits=ChunkLimits(max_rows=2))
+    config = _config(chunk_max_rows=2)
     with pytest.raises(RetryableStreamLoadError):
         _run(config, kinesis, store, _dead_letter_load_fails(doris, 2))  # the second chunk's load
-    flaky = _config(chunk_limits=ChunkLimits(max_rows=2), mapping=RecordMapping(transform=_flaky_once(1)))
+    flaky = _config(chunk_max_rows=2, mapping=RecordMapping(transform=_flaky_once(1)))
 
     with pytest.raises(ChunkContentChanged, match="is a row of chunk"):
         _run(flaky, kinesis, store, doris)
@@ -259,12 +259,12 @@ def test_a_retry_with_other_chunk_limits_cuts_the_chunks_the_range_was_planned_w
     kinesis, doris = _stream(*({"event_id": i} for i in range(4))), SendCountingDoris()
     store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, store, FailOnNthCall(doris, "load_idempotently", 2))
+        _run(_config(chunk_max_rows=2), kinesis, store, FailOnNthCall(doris, "load_idempotently", 2))
     (planned,) = store.ranges.ranges_for_shard(SHARD)
-    assert planned.chunk_limits == ChunkLimits(2, ChunkLimits().max_bytes)
+    assert planned.chunk_limits == ChunkLimits(2, ChunkLimits().chunk_max_bytes)
 
     settled = FailOnNthCall(store, "ranges.settle_chunk_limits", 1, error=lambda *_: AssertionError("limits settled"))
-    _run(_config(chunk_limits=ChunkLimits(max_rows=10)), kinesis, settled, doris)
+    _run(_config(chunk_max_rows=10), kinesis, settled, doris)
 
     assert list(doris.sent.values()) == [1, 1]  # the first chunk, then the one that failed; no third label
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1, 3: 1})
@@ -277,13 +277,13 @@ def test_a_range_stored_before_planners_kept_chunk_limits_gets_them_from_its_fir
     kinesis, doris = _stream(*({"event_id": i} for i in range(3))), MemoryDoris()
     store = memory_store("p", clock=lambda: kinesis.now_ms)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 1), doris)
+        _run(_config(chunk_max_rows=2), kinesis, FailOnNthCall(store, "chunks.put_chunk_intent_with_content", 1), doris)
     (key,) = [key for key in store.items.table.items if key[1].startswith("range#")]
     for attribute in ("chunk_max_rows", "chunk_max_bytes"):
         del store.items.table.items[key][attribute]
     assert store.ranges.ranges_for_shard(SHARD)[0].chunk_limits is None
 
-    _run(_config(chunk_limits=ChunkLimits(max_rows=1)), kinesis, store, doris)
+    _run(_config(chunk_max_rows=1), kinesis, store, doris)
 
     assert (store.items.table.items[key]["chunk_max_rows"], len(store.chunks.chunks_for_range(SHARD, T0))) == (1, 3)
     assert doris.tally("t", "event_id") == Counter({0: 1, 1: 1, 2: 1})
@@ -297,10 +297,10 @@ def test_a_range_this_run_planned_is_loaded_without_reading_the_chunk_log_and_it
     store = memory_store("p", clock=lambda: kinesis.now_ms)
     first, retry = _counting_chunks(store), _counting_chunks(store)
     with pytest.raises(InjectedCrash):
-        _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, FailOnNthCall(first, "chunks.put_chunk_intent_with_content", 2), doris)
+        _run(_config(chunk_max_rows=2), kinesis, FailOnNthCall(first, "chunks.put_chunk_intent_with_content", 2), doris)
     assert (first.chunks.calls["chunks_for_range"], first.chunks.calls["chunk_contents_for_range"]) == (0, 0)
 
-    _run(_config(chunk_limits=ChunkLimits(max_rows=2)), kinesis, retry, doris)
+    _run(_config(chunk_max_rows=2), kinesis, retry, doris)
 
     assert (retry.chunks.calls["chunks_for_range"], retry.chunks.calls["chunk_contents_for_range"]) == (1, 1)
     assert list(doris.sent.values()) == [1, 1]

@@ -78,31 +78,31 @@ def test_unknown_metadata_column_is_a_configuration_error() -> None:
 @given(
     payload_sizes=st.lists(st.integers(min_value=0, max_value=300), min_size=0, max_size=80),
     bad=st.sets(st.integers(min_value=0, max_value=79)),
-    max_rows=st.integers(min_value=1, max_value=20),
-    max_bytes=st.integers(min_value=1, max_value=2000),
+    chunk_max_rows=st.integers(min_value=1, max_value=20),
+    chunk_max_bytes=st.integers(min_value=1, max_value=2000),
 )
-def test_chunks_cover_every_record_once_in_order_within_limits(payload_sizes, bad, max_rows, max_bytes) -> None:
+def test_chunks_cover_every_record_once_in_order_within_limits(payload_sizes, bad, chunk_max_rows, chunk_max_bytes) -> None:
     records = [
         record(b"not json" if i in bad else json.dumps({"i": i, "pad": "x" * size}).encode(), sequence=1000 + i)
         for i, size in enumerate(payload_sizes)
     ]
     mapped = [map_record(r, RecordMapping()) for r in records]
-    chunks = list(cut_chunks(mapped, ChunkLimits(max_rows=max_rows, max_bytes=max_bytes)))
+    chunks = list(cut_chunks(mapped, ChunkLimits(chunk_max_rows=chunk_max_rows, chunk_max_bytes=chunk_max_bytes)))
 
     covered = [pos for chunk in chunks for pos in range(chunk.first.sequence, chunk.last.sequence + 1)]
     assert covered == [r.position.sequence for r in records]
     assert sum(chunk.record_count for chunk in chunks) == len(records)
     for chunk in chunks:
-        assert chunk.record_count <= max_rows
+        assert chunk.record_count <= chunk_max_rows
         assert chunk.body.count(b"\n") == chunk.row_count
         size = len(chunk.body) + sum(len(d.record.data) + 1 for d in chunk.dead_letters)
-        assert size <= max_bytes or chunk.record_count == 1
-    assert chunks == list(cut_chunks(mapped, ChunkLimits(max_rows=max_rows, max_bytes=max_bytes)))
+        assert size <= chunk_max_bytes or chunk.record_count == 1
+    assert chunks == list(cut_chunks(mapped, ChunkLimits(chunk_max_rows=chunk_max_rows, chunk_max_bytes=chunk_max_bytes)))
 
 
 def test_invalid_limits_are_rejected() -> None:
     with pytest.raises(ConfigurationError):
-        ChunkLimits(max_rows=0)
+        ChunkLimits(chunk_max_rows=0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -115,10 +115,10 @@ def test_invalid_limits_are_rejected() -> None:
 def test_replay_with_changed_limits_recreates_recorded_chunks(count, first_rows, replay_rows, recorded_count) -> None:
     """A half-loaded range replayed after the chunk size changed keeps its recorded chunks (I2)."""
     mapped = [map_record(record(json.dumps({"i": i}).encode(), sequence=500 + 3 * i), RecordMapping()) for i in range(count)]
-    original = list(cut_chunks(mapped, ChunkLimits(max_rows=first_rows)))
+    original = list(cut_chunks(mapped, ChunkLimits(chunk_max_rows=first_rows)))
     recorded = [(c.first, c.last) for c in original[:recorded_count]]
 
-    replayed = list(cut_chunks(mapped, ChunkLimits(max_rows=replay_rows), recorded))
+    replayed = list(cut_chunks(mapped, ChunkLimits(chunk_max_rows=replay_rows), recorded))
 
     assert replayed[: len(recorded)] == original[: len(recorded)]
     assert [r.record.position for r in mapped] == [

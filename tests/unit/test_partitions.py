@@ -9,7 +9,6 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
@@ -72,7 +71,7 @@ def test_a_stored_assignment_places_each_lineage_where_it_says() -> None:
 def _config(parallelism: int | None) -> PipelineConfig:
     return pipeline_config(
         stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
-        chunk_limits=ChunkLimits(max_rows=5), parallelism=parallelism,
+        chunk_max_rows=5, parallelism=parallelism,
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardState,
 )
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import MAX_HASH_KEY, FakeKinesis, FakeShard
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.memory import memory_store
@@ -150,10 +151,8 @@ def _execution_order(starts: list[int], style: str, seed: int) -> list[int]:
 
 
 def _plan(fake: FakeKinesis, store: CheckpointStore, start: int, initial: str, relaxed: bool) -> Plan:
-    return plan_interval(
-        fake, store, PIPELINE, STREAM, start, start + INTERVAL_MS,
-        initial_position=initial, relaxed_order=relaxed, clock=lambda: fake.now_ms,
-    )  # fmt: skip
+    config = pipeline_config(pipeline_id=PIPELINE, stream_name=STREAM, initial_position=initial, relaxed_order=relaxed)
+    return plan_interval(fake, store, config, start, start + INTERVAL_MS, clock=lambda: fake.now_ms)
 
 
 def _stored_ranges(store: CheckpointStore, fake: FakeKinesis) -> dict[tuple[str, int], ShardRange]:

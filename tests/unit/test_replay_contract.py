@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.config import LoadConfig, MappingConfig, check_groups_together
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import (
     ConfigurationError,
     DataTrimmed,
@@ -40,7 +39,7 @@ HOUR_MS = 3_600_000
 def _config() -> PipelineConfig:
     return pipeline_config(
         stream_name=STREAM, mapping=RecordMapping(metadata_columns=("_kinesis_sequence",)),
-        chunk_limits=ChunkLimits(max_rows=5),
+        chunk_max_rows=5,
     )  # fmt: skip
 
 
@@ -210,7 +209,7 @@ def test_a_load_that_never_reached_doris_is_sent_again_after_the_label_window() 
 
 
 def _sweep_config() -> PipelineConfig:
-    return replace(_config(), initial_position="TRIM_HORIZON", chunk_limits=ChunkLimits(max_rows=2))
+    return replace(_config(), initial_position="TRIM_HORIZON", chunk_max_rows=2)
 
 
 def _run_with(config: PipelineConfig, k: int, kinesis: FakeKinesis, store: CheckpointStore, doris: Any) -> IntervalResult:

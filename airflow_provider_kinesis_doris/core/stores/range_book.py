@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound
@@ -159,8 +159,7 @@ class RangeBook:
             "updated_ms": self._items.clock(),
         }
         if shard_range.chunk_limits is not None:
-            item["chunk_max_rows"] = shard_range.chunk_limits.max_rows
-            item["chunk_max_bytes"] = shard_range.chunk_limits.max_bytes
+            item.update(asdict(shard_range.chunk_limits))
         # Planning stores the ranges of many shards at once: grouped, one request carries several.
         if with_end:
             end_written, written = self._items.put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
@@ -215,12 +214,11 @@ class RangeBook:
         :raises CheckpointNotFound: no such range.
         """
         sk = range_sk(shard_id, interval_start_ms)
-        limits = {"chunk_max_rows": proposed.max_rows, "chunk_max_bytes": proposed.max_bytes}
-        item = self._items.update(sk, limits, {"chunk_max_rows": ABSENT})
+        item = self._items.update(sk, asdict(proposed), {"chunk_max_rows": ABSENT})
         item = item or self._items.get(sk)
         if item is None:
             raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
-        return ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
+        return _chunk_limits_of(item)
 
     def recent_loaded_counts(self, shard_id: str, limit: int) -> dict[int, dict[str, int]]:
         """Interval start → counts, for those of the shard's ``limit`` latest ranges that are LOADED
@@ -263,8 +261,7 @@ class RangeBook:
             state=RangeState(item["state"]),
             # Ranges of the layout without a planning time may have chunks keyed the older way: their
             # loader settles the limits and looks for those (chunks_for_range).
-            chunk_limits=ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
-            if "chunk_max_rows" in item and "planned_ms" in item else None,
+            chunk_limits=_chunk_limits_of(item) if "chunk_max_rows" in item and "planned_ms" in item else None,
         )
 
     # pruning (core.prune) -------------------------------------------------------------------
@@ -564,6 +561,11 @@ class RangeBook:
             return self._items.put_new({"sk": PRUNE_KEY, "kind": "prune", **claimed})
         stored = int(item["horizon_ms"])
         return stored < horizon_ms and self._items.update(PRUNE_KEY, claimed, {"horizon_ms": stored}) is not None
+
+
+def _chunk_limits_of(item: Mapping[str, Any]) -> ChunkLimits:
+    """The chunk limits a range item keeps, under their own names (DynamoDB numbers are Decimals)."""
+    return ChunkLimits(int(item["chunk_max_rows"]), int(item["chunk_max_bytes"]))
 
 
 def _handover(old: str, new: str, item: Mapping[str, Any]) -> Handover:

@@ -13,7 +13,6 @@ import pytest
 
 
 from airflow_provider_kinesis_doris.core.stores.chunk_log import ChunkLog
-from airflow_provider_kinesis_doris.core.model import ChunkLimits
 from airflow_provider_kinesis_doris.core.errors import PermanentStreamLoadError
 from airflow_provider_kinesis_doris.core.chunk_load import FEW_REFUSED_ROWS
 from airflow_provider_kinesis_doris.testing.faults import InjectedCrash
@@ -100,7 +99,7 @@ def test_a_chunk_mostly_refused_fails_loudly_and_loads_nothing(world, kinesis_cl
     start, end = _produce(world, kinesis_client, [GOOD[0], *wrong_types])
 
     with pytest.raises(PermanentStreamLoadError) as failed:
-        world["run"](start, end, _strict(world, chunk_limits=ChunkLimits(max_rows=100)))
+        world["run"](start, end, _strict(world, chunk_max_rows=100))
 
     message = str(failed.value)
     assert f"Doris refused {FEW_REFUSED_ROWS} of {FEW_REFUSED_ROWS + 1} rows of chunk" in message

@@ -17,7 +17,7 @@ from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_i
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.memory import memory_store
-from airflow_provider_kinesis_doris.testing.builders import wait_stream_active
+from airflow_provider_kinesis_doris.testing.builders import pipeline_config, wait_stream_active
 
 pytestmark = pytest.mark.integration
 
@@ -61,8 +61,8 @@ def _put(client: Any, stream: str, shard_id: str, count: int) -> list[int]:
     return sequences
 
 
-def _plan(client: Any, store: CheckpointStore, stream: str, start: int, end: int, **options: Any) -> Plan:
-    return plan_interval(client, store, PIPELINE, stream, start, end, **options)
+def _plan(client: Any, store: CheckpointStore, stream: str, start: int, end: int, **settings: Any) -> Plan:
+    return plan_interval(client, store, pipeline_config(pipeline_id=PIPELINE, stream_name=stream, **settings), start, end)
 
 
 def _commit(store: CheckpointStore, plan: Plan) -> None:
