@@ -55,6 +55,7 @@ from urllib.parse import urlsplit
 
 import requests
 
+from airflow_provider_kinesis_doris.core.aws_clients import lean_client_config
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from airflow_provider_kinesis_doris.core.chunks import cut_chunks
 from airflow_provider_kinesis_doris.core.model import ChunkLimits
@@ -1145,10 +1146,11 @@ def connect(local: LocalStack, kinesis_service: str = "kinesalite") -> Stack:
         )
     )  # fmt: skip
     client.run_sql("information_schema", f"CREATE DATABASE IF NOT EXISTS {DATABASE}")
-    dynamodb = local_client("dynamodb", dynamodb_endpoint)
+    # The clients the operator's hook builds for the driver: the pipeline's options over botocore's.
+    dynamodb = local_client("dynamodb", dynamodb_endpoint, lean_client_config())
     dynamo_store(dynamodb, CHECKPOINT_TABLE, "bench").items.create_table_if_missing()
     return Stack(
-        kinesis=local_client("kinesis", kinesis_endpoint),
+        kinesis=local_client("kinesis", kinesis_endpoint, lean_client_config()),
         dynamodb=dynamodb,
         doris=client,
         doris_service=doris,

@@ -9,6 +9,7 @@ Operators, the sensor and the trigger use this hook; it imports none of them.
 
 from __future__ import annotations
 
+from copy import deepcopy
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +18,7 @@ from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 from airflow.providers.amazon.aws.hooks.kinesis import KinesisHook
 from botocore.exceptions import BotoCoreError, ClientError
 
+from airflow_provider_kinesis_doris.core.aws_clients import lean_client_config
 from airflow_provider_kinesis_doris.core.aws_preflight import AwsPreflightSettings, aws_preflight
 from airflow_provider_kinesis_doris.core.doris.preflight import PreflightReport, deep_connection_test
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError, aws_error_code
@@ -32,7 +34,22 @@ if TYPE_CHECKING:
     from airflow_provider_kinesis_doris.core.kinesis.topology import TopologyChange
 
 
-class KinesisPipelineHook(KinesisHook):
+class LeanClientsMixin:
+    """Builds the hook's clients with ``core.aws_clients.LEAN_CLIENT_OPTIONS`` under the
+    connection's or the hook's ``config``: the driver makes several calls per shard every
+    interval, and botocore's own work per call is most of its CPU."""
+
+    def get_client_type(self, region_name: str | None = None, config: Config | None = None, deferrable: bool = False) -> Any:
+        # A copy of the hook's config: building a client rewrites its ``retries`` dict in place.
+        lean = lean_client_config(deepcopy(self.config) if config is None else config)  # type: ignore[attr-defined]
+        return super().get_client_type(region_name=region_name, config=lean, deferrable=deferrable)  # type: ignore[misc]
+
+
+class DynamoDBClientHook(LeanClientsMixin, AwsBaseHook):
+    """The checkpoint table's DynamoDB client hook (``client_type="dynamodb"``)."""
+
+
+class KinesisPipelineHook(LeanClientsMixin, KinesisHook):
     """Kinesis and the DynamoDB checkpoint table of a Kinesis → Doris pipeline.
 
     The hook knows only the connection and client settings; the stream, the table and the
@@ -75,11 +92,11 @@ class KinesisPipelineHook(KinesisHook):
             ) from None
 
     @cached_property
-    def dynamodb_hook(self) -> AwsBaseHook:
+    def dynamodb_hook(self) -> DynamoDBClientHook:
         """A DynamoDB client hook on the same connection and settings. Not ``DynamoDBHook``: its
         ``client`` belongs to a boto3 resource, which re-serializes the typed attribute values
         (``{"S": ...}``) the checkpoint store sends."""
-        return AwsBaseHook(aws_conn_id=self.aws_conn_id, client_type="dynamodb", **self._client_settings)
+        return DynamoDBClientHook(aws_conn_id=self.aws_conn_id, client_type="dynamodb", **self._client_settings)
 
     @property
     def kinesis(self) -> Any:

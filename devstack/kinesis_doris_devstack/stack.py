@@ -63,13 +63,15 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def local_client(service: str, endpoint: str) -> Any:
-    """A boto3 client for an emulator: dummy credentials, fixed region, the given endpoint."""
+def local_client(service: str, endpoint: str, config: Any = None) -> Any:
+    """A boto3 client for an emulator: dummy credentials, fixed region, the given endpoint and
+    ``botocore.config.Config``."""
     import boto3
 
     return boto3.client(
-        service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local"
-    )
+        service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="local", aws_secret_access_key="local",
+        config=config,
+    )  # fmt: skip
 
 
 def find_node_modules(start: Path | None = None) -> Path:
