@@ -16,6 +16,7 @@ from airflow.providers.common.compat.sdk import BaseOperator, XComArg
 
 from airflow_provider_kinesis_doris.config import Check, holds_template
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
+from airflow_provider_kinesis_doris.core.stores.buckets import check_pipeline_id
 from airflow_provider_kinesis_doris.core.value_checks import (
     check_optional_mapping,
     check_optional_text,
@@ -53,7 +54,7 @@ PIPELINE_TEMPLATE_FIELDS: tuple[str, ...] = aws_template_fields(
 PIPELINE_ARGUMENT_CHECKS: Mapping[str, Check] = {
     "stream_name": check_text,
     "checkpoint_table": check_text,
-    "pipeline_id": check_optional_text,
+    "pipeline_id": check_pipeline_id,
     "doris_table": check_optional_text,
     "aws_conn_id": check_optional_text,
     "region_name": check_optional_text,

@@ -109,6 +109,10 @@ print(json.dumps({
                                                      **PIPELINE)),
     "audit_dead_letters": error(lambda: KinesisDorisAuditOperator(task_id="a3", doris_table="shop.orders",
                                                                   audit_dead_letters="no", **PIPELINE)),
+    "bucket_id": error(lambda: KinesisToDorisOperator(task_id="l2", doris_table="shop.orders",
+                                                      **{**PIPELINE, "pipeline_id": "orders#1"})),
+    "hash_id": KinesisToDorisOperator(task_id="l3", doris_table="shop.orders",
+                                      **{**PIPELINE, "pipeline_id": "orders#eu"}).pipeline_id,
 }))
 """
 
@@ -123,6 +127,12 @@ def test_airflow_reads_the_pipeline_arguments_as_each_operators_own_and_a_bad_li
     assert "Invalid arguments were passed to KinesisReshardSensor" in read["unknown"], read["unknown"]
     assert read["unknown_partial"].endswith("unexpected keyword argument 'stream_nam'"), read["unknown_partial"]
     assert read["verify"] == "ConfigurationError: verify must be None, True, False or a CA bundle's path, got 1"
+    # A pipeline's items are keyed <pipeline_id>#<bucket>: orders#1 is bucket 1 of pipeline orders.
+    assert read["bucket_id"] == (
+        "ConfigurationError: pipeline_id must be an id that does not end in '#' and digits ('orders#1' is bucket 1 "
+        "of pipeline 'orders' in the checkpoint table): use another separator, e.g. 'orders-1', got 'orders#1'"
+    )
+    assert read["hash_id"] == "orders#eu"
     assert read["empty_stream"] == "ConfigurationError: stream_name must be a non-empty string, got ''"
     assert read["deferrable"] == "ConfigurationError: deferrable must be True or False, got 'yes'"
     assert read["since"] == (

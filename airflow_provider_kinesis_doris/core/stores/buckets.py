@@ -18,6 +18,7 @@ from airflow_provider_kinesis_doris.core.stores.items import (
     RANGE_PREFIX,
     SHARD_PREFIX,
 )
+from airflow_provider_kinesis_doris.core.value_checks import check_optional_text, refuse
 
 MAX_BUCKETS = 128
 """The most buckets a new pipeline takes (docs/checkpoints.md has the arithmetic: at 4,000 shards
@@ -35,6 +36,20 @@ _SHARD_KINDS = (SHARD_PREFIX, BOUNDARY_PREFIX, RANGE_PREFIX, CHUNK_PREFIX, CONTE
 
 def partition_key(pipeline_id: str, bucket: int) -> str:
     return f"{pipeline_id}#{bucket}"
+
+
+def check_pipeline_id(name: str, value: str | None) -> str | None:
+    """``value`` if it is None or a non-empty string that does not end in ``#`` and digits: such
+    an id (``orders#1``) is the partition key of another pipeline's bucket (bucket 1 of
+    ``orders``), which a store of the old layout's pipeline would read as its own, and which its
+    migration would move away from that pipeline."""
+    check_optional_text(name, value)
+    head, _, bucket = (value or "").rpartition("#")
+    if head and bucket.isdigit():
+        raise refuse(name, f"an id that does not end in '#' and digits ({partition_key(head, int(bucket))!r} "
+                     f"is bucket {bucket} of pipeline {head!r} in the checkpoint table): use another separator, "
+                     f"e.g. {head + '-' + bucket!r}", value)  # fmt: skip
+    return value
 
 
 def bucket_count_for(open_shards: int, shards_per_bucket: int = SHARDS_PER_BUCKET) -> int:
