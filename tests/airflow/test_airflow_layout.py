@@ -179,7 +179,8 @@ def test_a_hook_constructor_takes_only_connection_ids_and_client_settings(module
 def test_the_hooks_are_found() -> None:
     from airflow.providers.common.compat.sdk import BaseHook
 
-    assert {cls.__name__ for cls in _all_classes("hooks", BaseHook)} == {"DorisHook", "KinesisPipelineHook"}
+    # DynamoDBClientHook: the checkpoint table's client, built by KinesisPipelineHook on its connection.
+    assert {cls.__name__ for cls in _all_classes("hooks", BaseHook)} == {"DorisHook", "DynamoDBClientHook", "KinesisPipelineHook"}
 
 
 def test_the_constructor_check_catches_a_hook_that_takes_what_to_act_on() -> None:
