@@ -106,18 +106,19 @@ test-af3:
 test-af2:
 	$(VENV2)/bin/python -m pytest -m "airflow and e2e and not airflow3" $(XDIST) $(PYTEST_ARGS)
 
-# The floors (.venv-lowest, Airflow 2.11.0): the Airflow-facing tests but the end-to-end runs,
-# then the tests of the code that meets each dependency's API: the unit tests, Kinesis, EFO and
-# DynamoDB through boto3 (moto, kinesis-mock), Stream Load through requests, a Spark job through
-# pyspark and pyarrow. Left out: test_docker_compose.py (the Compose binary is in .venv only) and
-# one test of the IAM-policy scanner, which needs Kinesis's TagResource in botocore's service
-# model (newer than the boto3 floor); neither is about the floors.
-LOWEST_TESTS := tests/unit tests/integration/kinesis tests/integration/stores tests/integration/doris \
+# The floors (.venv-lowest, Airflow 2.11.0), in one pytest session (each session's workers migrate
+# an Airflow DB and start anew): the Airflow-facing tests but the end-to-end runs (tests/airflow and
+# the secrets checks), and the tests of the code that meets each dependency's API: the unit tests,
+# Kinesis, EFO and DynamoDB through boto3 (moto, kinesis-mock), Stream Load through requests, a Spark
+# job through pyspark and pyarrow. Left out: test_docker_compose.py (the Compose binary is in .venv
+# only) and one test of the IAM-policy scanner, which needs Kinesis's TagResource in botocore's
+# service model (newer than the boto3 floor); neither is about the floors.
+LOWEST_TESTS := tests/airflow tests/faults/test_secrets.py \
+	tests/unit tests/integration/kinesis tests/integration/stores tests/integration/doris \
 	tests/integration/test_pipeline.py tests/integration/test_efo_pipeline.py \
 	tests/integration/test_reshard_pipeline.py tests/integration/test_typed_failures.py
 test-lowest:
-	$(VENV_LOWEST)/bin/python -m pytest -m "airflow and not e2e" $(XDIST) $(PYTEST_ARGS)
-	$(VENV_LOWEST)/bin/python -m pytest -m "not airflow and not e2e" $(XDIST) $(LOWEST_TESTS) \
+	$(VENV_LOWEST)/bin/python -m pytest -m "not e2e" $(XDIST) $(LOWEST_TESTS) \
 		--ignore=tests/unit/test_docker_compose.py \
 		--deselect tests/unit/test_production_docs.py::test_the_scan_reads_every_way_of_reaching_an_operation \
 		$(PYTEST_ARGS)
@@ -151,14 +152,15 @@ bench-page: install
 
 # The proof: KD_PROOF_TRIALS seeded fault trials across the whole matrix on the emulators (make test
 # runs 25), KD_ORDERS_EXAMPLES run orders searched by the state machine (make test runs the same 1,000
-# each time), and scheduled runs under Airflow's scheduler on one-minute intervals (3.x, then 2.11).
+# each time), and the runs under Airflow's scheduler (3.x, then 2.11): scheduled runs on one-minute
+# intervals, and a DAG paused for three intervals (tests/e2e/conftest.py's SCHEDULER_RUNS).
 proof: install
 	KD_PROOF_TRIALS=$${KD_PROOF_TRIALS:-200} KD_PROOF_REPORT=$${KD_PROOF_REPORT:-proof-report.json} \
 		$(VENV)/bin/python -m pytest tests/faults/test_exactly_once.py -q $(PYTEST_ARGS)
 	KD_ORDERS_EXAMPLES=$${KD_ORDERS_EXAMPLES:-30000} \
 		$(VENV)/bin/python -m pytest tests/faults/test_run_orders.py -q -s --timeout=9000 $(PYTEST_ARGS)
-	KD_PROOF_SCHEDULER=1 $(VENV)/bin/python -m pytest tests/e2e/test_scheduled_runs.py -q $(PYTEST_ARGS)
-	KD_PROOF_SCHEDULER=1 $(VENV2)/bin/python -m pytest tests/e2e/test_scheduled_runs.py -q $(PYTEST_ARGS)
+	KD_PROOF_SCHEDULER=1 $(VENV)/bin/python -m pytest tests/e2e/test_scheduled_runs.py tests/e2e/test_paused_dag.py -q $(PYTEST_ARGS)
+	KD_PROOF_SCHEDULER=1 $(VENV2)/bin/python -m pytest tests/e2e/test_scheduled_runs.py tests/e2e/test_paused_dag.py -q $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(VENV2) $(VENV_SPARK) $(VENV_LOWEST) node_modules .pytest_cache .hypothesis

@@ -1,23 +1,28 @@
-"""``python -m airflow_provider_kinesis_doris check <dag_id> <task_id>`` in a subprocess, as a user
-runs it, against the Doris stand-in, kinesis-mock and moto: the DAG comes from the DagBag, the
-task checks both halves with its own connections, and the exit code says whether an item is fatal.
+"""``python -m airflow_provider_kinesis_doris check <dag_id> <task_id>`` against the Doris stand-in,
+kinesis-mock and moto: the DAG comes from the DagBag, the task checks both halves with its own
+connections, and the exit code says whether an item is fatal.
 
-Runs under Airflow 3.x (``.venv``) and 2.11 (``.venv-af2``): the subprocess is this interpreter.
+The first test runs it in a subprocess, as a user does; the others call its ``main`` in this
+process with the same arguments and environment (a subprocess costs an Airflow start-up, ~25 s on
+2 busy cores, and this file ran 16 of them). Runs under Airflow 3.x and 2.11 (the floors).
 """
 
 from __future__ import annotations
 
+import io
 import itertools
 import json
 import os
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from airflow_provider_kinesis_doris.__main__ import main
 from kinesis_doris_devstack.scenario import create_stream, event, events_table_ddl, put_records
 from tests.conftest import REPO_ROOT, events_table_on_local_stack, use_local_stack_connections
 from tests.preflight_items import AWS_BROKEN_ITEMS, DORIS_BROKEN_ITEMS, flagged_checks
@@ -82,15 +87,24 @@ def deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     return path
 
 
-def check(dag_file: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+def check_as_a_user_runs_it(dag_file: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "airflow_provider_kinesis_doris", "check", *arguments, "--subdir", str(dag_file)],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT, env=dict(os.environ),
     )  # fmt: skip
 
 
+def check(dag_file: Path, *arguments: str) -> subprocess.CompletedProcess[str]:
+    """The same command through ``main`` in this process: its exit code and what it printed."""
+    argv = ["check", *arguments, "--subdir", str(dag_file)]
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with redirect_stdout(stdout), redirect_stderr(stderr):
+        code = main(argv)
+    return subprocess.CompletedProcess(argv, code, stdout.getvalue(), stderr.getvalue())
+
+
 def test_a_deployment_that_passes_exits_0_and_lists_both_halves(deployment: Path) -> None:
-    ran = check(deployment, "kd_check", "load")
+    ran = check_as_a_user_runs_it(deployment, "kd_check", "load")
 
     assert ran.returncode == 0, ran.stdout + ran.stderr[-3000:]
     assert "kd_check.load: Doris and AWS preflight at 20" in ran.stdout
@@ -275,13 +289,9 @@ def own_deployment(airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     return path
 
 
-def check_here(dag_file: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """The CLI in this process (the matrix runs it twice an item; a subprocess costs an Airflow start)."""
-    from airflow_provider_kinesis_doris.__main__ import main
-
-    code = main(["check", "kd_check", "load", "--subdir", str(dag_file)])
-    out, err = capsys.readouterr()
-    return code, out + err
+def check_here(dag_file: Path) -> tuple[int, str]:
+    ran = check(dag_file, "kd_check", "load")
+    return ran.returncode, ran.stdout + ran.stderr
 
 
 def assert_passes(code: int, output: str) -> None:
@@ -291,13 +301,13 @@ def assert_passes(code: int, output: str) -> None:
 
 @pytest.mark.parametrize("check_name", sorted(DORIS_BROKEN_ITEMS))
 def test_each_doris_item_passes_then_fails_as_its_deployment_breaks(
-    own_deployment: Path, own_doris_server: Any, capsys: pytest.CaptureFixture[str], check_name: str
+    own_deployment: Path, own_doris_server: Any, check_name: str
 ) -> None:
     fatal, breaks = DORIS_BROKEN_ITEMS[check_name]
-    assert_passes(*check_here(own_deployment, capsys))
+    assert_passes(*check_here(own_deployment))
 
     breaks(own_doris_server, DB, "events")
-    code, output = check_here(own_deployment, capsys)
+    code, output = check_here(own_deployment)
 
     assert code == (1 if fatal else 0), output
     assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
@@ -306,15 +316,15 @@ def test_each_doris_item_passes_then_fails_as_its_deployment_breaks(
 @pytest.mark.parametrize("check_name", sorted(AWS_BROKEN_ITEMS))
 def test_each_aws_item_passes_then_fails_as_its_deployment_breaks(
     own_deployment: Path, aws_deployment: Any, kinesis_client: Any, dynamodb_client: Any,
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], check_name: str,
+    monkeypatch: pytest.MonkeyPatch, check_name: str,
 ) -> None:  # fmt: skip
     fatal, breaks = AWS_BROKEN_ITEMS[check_name]
-    assert_passes(*check_here(own_deployment, capsys))
+    assert_passes(*check_here(own_deployment))
 
     broken = breaks(aws_deployment, kinesis_client, dynamodb_client)
     monkeypatch.setenv("KD_CHECK_STREAM", broken.stream_name)
     monkeypatch.setenv("KD_CHECK_CHECKPOINTS", broken.checkpoint_table)
-    code, output = check_here(own_deployment, capsys)
+    code, output = check_here(own_deployment)
 
     assert code == (1 if fatal else 0), output
     assert flagged_checks(output) == [f"[{'FATAL' if fatal else 'wrong'}] {check_name}"], output
@@ -328,19 +338,17 @@ TEMPLATED_DAG_FILE = DAG_FILE.replace(
 @pytest.mark.parametrize("logical_date", ["2026-03-04T06:00:00+00:00", None])
 def test_templated_arguments_are_checked_as_the_run_at_the_logical_date_renders_them(
     own_deployment: Path, own_doris_server: Any, aws_deployment: Any, monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str], logical_date: str | None,
+    logical_date: str | None,
 ) -> None:  # fmt: skip
-    from airflow_provider_kinesis_doris.__main__ import main
-
     day = (datetime.fromisoformat(logical_date) if logical_date else datetime.now(timezone.utc)).strftime("%Y%m%d")
     own_doris_server.execute_sql(DB, events_table_ddl(f"events_{day}"))
     monkeypatch.setenv("AIRFLOW_VAR_KD_CHECK_STREAM", aws_deployment.stream_name)
     own_deployment.write_text(TEMPLATED_DAG_FILE)
     dated = ["--logical-date", logical_date] if logical_date else []
 
-    code = main(["check", "kd_check", "load", "--subdir", str(own_deployment), *dated])
-    output = "".join(capsys.readouterr())
+    ran = check(own_deployment, "kd_check", "load", *dated)
+    output = ran.stdout + ran.stderr
 
-    assert_passes(code, output)
+    assert_passes(ran.returncode, output)
     assert f"[ok] table columns: {DB}.events_{day} has every metadata column" in output
     assert "[ok] stream retention: retention 24 h" in output

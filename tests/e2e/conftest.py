@@ -16,8 +16,12 @@ import pytest
 from kinesis_doris_devstack.scenario import create_stream, event, now_ms, put_events, wait_past
 from tests.conftest import REPO_ROOT, events_table_on_local_stack
 
-# Scheduled runs on one-minute intervals take about 14 minutes a setting: make proof runs them.
-collect_ignore = [] if os.environ.get("KD_PROOF_SCHEDULER") else ["test_scheduled_runs.py"]
+# Runs under Airflow's scheduler: scheduled runs on one-minute intervals (about 14 minutes a
+# setting) and a DAG paused for three intervals (4-8 minutes on 2 busy cores, most of it the
+# services' start-up and the intervals' wall time). make proof runs them; make test's
+# tests/airflow/test_operator_skipped_intervals.py takes the paused DAG's runs in process.
+SCHEDULER_RUNS = ["test_scheduled_runs.py", "test_paused_dag.py"]
+collect_ignore = [] if os.environ.get("KD_PROOF_SCHEDULER") else SCHEDULER_RUNS
 
 DB = "e2e"
 INTERVAL_S = 2
@@ -27,8 +31,8 @@ _names = itertools.count()
 
 @pytest.fixture
 def one_airflow_scheduler_at_a_time() -> Iterator[None]:
-    """Held while a test runs Airflow's scheduler on short intervals (the backfill and paused-DAG
-    tests): in parallel xdist workers, two of them load the machine until the scheduler lags
+    """Held while a test runs Airflow's scheduler on short intervals (the backfill test and
+    make proof's scheduler runs): in parallel xdist workers, two of them load the machine until the scheduler lags
     behind their intervals. A lock file of this checkout, so other checkouts' runs are not held."""
     with open(REPO_ROOT / ".pytest-airflow-scheduler.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

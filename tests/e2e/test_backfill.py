@@ -29,8 +29,7 @@ DAG_ID = "kinesis_to_doris_example"
 @pytest.fixture
 def scheduler_slot(request: pytest.FixtureRequest) -> None:
     """Airflow 3's backfill runs under a scheduler, so it waits for the machine's one scheduler
-    slot; 2.11's runs in the CLI process, with no scheduler whose intervals it could make lag, and
-    runs beside the paused-DAG test (the two took turns: 500 s of the 2.11 run's 570)."""
+    slot; 2.11's runs in the CLI process, with no scheduler whose intervals it could make lag."""
     if AIRFLOW_V_3_0_PLUS:
         request.getfixturevalue("one_airflow_scheduler_at_a_time")
 

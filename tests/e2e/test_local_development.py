@@ -4,7 +4,7 @@ through kinesis-mock, a rerun, a query through the Doris stand-in, stack down).
 
 Airflow 3.x only (``make test-af3``): each step starts Airflow anew, ~4 min a run on 2 cores; on
 2.11 the connections the page sources are read by ``tests/airflow/test_local_stack_connections.py``
-and the same commands by the e2e backfill and paused-DAG tests."""
+and the same commands by the e2e backfill test."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ themselves, so every record is in Doris once, without a backfill.
 
 Airflow 3.x: api-server, scheduler, dag-processor and triggerer; Airflow 2.11: the scheduler (it
 parses the DAGs itself). Each task loads in its own process (no Spark): the scheduler's runs must
-keep up with short intervals on a 2-core machine."""
+keep up with short intervals on a 2-core machine. ``make proof`` runs it (``KD_PROOF_SCHEDULER=1``);
+``make test`` takes the same runs in process (``tests/airflow/test_operator_skipped_intervals.py``)."""
 
 from __future__ import annotations
 
