@@ -53,6 +53,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 from airflow_provider_kinesis_doris.core.doris.http import (
     REDIRECT_STATUSES,
     DorisHttp,
+    DorisSession,
     address_of,
     default_port,
     describe_error,
@@ -89,7 +90,7 @@ class DorisStreamLoadClient:
 
     :param config: FE address, credentials and BE routing.
     :param retry_policy: backoff of :meth:`load_idempotently`.
-    :param session: a ``requests.Session`` to use (a new one by default).
+    :param session: a ``requests.Session`` to use (a new :class:`~.http.DorisSession` by default).
     :param sleep: pauses between retries (tests inject a fake).
     :param clock: monotonic seconds, for bounded waits (tests inject a fake).
     :param unit_random: jitter source returning [0, 1).
@@ -107,7 +108,7 @@ class DorisStreamLoadClient:
     ) -> None:
         self._config = config
         self._retry = retry_policy or RetryPolicy()
-        self._session = session or requests.Session()
+        self._session = session or DorisSession()
         self._sleep = sleep
         self._clock = clock
         self._unit_random = unit_random

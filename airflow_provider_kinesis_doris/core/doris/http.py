@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Iterator, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 import requests
@@ -154,6 +155,31 @@ class DorisHttp:
         return (self._config.connect_timeout_seconds, self._config.read_timeout_seconds)
 
 
+
+
+class DorisSession(requests.Session):
+    """A ``requests.Session`` that reads the environment's proxy and CA-bundle settings once per
+    origin (scheme and host): ``requests`` reads them for every request, and scanning the
+    environment for proxies was half of a Stream Load's CPU in ``requests`` at many small chunks
+    (docs/benchmarks.md). A client, and its session, lives for one run's loads."""
+
+    __attrs__ = [*requests.Session.__attrs__, "_environment"]  # what a pickled session keeps
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._environment: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def merge_environment_settings(
+        self, url: str | bytes | None, proxies: Mapping[str, str] | None, stream: bool | None, verify: Any, cert: Any
+    ) -> dict[str, Any]:
+        if proxies or stream is not None or verify is not None or cert is not None or not isinstance(url, str):
+            return super().merge_environment_settings(url, proxies, stream, verify, cert)  # a request's own settings
+        parts = urlsplit(url)
+        origin = (parts.scheme, parts.netloc)
+        if origin not in self._environment:
+            self._environment[origin] = super().merge_environment_settings(url, {}, None, None, None)
+        settings = self._environment[origin]
+        return {**settings, "proxies": dict(settings["proxies"])}  # requests may add to the proxies it gets
 
 
 class _SizedChunks:

@@ -4,14 +4,16 @@ Location, and a failure before any connection told apart from one after the body
 
 from __future__ import annotations
 
+import http.server as http_server
 import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
 import requests
 
 from airflow_provider_kinesis_doris.core.doris.connection import DorisConnectionConfig
-from airflow_provider_kinesis_doris.core.doris.http import DorisHttp, request_data
+from airflow_provider_kinesis_doris.core.doris.http import DorisHttp, DorisSession, request_data
 from airflow_provider_kinesis_doris.core.doris.options import StreamingBody, StreamLoadOptions
 from airflow_provider_kinesis_doris.core.doris.result import LoadOutcome
 from airflow_provider_kinesis_doris.core.errors import (
@@ -109,3 +111,52 @@ def test_a_streaming_body_is_sent_at_its_declared_length_and_refused_past_it() -
         list(request_data(StreamingBody(3, pieces)))
     with pytest.raises(ConfigurationError, match="yielded 4 bytes, declared 5"):
         list(request_data(StreamingBody(5, pieces)))
+
+
+def test_the_environment_is_read_once_per_origin_and_its_proxy_still_taken(
+    server: DorisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``requests`` scans the environment for proxies on every request; a ``DorisSession`` once
+    per scheme and host, so each load's FE probe and BE body read it once between them, and a
+    proxy the environment names is still the one requests go through."""
+    reads: list[str] = []
+    environ_proxies = requests.sessions.get_environ_proxies
+
+    def counted(url: str, no_proxy: str | None = None) -> dict[str, str]:
+        reads.append(url)
+        return environ_proxies(url, no_proxy=no_proxy)
+
+    monkeypatch.setattr(requests.sessions, "get_environ_proxies", counted)
+    config = DorisConnectionConfig(host="127.0.0.1", port=server.fe_port, user=USER, password=PASSWORD)
+    http = DorisHttp(config, DorisSession())
+    server.execute_sql(DB, "CREATE TABLE env_once (id INT NOT NULL) DUPLICATE KEY(id) DISTRIBUTED BY HASH(id) BUCKETS 1")
+    path = f"/api/{DB}/env_once/_stream_load"
+    for n in range(3):
+        label = f"env-once-{n}"
+        target = http.load_target(path, LOAD_HEADERS)
+        assert isinstance(target, str)
+        assert http.send_load(target, {**LOAD_HEADERS, "label": label}, f'{{"id": {n}}}'.encode(), label).outcome is LoadOutcome.SUCCESS
+    assert server.execute_sql(DB, "SELECT id FROM env_once ORDER BY id") == [(0,), (1,), (2,)]
+    assert sorted(reads) == sorted(f"http://127.0.0.1:{port}{path}" for port in (server.fe_port, server.be_port))
+
+    proxied: list[str] = []
+
+    class Proxy(http_server.BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:
+            proxied.append(self.path)
+            self.send_response(502)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    with http_server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy) as proxy:
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_port}")
+        monkeypatch.setenv("NO_PROXY", "")
+        try:
+            response = DorisHttp(config, DorisSession()).call("PUT", config.fe_url + LOAD_PATH, LOAD_HEADERS, b"", target="FE")
+        finally:
+            proxy.shutdown()
+    assert response.status_code == 502 and proxied == [f"http://127.0.0.1:{server.fe_port}{LOAD_PATH}"]
