@@ -97,13 +97,24 @@ def lean_client_config(config: Any = None) -> Any:
     return lean.merge(config) if config is not None else lean
 
 
-def aws_client(service: str, endpoint_url: str | None, aws: AwsSettings, credentials: Credentials) -> Any:
+def _with_connections(config: Any, connections: int) -> Any:
+    """``config`` with a pool of at least ``connections`` (the user's larger pool stays)."""
+    from botocore.config import Config
+
+    return config if config.max_pool_connections >= connections else config.merge(Config(max_pool_connections=connections))
+
+
+def aws_client(
+    service: str, endpoint_url: str | None, aws: AwsSettings, credentials: Credentials, *, connections: int = 1
+) -> Any:
     """A botocore client of ``service`` with the credentials ``aws.executor_credentials`` names,
     ``aws.verify`` and ``aws.botocore_config`` over :data:`LEAN_CLIENT_OPTIONS`.
 
     :param endpoint_url: the service's custom endpoint, else AWS's.
     :param credentials: the job's credentials file; its AWS keys count in ``"driver"`` mode only,
         and without keys there the process's default chain applies.
+    :param connections: threads that share the client: its pool keeps at least as many
+        connections (botocore's default is 10; past it urllib3 drops and reopens connections).
     """
     keys: dict[str, str | None] = {}
     if aws.executor_credentials == DRIVER_CREDENTIALS:
@@ -123,5 +134,5 @@ def aws_client(service: str, endpoint_url: str | None, aws: AwsSettings, credent
             session = _botocore_session()
         return session.create_client(
             service, region_name=aws.region_name, endpoint_url=endpoint_url, verify=aws.verify,
-            config=lean_client_config(_client_config(aws.botocore_config)), **keys,
+            config=_with_connections(lean_client_config(_client_config(aws.botocore_config)), connections), **keys,
         )  # fmt: skip

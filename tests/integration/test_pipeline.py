@@ -10,8 +10,10 @@ from dataclasses import replace
 
 import pytest
 
+from airflow_provider_kinesis_doris.core.aws_clients import _botocore_session, aws_client
 from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core.plan import ShardDecision
+from airflow_provider_kinesis_doris.core.settings import Credentials
 from kinesis_doris_devstack.scenario import event, now_ms, put_events, put_records, sealed_end, wait_past
 
 pytestmark = pytest.mark.integration
@@ -43,26 +45,49 @@ def test_consecutive_intervals_load_every_record_exactly_once(world, kinesis_cli
         assert mark is not None and mark.instant_ms == bounds[3]
 
 
-def test_the_in_process_runner_loads_range_groups_side_by_side_each_with_its_own_clients(
+def test_the_in_process_runner_loads_range_groups_side_by_side_sharing_its_aws_clients(
     world, kinesis_client, caplog
 ) -> None:  # type: ignore[no-untyped-def]
-    """``run_here`` loads the job's groups in lanes (threads); every range is reported once, and
-    each group is loaded by a thread of its own."""
+    """``run_here`` loads the job's groups in lanes (threads); every range is reported once, each
+    group is loaded by a thread of its own, and the lanes share one Kinesis and one DynamoDB
+    client (each built for ~11 ms of CPU; botocore's clients are thread-safe)."""
     bounds, ids = _three_intervals(kinesis_client, world["stream"])
+    built: list[str] = []
+
+    def record_client(class_attributes, base_classes, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(kwargs["event_name"].rpartition(".")[2])
 
     def runner(job, credentials):  # type: ignore[no-untyped-def]
         assert len(job.partition_groups()) == 2  # one group per shard
         return run_here(job, credentials, lanes=2)
 
-    for i in range(3):
-        caplog.clear()
-        with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.load"):
-            result = world["run"](bounds[i], bounds[i + 1], runner=runner)
-        shard_by_thread = {r.threadName: r.getMessage().split()[1] for r in caplog.records if "rows loaded" in r.getMessage()}
-        assert len(result.reports) == 2
-        assert sorted(shard_by_thread.values()) == sorted(report.shard_id for report in result.reports)
-        assert len(shard_by_thread) == 2, f"both groups were loaded by one thread: {shard_by_thread}"
+    botocore_session = _botocore_session()
+    botocore_session.register("creating-client-class", record_client)
+    try:
+        for i in range(3):
+            caplog.clear()
+            built.clear()
+            with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.load"):
+                result = world["run"](bounds[i], bounds[i + 1], runner=runner)
+            shard_by_thread = {r.threadName: r.getMessage().split()[1] for r in caplog.records if "rows loaded" in r.getMessage()}
+            assert len(result.reports) == 2
+            assert sorted(shard_by_thread.values()) == sorted(report.shard_id for report in result.reports)
+            assert len(shard_by_thread) == 2, f"both groups were loaded by one thread: {shard_by_thread}"
+            assert sorted(built) == ["dynamodb", "kinesis"], built
+    finally:
+        botocore_session.unregister("creating-client-class", record_client)
     assert [row[0] for row in world["rows"]()] == sorted(ids)
+
+
+def test_clients_shared_by_more_lanes_than_botocores_pool_keep_a_connection_each(world, dynamodb_endpoint) -> None:  # type: ignore[no-untyped-def]
+    """Past botocore's 10 pooled connections urllib3 drops and reopens them: a client shared by
+    more threads pools one per thread, and a larger pool the user set stays."""
+    aws = world["config"].aws
+    shared = aws_client("dynamodb", dynamodb_endpoint, aws, Credentials(), connections=16)
+    assert shared.meta.config.max_pool_connections == 16
+    assert aws_client("dynamodb", dynamodb_endpoint, aws, Credentials(), connections=4).meta.config.max_pool_connections == 10
+    larger = replace(aws, botocore_config={"max_pool_connections": 50})
+    assert aws_client("dynamodb", dynamodb_endpoint, larger, Credentials(), connections=16).meta.config.max_pool_connections == 50
 
 
 def _label_lookups(monkeypatch) -> list[str]:  # type: ignore[no-untyped-def]
