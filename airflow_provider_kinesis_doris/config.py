@@ -29,6 +29,7 @@ from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.fields import UNMATCHED_FIELDS_CHOICES
 from airflow_provider_kinesis_doris.core.kinesis.consumer import consumer_name
 from airflow_provider_kinesis_doris.core.settings import DRIVER_CREDENTIALS
+from airflow_provider_kinesis_doris.core.stores.buckets import check_pipeline_id
 from airflow_provider_kinesis_doris.core.plan import InitialPosition
 from airflow_provider_kinesis_doris.core.runner_choice import DEFAULT_IN_PROCESS_MAX_RECORDS
 from airflow_provider_kinesis_doris.core.value_checks import (
@@ -326,7 +327,7 @@ class ReadConfig(_Group):
         "mode": partial(check_choice, choices=["polling", "efo"]),
         "efo_consumer_name": check_optional_text,
         "initial_position": partial(check_choice, choices=[position.value for position in InitialPosition]),
-        "take_over_from": check_optional_text,
+        "take_over_from": check_pipeline_id,
         "seal_grace": check_duration,
         "relaxed_order": check_flag,
         "waiting_warn_after": check_duration,

@@ -23,6 +23,7 @@ from datetime import datetime
 from airflow.providers.common.compat.sdk import DAG
 from airflow_provider_kinesis_doris.operators.audit import KinesisDorisAuditOperator
 from airflow_provider_kinesis_doris.operators.kinesis_to_doris import KinesisToDorisOperator
+from airflow_provider_kinesis_doris import ReadConfig
 from airflow_provider_kinesis_doris.operators.rebalance import KinesisShardRebalanceOperator
 from airflow_provider_kinesis_doris.sensors.kinesis_reshard import KinesisReshardSensor
 
@@ -111,6 +112,8 @@ print(json.dumps({
                                                                   audit_dead_letters="no", **PIPELINE)),
     "bucket_id": error(lambda: KinesisToDorisOperator(task_id="l2", doris_table="shop.orders",
                                                       **{**PIPELINE, "pipeline_id": "orders#1"})),
+    "bucket_take_over": error(lambda: KinesisToDorisOperator(task_id="l4", doris_table="shop.orders",
+                                                             read=ReadConfig(take_over_from="orders#1"), **PIPELINE)),
     "hash_id": KinesisToDorisOperator(task_id="l3", doris_table="shop.orders",
                                       **{**PIPELINE, "pipeline_id": "orders#eu"}).pipeline_id,
 }))
@@ -132,6 +135,9 @@ def test_airflow_reads_the_pipeline_arguments_as_each_operators_own_and_a_bad_li
         "ConfigurationError: pipeline_id must be an id that does not end in '#' and digits ('orders#1' is bucket 1 "
         "of pipeline 'orders' in the checkpoint table): use another separator, e.g. 'orders-1', got 'orders#1'"
     )
+    assert read["bucket_take_over"].startswith(
+        "ConfigurationError: read.take_over_from must be an id that does not end in '#' and digits ('orders#1' is bucket 1"
+    ), read["bucket_take_over"]
     assert read["hash_id"] == "orders#eu"
     assert read["empty_stream"] == "ConfigurationError: stream_name must be a non-empty string, got ''"
     assert read["deferrable"] == "ConfigurationError: deferrable must be True or False, got 'yes'"
