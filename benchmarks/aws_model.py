@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import threading
 import time
 from collections import Counter, deque
@@ -48,6 +49,19 @@ OTHER_LATENCY_S = 0.010
 
 
 @dataclass(frozen=True)
+class LatencyTail:
+    """The slow calls: a share of every operation's calls takes ``factor`` times its latency.
+    Neither service publishes a percentile (DynamoDB's "single-digit millisecond" is its typical
+    latency): one call in a hundred at five times the typical one is an assumption, a p99 of
+    25 ms for a GetItem and 100 ms for a GetRecords. Drawn from a seeded generator, so a run's
+    sequence of slow calls repeats (the threads' order of calls may not)."""
+
+    share: float = 0.01
+    factor: float = 5.0
+    seed: int = 37
+
+
+@dataclass(frozen=True)
 class Limit:
     """AWS admits ``calls`` of an operation per second for each ``scope``; the next is refused with ``error``."""
 
@@ -57,6 +71,8 @@ class Limit:
 
 
 THROUGHPUT = "ProvisionedThroughputExceededException"
+SORT_KEY = "sk"
+"""The checkpoint table's sort key: with the partition key, what names an item (transaction conflicts)."""
 LIMITS: Mapping[str, Limit] = {
     "GetRecords": Limit(5, "shard", THROUGHPUT),
     "GetShardIterator": Limit(5, "shard", THROUGHPUT),
@@ -153,16 +169,20 @@ class AwsModel:
 
     def __init__(
         self, latency: Mapping[str, float] = LATENCY_S, limits: Mapping[str, Limit] = LIMITS,
-        partitions: PartitionLimits = PartitionLimits(),
+        partitions: PartitionLimits = PartitionLimits(), tail: LatencyTail = LatencyTail(),
     ) -> None:  # fmt: skip
         self.clock = VirtualClock()
-        self._latency, self._limits = latency, limits
+        self._latency, self._limits, self._tail = latency, limits, tail
         self._lock = threading.Lock()
         self._admitted: dict[tuple[str, str], deque[float]] = {}
         self._iterator_shards: dict[str, str] = {}
+        self._draws = random.Random(tail.seed)
         self.partitions = _PartitionBuckets(partitions, self.clock)
+        self.items_in_flight = _ItemsInFlight(partitions.key_attribute, self.clock)
         self.throttled: Counter[str] = Counter()
         """Calls refused with AWS's error code, by operation, since the model was made."""
+        self.slow: Counter[str] = Counter()
+        """Calls that took the tail's latency, by operation."""
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -194,9 +214,13 @@ class AwsModel:
             with self._lock:
                 self.throttled[operation] += 1
             refused = THROUGHPUT
-        self.clock.sleep(self._latency.get(operation, OTHER_LATENCY_S))
+        latency = self._latency_of(operation)
+        conflict = self.items_in_flight.conflict(operation, params, latency) if dynamodb and not refused else None
+        self.clock.sleep(latency)
         if refused:
             return _error_reply(request.url, refused, f"Rate exceeded for {operation} (AWS model)")
+        if conflict is not None:
+            return _error_reply(request.url, *conflict)
         with self.clock.paused():
             reply = _original_send(endpoint, request)
             if reply.status_code == 200 and operation in ("GetShardIterator", "GetRecords"):
@@ -204,6 +228,14 @@ class AwsModel:
             if reply.status_code == 200 and dynamodb:
                 self.partitions.spend_reads(operation, params, json.loads(reply.content))
         return reply
+
+    def _latency_of(self, operation: str) -> float:
+        latency = self._latency.get(operation, OTHER_LATENCY_S)
+        with self._lock:
+            if self._draws.random() >= self._tail.share:
+                return latency
+            self.slow[operation] += 1
+        return latency * self._tail.factor
 
     def _refusal(self, operation: str, params: Mapping[str, Any]) -> str | None:
         """AWS's error code if this call is one too many in the last second of its scope, else None (admitted)."""
@@ -244,6 +276,63 @@ class AwsModel:
             following = reply.get("ShardIterator" if operation == "GetShardIterator" else "NextShardIterator")
             if following:
                 self._iterator_shards[following] = shard
+
+
+class _ItemsInFlight:
+    """DynamoDB's transaction conflicts: while a ``TransactWriteItems`` is in flight (its modelled
+    latency), a write of one of its items is refused with ``TransactionConflictException``, and
+    another transaction on one of them is cancelled with ``TransactionCanceledException`` naming
+    ``TransactionConflict`` for it; a transaction is cancelled too on an item a single write holds
+    in flight (AWS's developer guide, "Transaction conflict handling in DynamoDB")."""
+
+    def __init__(self, key_attribute: str, clock: VirtualClock) -> None:
+        self._key_attribute, self._clock = key_attribute, clock
+        self._lock = threading.Lock()
+        self._transactions: dict[tuple[str, str], float] = {}  # item → until when a transaction holds it
+        self._writes: dict[tuple[str, str], float] = {}  # item → until when a single write holds it
+        self.conflicts: Counter[str] = Counter()
+        """Writes refused and transactions cancelled for a conflict, by operation."""
+
+    def conflict(self, operation: str, params: Mapping[str, Any], latency: float) -> tuple[str, str, dict[str, Any]] | None:
+        """AWS's error (code, message, extra fields) if the write meets an item in flight, else
+        None, and the write's items are then in flight for ``latency``."""
+        items = _written_items(operation, params, self._key_attribute)
+        if not items:
+            return None
+        now = self._clock.now()
+        with self._lock:
+            in_transactions = [item for item in items if self._transactions.get(item, now) > now]
+            if operation != "TransactWriteItems":
+                if in_transactions:
+                    self.conflicts[operation] += 1
+                    return "TransactionConflictException", "Transaction is ongoing for the item (AWS model)", {}
+                self._writes.update((item, now + latency) for item in items)
+                return None
+            held = set(in_transactions) | {item for item in items if self._writes.get(item, now) > now}
+            if held:
+                self.conflicts[operation] += 1
+                reasons = [{"Code": "TransactionConflict" if item in held else "None"} for item in items]
+                return "TransactionCanceledException", "Transaction cancelled (AWS model)", {"CancellationReasons": reasons}
+            self._transactions.update((item, now + latency) for item in items)
+            if len(self._transactions) > 10_000:  # forget the items whose transactions ended
+                self._transactions = {item: until for item, until in self._transactions.items() if until > now}
+                self._writes = {item: until for item, until in self._writes.items() if until > now}
+        return None
+
+
+def _written_items(operation: str, params: Mapping[str, Any], attribute: str) -> list[tuple[str, str]]:
+    """The items a DynamoDB write names, as (table, key), in its request's order (none for a read)."""
+    if operation in ("PutItem", "UpdateItem", "DeleteItem"):
+        bodies = [params]
+    elif operation == "TransactWriteItems":
+        bodies = [body for entry in params["TransactItems"] for body in entry.values()]
+    else:
+        return []
+    items = []
+    for body in bodies:
+        key = body.get("Key") or body["Item"]
+        items.append((body["TableName"], json.dumps({name: key[name] for name in (attribute, SORT_KEY) if name in key}, sort_keys=True)))
+    return items
 
 
 class _PartitionBuckets:
@@ -365,7 +454,7 @@ def _read_units(operation: str, params: Mapping[str, Any], reply: Mapping[str, A
     return units
 
 
-def _error_reply(url: str, code: str, message: str) -> AWSResponse:
-    content = json.dumps({"__type": code, "message": message}).encode()
+def _error_reply(url: str, code: str, message: str, extra: Mapping[str, Any] | None = None) -> AWSResponse:
+    content = json.dumps({"__type": code, "message": message, **(extra or {})}).encode()
     headers = {"Content-Type": "application/x-amz-json-1.1", "Content-Length": str(len(content))}
     return AWSResponse(url, 400, headers, _Body(content))

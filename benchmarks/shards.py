@@ -26,7 +26,8 @@ before and after each pruning. A last JSON line holds the targets and whether ea
 With ``--aws-model`` (``make bench-shards-aws``) every interval runs through
 ``benchmarks/aws_model.py``: AWS's latency per operation and its call limits, on a clock without
 the emulators' service time. Each line then also has ``*_aws_s`` (seconds on that clock) and
-``throttled_*`` (calls refused by AWS's limits), and PASS/FAIL lines judge issue 37's targets at the
+``throttled_*`` (calls refused by AWS's limits), ``conflicts_*`` (writes a transaction in flight
+refused), ``slow_*`` (calls that took the latency tail's time), and PASS/FAIL lines judge issue 37's targets at the
 largest shard count.
 
 Usage (from the repository root; ``make bench-shards`` runs the default)::
@@ -249,10 +250,18 @@ def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str
 
 def _modelled_figures(name: str, run: dict[str, Any]) -> dict[str, Any]:
     """Under the AWS model: the interval's seconds on the model's clock (the emulators' service time
-    left out, AWS's latency in) and the calls AWS's limits refused, by operation; nothing without it."""
+    left out, AWS's latency in), the calls AWS's limits refused, the writes a transaction conflict
+    refused and the calls that took the latency tail, each by operation; nothing without it."""
     if "aws_seconds" not in run:
         return {}
-    return {f"{name}_aws_s": run["aws_seconds"], f"throttled_{name}": run["throttled"]}
+    return {f"{name}_aws_s": run["aws_seconds"], **{f"{kind}_{name}": run[kind] for kind in ("throttled", "conflicts", "slow")}}
+
+
+def _model_counts(model: AwsModel | None) -> dict[str, Counter[str]]:
+    """What the model counted so far, by operation: throttled, conflicts, slow calls."""
+    if model is None:
+        return {}
+    return {"throttled": Counter(model.throttled), "conflicts": Counter(model.items_in_flight.conflicts), "slow": Counter(model.slow)}
 
 
 def measure_history(
@@ -338,7 +347,7 @@ def _interval(
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     cpu_before = cpu_seconds(services)
-    throttled_before = Counter(model.throttled) if model else Counter[str]()
+    before = _model_counts(model)
     with counter.counting() as calls, model.active() if model else nullcontext():
         started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
@@ -348,7 +357,7 @@ def _interval(
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
         modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),
-                    "throttled": dict(model.throttled - throttled_before)} if model else {}  # fmt: skip
+                    **{kind: dict(count - before[kind]) for kind, count in _model_counts(model).items()}} if model else {}  # fmt: skip
     cpu_after = cpu_seconds(services)
     return {
         "seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"],

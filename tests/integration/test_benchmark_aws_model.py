@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from benchmarks.aws_model import LATENCY_S, AwsModel, PartitionLimits, VirtualClock
+from benchmarks.aws_model import LATENCY_S, AwsModel, LatencyTail, PartitionLimits, VirtualClock
 from kinesis_doris_devstack.scenario import create_stream
 
 pytestmark = [pytest.mark.integration]
@@ -168,8 +169,10 @@ def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_th
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     line = json.loads(out.read_text().splitlines()[0])
-    for key in ("loaded_aws_s", "quiet_aws_s", "steady_aws_s", "tip_aws_s"):
-        assert 0 < line[key], key
+    for shape in ("loaded", "quiet", "steady", "tip"):
+        assert 0 < line[f"{shape}_aws_s"], shape
+        # By operation: what AWS's limits refused, what a transaction in flight refused, the slow calls.
+        assert all(isinstance(line[f"{kind}_{shape}"], dict) for kind in ("throttled", "conflicts", "slow")), line
     verdicts = [text for text in completed.stdout.splitlines() if text.startswith(("PASS ", "FAIL "))]
     assert any("quiet interval" in text for text in verdicts), completed.stdout[-2000:]
 
@@ -183,3 +186,54 @@ def test_the_clock_leaves_out_an_emulator_call_but_keeps_the_cpu_this_process_us
             pass
         time.sleep(0.3)  # the emulator serving the call
     assert 0.2 <= clock.now() - started < 0.3
+
+
+def _update(table: str, n: int) -> dict[str, Any]:
+    return {"TableName": table, "Key": {"pk": {"S": "pipeline-a"}, "sk": {"S": f"item#{n}"}},
+            "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": {"N": "1"}}}  # fmt: skip
+
+
+def test_a_write_of_an_item_a_transaction_holds_is_refused_and_another_transaction_on_it_cancelled(
+    dynamodb_endpoint: str,
+) -> None:
+    """AWS's transaction conflicts: while a TransactWriteItems is in flight its items are held;
+    another item, and the same item once the transaction ended, are written."""
+    dynamodb = _dynamodb(dynamodb_endpoint, attempts=1)
+    table = _table(dynamodb)
+    for n in range(3):
+        _put(dynamodb, table, "pipeline-a", n)
+    model = AwsModel(latency={**LATENCY_S, "TransactWriteItems": 1.0}, tail=LatencyTail(share=0))
+    with model.active():
+        holding = threading.Thread(
+            target=dynamodb.transact_write_items, kwargs={"TransactItems": [{"Update": _update(table, 0)}, {"Update": _update(table, 1)}]}
+        )  # fmt: skip
+        holding.start()
+        model.clock.sleep(0.3)  # the transaction is in flight
+        with pytest.raises(ClientError) as written:
+            dynamodb.update_item(**_update(table, 1))
+        with pytest.raises(ClientError) as cancelled:
+            dynamodb.transact_write_items(TransactItems=[{"Update": _update(table, 2)}, {"Update": _update(table, 0)}])
+        dynamodb.update_item(**_update(table, 2))  # no transaction holds it
+        holding.join()
+        dynamodb.update_item(**_update(table, 1))  # the transaction ended
+    assert written.value.response["Error"]["Code"] == "TransactionConflictException"
+    assert cancelled.value.response["Error"]["Code"] == "TransactionCanceledException"
+    assert [reason["Code"] for reason in cancelled.value.response["CancellationReasons"]] == ["None", "TransactionConflict"]
+    assert model.items_in_flight.conflicts == {"UpdateItem": 1, "TransactWriteItems": 1}
+
+
+def test_a_share_of_the_calls_takes_the_tails_latency(dynamodb_endpoint: str) -> None:
+    dynamodb = _dynamodb(dynamodb_endpoint, attempts=1)
+    table = _table(dynamodb)
+    _put(dynamodb, table, "pipeline-a", 0)
+    model = AwsModel(tail=LatencyTail(share=0.3, factor=20.0, seed=1))
+    key = {"pk": {"S": "pipeline-a"}, "sk": {"S": "item#0"}}
+    with model.active():
+        started = model.clock.now()
+        for _ in range(30):
+            dynamodb.get_item(TableName=table, Key=key)
+        modelled = model.clock.now() - started
+    slow = model.slow["GetItem"]
+    assert 0 < slow < 30
+    # Each slow call waits 20 typical ones: the slow ones alone are most of the modelled time.
+    assert modelled >= (30 - slow + 20 * slow) * LATENCY_S["GetItem"]
