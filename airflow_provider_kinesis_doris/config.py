@@ -170,12 +170,20 @@ class InProcessRunner(_Group):
     (~15 s) dominates.
 
     :param lanes: range groups loaded at the same time (each holds at most two chunks in memory).
+    :param processes: loader processes of the task's own, each with ``lanes`` lanes: at hundreds of
+        shards one process's core (the GIL) bounds the loads' calls, so more processes load them
+        side by side, without Spark's start (``core.loader_processes``). Only as many start as the
+        range groups fill with lanes; with one, the lanes are the task process's own threads.
     """
 
     lanes: int = DEFAULT_DRIVER_CONCURRENCY
+    processes: int = 1
 
     parameter: ClassVar[str] = "runner"
-    checks: ClassVar[Mapping[str, Check]] = {"lanes": partial(check_whole_number, minimum=1)}
+    checks: ClassVar[Mapping[str, Check]] = {
+        "lanes": partial(check_whole_number, minimum=1),
+        "processes": partial(check_whole_number, minimum=1),
+    }
 
     def describe(self) -> str:
         return "the load in the task's process (InProcessRunner)"

@@ -66,7 +66,12 @@ with DAG(
                 spark_connect_conn_id=os.environ.get("KD_EXAMPLE_SPARK_CONNECT_CONN_ID") or None,
             )
             if os.environ.get("KD_EXAMPLE_USE_SPARK", "true").lower() == "true"
-            else InProcessRunner()
+            # With more loader processes than one, the task's own child processes load the shards'
+            # ranges side by side, each in this many lanes (docs/parameters.md).
+            else InProcessRunner(
+                processes=int(os.environ.get("KD_EXAMPLE_LOADER_PROCESSES", "1")),
+                lanes=int(os.environ.get("KD_EXAMPLE_LANES", "8")),
+            )
         ),
         mapping=MappingConfig(
             metadata_columns=("_kinesis_shard", "_kinesis_sequence", "_kinesis_arrival"),

@@ -236,25 +236,27 @@ def aws_error_code(error: BaseException) -> str:
 
 @dataclass(frozen=True)
 class RangeFailure:
-    """A typed error of one range as plain JSON, so it crosses from a Spark executor to the
-    driver and is raised there as the same class (Spark would otherwise wrap it in its own
+    """A typed error of one range as plain JSON, so it crosses from a Spark executor (or a loader
+    process) to the driver and is raised there as the same class (Spark would otherwise wrap it in its own
     exception, leaving only text).
 
     :param type: the class name, one of this module's :class:`KinesisDorisError` classes.
     :param shard: the shard whose range failed.
-    :param label: the Stream Load label concerned, when the error names one.
     :param message: the error's message.
+    :param where: the process the range failed in, as the driver's message says it.
+    :param label: the Stream Load label concerned, when the error names one.
     """
 
     type: str
     shard: str
     message: str
+    where: str
     label: str | None = None
 
     @classmethod
-    def of(cls, error: KinesisDorisError, shard_id: str) -> RangeFailure:
+    def of(cls, error: KinesisDorisError, shard_id: str, where: str) -> RangeFailure:
         label = getattr(error, "label", None) or getattr(getattr(error, "result", None), "label", None)
-        return cls(type(error).__name__, shard_id, str(error), label)
+        return cls(type(error).__name__, shard_id, str(error), where, label)
 
     def to_error(self) -> KinesisDorisError:
         """The error again, as its own class (``KinesisDorisError`` for a name this module lacks)."""
@@ -262,5 +264,5 @@ class RangeFailure:
         if not (isinstance(error_class, type) and issubclass(error_class, KinesisDorisError)):
             error_class = KinesisDorisError
         error = error_class.__new__(error_class)
-        Exception.__init__(error, f"{self.message} (shard {self.shard}, on a Spark executor)")
+        Exception.__init__(error, f"{self.message} (shard {self.shard}, {self.where})")
         return error

@@ -162,14 +162,25 @@ def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credential
     carrying it (the ranges after it, a failed parent's children among them, are not loaded), so
     the driver raises the same class with
     :func:`~airflow_provider_kinesis_doris.core.report.raise_first_failure`."""
-    reports: list[RangeReport] = []
+    return reports_or_failure(job, indices, load_range_group(job, indices, credentials), SPARK_EXECUTOR)
+
+
+SPARK_EXECUTOR = "on a Spark executor"
+"""Where a range failed, as :class:`RangeFailure` says it."""
+
+
+def reports_or_failure(job: LoadJob, indices: Sequence[int], reports: Iterator[RangeReport], where: str) -> list[RangeReport]:
+    """The reports of the group ``indices`` of ``job`` as ``reports`` yields them, one a range; a
+    typed error ends them with the failed range's report carrying it (``where``: the process that
+    loaded it, for the driver's message)."""
+    done: list[RangeReport] = []
     try:
-        reports.extend(load_range_group(job, indices, credentials))
+        done.extend(reports)
     except KinesisDorisError as error:
-        failed = job.ranges[indices[len(reports)]]
-        failure = RangeFailure.of(error, failed.shard_id)
-        reports.append(RangeReport(failed.shard_id, failed.interval_start_ms, failure=asdict(failure)))
-    return reports
+        failed = job.ranges[indices[len(done)]]
+        failure = RangeFailure.of(error, failed.shard_id, where)
+        done.append(RangeReport(failed.shard_id, failed.interval_start_ms, failure=asdict(failure)))
+    return done
 
 
 def load_range(

@@ -32,7 +32,7 @@ from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, sp
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner
 from airflow_provider_kinesis_doris.core.runner_choice import SPARK, AutoRunner
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
@@ -229,13 +229,17 @@ def _spark_job(runner: SparkRunner, spark: Runner, store: CheckpointStore, concu
 
 
 def _in_process(runner: InProcessRunner, spark: Runner, store: CheckpointStore, concurrency: int) -> tuple[Runner, None]:
-    return partial(run_here, lanes=runner.lanes), None
+    return _loader(runner), None
+
+
+def _loader(runner: InProcessRunner) -> Runner:
+    return partial(run_in_processes, lanes=runner.lanes, processes=runner.processes)
 
 
 def _spark_or_in_process(
     runner: SparkOrInProcess, spark: Runner, store: CheckpointStore, concurrency: int
 ) -> tuple[AutoRunner, AutoRunner]:
-    auto = AutoRunner(store, spark=spark, in_process=partial(run_here, lanes=runner.in_process.lanes),
+    auto = AutoRunner(store, spark=spark, in_process=_loader(runner.in_process),
                       max_records=runner.max_records, concurrency=concurrency)  # fmt: skip
     return auto, auto
 

@@ -4,6 +4,9 @@ local stack."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -47,6 +50,18 @@ def prefix_user(row: dict[str, Any]) -> dict[str, Any] | None:
     if row.get("amount", 0) < 0:
         return None
     return {**row, "user_id": f"tx-{row['user_id']}"}
+
+
+DIE_AT_EVENT_ENV = "KINESIS_DORIS_DIE_AT_EVENT"
+
+
+def dies_at_event(row: dict[str, Any]) -> dict[str, Any]:
+    """A transform that kills the loader process it runs in (SIGKILL, as the kernel's out-of-memory
+    killer does) at the event whose id ``KINESIS_DORIS_DIE_AT_EVENT`` names, in a child process
+    only (a loader process, never the test's own); every other row passes unchanged."""
+    if str(row.get("event_id")) == os.environ.get(DIE_AT_EVENT_ENV) and multiprocessing.parent_process() is not None:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return row
 
 
 def put_records(kinesis: Any, stream: str, payloads: Iterable[tuple[str, bytes]]) -> list[dict[str, Any]]:

@@ -31,17 +31,25 @@ def test_three_intervals_then_replays_load_exactly_once(example, kinesis_client,
     assert {shard.high_water_mark.instant_ms for shard in shards} == {bounds[3]}
 
 
-def test_a_task_killed_mid_load_and_retried_loads_exactly_once(example, monkeypatch, kinesis_client, doris_server) -> None:
-    """SIGKILL the Airflow task process while its Stream Load is in flight (the stand-in holds
-    the load for a while, then commits it anyway); the retry resolves the label and loads the
-    rest: every record once."""
+@pytest.mark.parametrize("loader_processes", [1, 2], ids=["lanes in the task", "loader processes"])
+def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
+    example, monkeypatch, kinesis_client, doris_server, loader_processes: int
+) -> None:  # type: ignore[no-untyped-def]
+    """SIGKILL the Airflow task process (and its loader processes, with two: one per shard) while
+    a Stream Load is in flight (the stand-in holds the load for a while, then commits it anyway);
+    the retry resolves the label and loads the rest: every record once."""
     import os
     import signal
     import subprocess
     import sys
     import time
 
+    import psutil
+
     monkeypatch.setenv("KD_EXAMPLE_USE_SPARK", "false")  # kill one process, not a JVM tree
+    monkeypatch.setenv("KD_EXAMPLE_LOADER_PROCESSES", str(loader_processes))
+    if loader_processes > 1:
+        monkeypatch.setenv("KD_EXAMPLE_LANES", "1")  # two shards, two processes
     bounds = aligned_grid(1)
     wait_past(bounds[0])
     put_events(kinesis_client, example["stream"], [event(e) for e in range(40)])
@@ -58,6 +66,8 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(example, monkeypa
         assert attempt.poll() is None, "the first attempt ended before its load was in flight"
         time.sleep(0.05)
     assert doris_server.pending_faults() == 0
+    loaders = [c for c in psutil.Process(attempt.pid).children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+    assert len(loaders) == (2 if loader_processes > 1 else 0), loaders
     os.killpg(attempt.pid, signal.SIGKILL)
     attempt.wait()
 

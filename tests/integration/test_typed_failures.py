@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound, KinesisDorisError, RangeFailure
-from airflow_provider_kinesis_doris.core.load import load_range_group_or_failure
+from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, load_range_group_or_failure
 from airflow_provider_kinesis_doris.core.report import raise_first_failure
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
@@ -74,12 +74,12 @@ def test_a_typed_error_on_an_executor_is_raised_as_its_class_on_the_driver(world
 def test_every_error_class_survives_the_round_trip(error_class: type[KinesisDorisError]) -> None:
     error = error_class.__new__(error_class)
     Exception.__init__(error, "the message")
-    failure = RangeFailure.of(error, "shard-7")
+    failure = RangeFailure.of(error, "shard-7", SPARK_EXECUTOR)
     rebuilt = RangeFailure(**replace(failure).__dict__).to_error()
     assert type(rebuilt) is error_class
     assert str(rebuilt) == "the message (shard shard-7, on a Spark executor)"
 
 
 def test_an_unknown_type_comes_back_as_the_base_class() -> None:
-    rebuilt = RangeFailure("SomethingNew", "s", "m").to_error()
+    rebuilt = RangeFailure("SomethingNew", "s", "m", SPARK_EXECUTOR).to_error()
     assert type(rebuilt) is KinesisDorisError

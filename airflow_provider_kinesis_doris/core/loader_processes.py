@@ -1,0 +1,227 @@
+"""``InProcessRunner(processes=N)``: the job's range groups loaded by N processes of the task's own.
+
+A Python process's threads share one core (the GIL). At hundreds of shards the loads' AWS calls
+and Stream Loads are about two thirds of a recurring interval's CPU on the driver
+(docs/benchmarks.md, "4,000 shards by simulation"), so the lanes of one process wait for its core,
+not for AWS. Here the groups are shared among child processes, each loading its share in lanes
+as :func:`~airflow_provider_kinesis_doris.core.load.run_here` does, with clients of its own: what
+Spark's executors do, without Spark's start.
+
+Exactly once holds as it does on Spark's executors. A range group's ranges load in one process, one
+after the other (parents first), every chunk under its labels and the chunk log (I7). A typed
+failure ends its group and comes back as that range's report, raised on the driver as its own
+class once every process has ended (the other groups load meanwhile, as other Spark tasks do). A
+process that dies leaves what a killed task leaves, which the next attempt resumes under the same
+labels.
+
+The children are spawned, not forked: the task's process runs threads, and a fork would copy the
+locks they hold. Each gets the job and the credentials through its start pipe (never a command
+line, a file or a log), sends its log records to the task's log, and dies with the thread that
+started it (Linux's parent-death signal), so a task killed outright leaves no loader running.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from airflow_provider_kinesis_doris.core.concurrency import map_bounded
+from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.load import LoadClients, LoaderAws, load_ranges, reports_or_failure, run_here
+from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
+from airflow_provider_kinesis_doris.core.settings import Credentials
+
+log = logging.getLogger(__name__)
+
+Share = list[list[int]]
+"""The range groups (lists of range indices, parents first) one process loads."""
+
+
+class LoaderProcessFailed(KinesisDorisError):
+    """A loader process ended without its reports: an error that is not the pipeline's own, or the
+    process was killed (out of memory, a signal). What it loaded is in the chunk log; the task's
+    next attempt loads the rest under the same labels."""
+
+
+def share_groups(groups: Sequence[Sequence[int]], processes: int) -> list[Share]:
+    """``groups`` dealt to at most ``processes`` shares, one after the other, none empty."""
+    count = max(1, min(processes, len(groups)))
+    return [[list(group) for group in groups[share::count]] for share in range(count)]
+
+
+def load_share(make_clients: Callable[[], LoadClients], share: Share, lanes: int, where: str) -> list[RangeReport]:
+    """Load the groups of ``share`` in ``lanes`` threads, each lane with the clients
+    ``make_clients`` gives it, its groups one after the other; a typed error ends its group only
+    (``reports_or_failure``)."""
+    count = max(1, min(lanes, len(share)))
+
+    def lane(groups: Share) -> list[RangeReport]:
+        clients = make_clients()
+        try:
+            return [report for group in groups for report in reports_or_failure(
+                clients.job, group, load_ranges(clients, group), where)]  # fmt: skip
+        finally:
+            clients.doris.close()
+
+    return [report for reports in map_bounded(lane, [share[i::count] for i in range(count)], count) for report in reports]
+
+
+def run_in_processes(job: LoadJob, credentials: Credentials, *, processes: int, lanes: int) -> list[RangeReport]:
+    """Load ``job`` in up to ``processes`` child processes of ``lanes`` lanes each, and return one
+    report per range; in this process (:func:`run_here`) when one process's lanes hold every group.
+
+    :raises KinesisDorisError: a range failed; raised as its own class once every process ended.
+    :raises LoaderProcessFailed: a process ended without its reports.
+    """
+    groups = job.partition_groups()
+    if processes <= 1 or len(groups) <= lanes:
+        return run_here(job, credentials, lanes=lanes)
+    shares = share_groups(groups, min(processes, -(-len(groups) // lanes)))  # no process with idle lanes
+    log.info("loading %d range groups in %d processes of %d lanes", len(groups), len(shares), lanes)
+    reports = _in_children(job, credentials, shares, lanes)
+    raise_first_failure(reports)
+    return reports
+
+
+def _in_children(job: LoadJob, credentials: Credentials, shares: list[Share], lanes: int) -> list[RangeReport]:
+    context = multiprocessing.get_context("spawn")
+    levels = _log_levels()
+    children: list[tuple[Any, Connection, Share]] = []
+    try:
+        for number, share in enumerate(shares):
+            receive, send = context.Pipe(duplex=False)
+            child = context.Process(
+                target=_load_in_child, args=(send, levels, job.to_json(), asdict(credentials), share, lanes, number),
+                name=f"kinesis-doris-loader-{number}", daemon=True,
+            )  # fmt: skip
+            child.start()
+            send.close()  # the child's end: once the child is gone, reading this end meets EOF
+            children.append((child, receive, share))
+        return _gather(job, children)
+    finally:
+        for child, _, _ in children:
+            if child.is_alive():
+                child.terminate()
+        for child, receive, _ in children:
+            child.join()
+            receive.close()
+
+
+def _gather(job: LoadJob, children: list[tuple[Any, Connection, Share]]) -> list[RangeReport]:
+    """The reports of every child, its log records handed to the task's log as they come. Each
+    child has a pipe of its own (one writer: a child killed mid-write leaves no lock held), so the
+    first child to end without its reports raises at once; the caller's ``finally`` stops the others."""
+    reports: list[RangeReport] = []
+    waiting = {receive: (child, share) for child, receive, share in children}
+    while waiting:
+        for receive in wait(list(waiting)):
+            child, share = waiting[receive]  # type: ignore[index]
+            try:
+                kind, payload = receive.recv()  # type: ignore[union-attr]
+            except EOFError:
+                child.join()
+                raise LoaderProcessFailed(_died(child, job, share)) from None
+            if kind == "log":
+                _to_task_log(payload)
+                continue
+            if kind == "error":
+                raise LoaderProcessFailed(f"{child.name} (pid {child.pid}) failed: {payload}")
+            reports.extend(RangeReport.from_json(text) for text in payload)
+            del waiting[receive]  # type: ignore[arg-type]
+    return reports
+
+
+def _died(child: Any, job: LoadJob, share: Share) -> str:
+    code = child.exitcode
+    how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+    shards = sorted({job.ranges[index].shard_id for group in share for index in group})
+    return (
+        f"{child.name} (pid {child.pid}) {how} before it reported, while loading {len(shards)} shards "
+        f"({', '.join(shards[:5])}{', ...' if len(shards) > 5 else ''}). If it ran out of memory, lower the lanes or the "
+        "processes, or chunk_max_bytes (each lane holds two chunks). What it loaded is recorded; a retry of the task "
+        "loads the rest under the same labels"
+    )
+
+
+def _log_levels() -> tuple[int, int]:
+    """The levels a child logs at: this package's most verbose logger in the task, and the root's
+    (other libraries); the task's loggers filter again what the children send."""
+    ours = [logger for name, logger in logging.Logger.manager.loggerDict.items()
+            if name.startswith(f"{PACKAGE}.") and isinstance(logger, logging.Logger)]  # fmt: skip
+    return min(logger.getEffectiveLevel() for logger in [logging.getLogger(PACKAGE), *ours]), logging.getLogger().level
+
+
+PACKAGE = __name__.split(".")[0]
+
+
+def _to_task_log(record: logging.LogRecord) -> None:
+    """Hand a child's record to this process's logger of the same name (the task's log), as far
+    as that logger's level lets it through."""
+    logger = logging.getLogger(record.name)
+    if logger.isEnabledFor(record.levelno):
+        logger.handle(record)
+
+
+class _ToTask(logging.handlers.QueueHandler):
+    """A child's log handler: each record, formatted as the task's handlers would receive it,
+    sent down the child's pipe (its lanes' threads take turns)."""
+
+    def __init__(self, send: Connection) -> None:
+        super().__init__(queue=None)  # type: ignore[arg-type]
+        self.turn = threading.Lock()
+        self.send = send
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        with self.turn:
+            self.send.send(("log", record))
+
+
+def _load_in_child(
+    send: Connection, levels: tuple[int, int], job_json: str, credentials: dict[str, Any], share: Share, lanes: int,
+    number: int,
+) -> None:
+    """A child's life: load ``share`` and send back ("reports", [JSON]) or ("error", text), its
+    log records as ("log", record) before them."""
+    _die_with_parent()
+    handler = _ToTask(send)
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    logging.getLogger(PACKAGE).setLevel(levels[0])
+    root.setLevel(levels[1])
+    try:
+        job = LoadJob.from_json(job_json)
+        secrets = Credentials(**credentials)
+        aws = LoaderAws.of(job, secrets, threads=lanes)
+        where = f"in loader process {number}"
+        reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, where)
+        message: tuple[str, Any] = ("reports", [report.to_json() for report in reports])
+    except BaseException as error:  # every failure goes back to the task, as text
+        log.exception("loader process %d failed", number)  # the traceback, in the task's log
+        message = ("error", "".join(traceback.format_exception_only(type(error), error)).strip())
+    with handler.turn:
+        send.send(message)
+    send.close()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to end this process when the thread that started it ends (``PR_SET_PDEATHSIG``)."""
+    if sys.platform != "linux":
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # the parent ended before the signal was asked for

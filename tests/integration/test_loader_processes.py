@@ -1,0 +1,82 @@
+"""``InProcessRunner(processes=N)`` on the real local stack: the range groups loaded by child
+processes of the task, every record once, a range's typed error raised as its own class, and a
+child killed mid-load reported by name and resumed by the next attempt under the same labels."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import replace
+from functools import partial
+
+import pytest
+
+from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
+from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core.loader_processes import LoaderProcessFailed, run_in_processes
+from airflow_provider_kinesis_doris.core.settings import Credentials
+from kinesis_doris_devstack.scenario import DIE_AT_EVENT_ENV, event, now_ms, put_events, sealed_end, wait_past
+
+pytestmark = pytest.mark.integration
+
+IN_TWO_PROCESSES = partial(run_in_processes, processes=2, lanes=1)
+
+
+def _interval(kinesis_client, stream: str, ids: list[int]) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+    start = now_ms()
+    wait_past(start)
+    results = put_events(kinesis_client, stream, [event(i) for i in ids])
+    return start, sealed_end(kinesis_client, stream, results)
+
+
+def test_each_process_loads_its_groups_and_every_record_lands_once(world, kinesis_client, caplog) -> None:  # type: ignore[no-untyped-def]
+    """Two shards, two processes of one lane: each shard's range is loaded in a child of its own
+    (its log lines reach this process's log with the child's pid), and two intervals load every
+    record once."""
+    ids = list(range(40))
+    first = _interval(kinesis_client, world["stream"], ids[:20])
+    second = (first[1], _interval(kinesis_client, world["stream"], ids[20:])[1])
+    for start, end in (first, second):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.load"):
+            result = world["run"](start, end, runner=IN_TWO_PROCESSES)
+        loaded_by = {r.getMessage().split()[1]: r.process for r in caplog.records if "rows loaded" in r.getMessage()}
+        assert sorted(loaded_by) == sorted(report.shard_id for report in result.reports)
+        assert len(set(loaded_by.values())) == 2 and os.getpid() not in loaded_by.values(), loaded_by
+    assert [row[0] for row in world["rows"]()] == ids
+
+
+def test_a_ranges_typed_error_is_raised_as_its_own_class_naming_the_process(world, kinesis_client) -> None:  # type: ignore[no-untyped-def]
+    """A password Doris refuses fails each range in its process; the task raises the class the
+    in-process lanes raise, with the shard and the process in its message, and loads nothing."""
+    start, end = _interval(kinesis_client, world["stream"], list(range(10)))
+    refused = Credentials(doris_password="not-the-password")
+    with pytest.raises(KinesisDorisError) as in_this_process:
+        world["run"](start, end, runner=lambda job, credentials: run_here(job, refused, lanes=2))
+    with pytest.raises(KinesisDorisError) as in_children:
+        world["run"](start, end, runner=lambda job, credentials: IN_TWO_PROCESSES(job, refused))
+
+    assert type(in_children.value) is type(in_this_process.value)
+    assert type(in_children.value) is not KinesisDorisError
+    assert "in loader process" in str(in_children.value) and "(shard shardId-" in str(in_children.value)
+    assert world["rows"]() == []
+
+
+def test_a_killed_process_is_named_and_the_retry_loads_the_rest_once(world, kinesis_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A loader killed outright part-way through its range (SIGKILL, as the out-of-memory killer
+    does) fails the run with the process's name, its signal and its shards; the other process's
+    range loads. The next attempt loads what is left, every record once."""
+    ids = list(range(30))
+    start, end = _interval(kinesis_client, world["stream"], ids)
+    dying = replace(world["config"], transform_path="kinesis_doris_devstack.scenario:dies_at_event")
+    monkeypatch.setenv(DIE_AT_EVENT_ENV, "17")
+    with pytest.raises(LoaderProcessFailed) as killed:
+        world["run"](start, end, cfg=dying, runner=IN_TWO_PROCESSES)
+    message = str(killed.value)
+    assert "kinesis-doris-loader-" in message and "was killed by SIGKILL" in message and "shardId-" in message
+    loaded_before = [row[0] for row in world["rows"]()]
+    assert 17 not in loaded_before and len(loaded_before) < len(ids)
+
+    monkeypatch.delenv(DIE_AT_EVENT_ENV)
+    world["run"](start, end, cfg=dying, runner=IN_TWO_PROCESSES)
+    assert [row[0] for row in world["rows"]()] == ids
