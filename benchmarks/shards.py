@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import resource
 import tempfile
 import threading
@@ -51,6 +52,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +63,12 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import run_here
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, run_interval
+from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
+from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
 from benchmarks.aws_model import AwsModel
-from benchmarks.run import CHECKPOINT_TABLE, Stack, connect, cpu_seconds, create_tables, pipeline_config
+from benchmarks.run import CHECKPOINT_TABLE, Stack, _cpu_ticks, connect, cpu_seconds, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
 from kinesis_doris_devstack.stack import LocalStack
 
@@ -187,7 +190,12 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
 def measure(
     stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int,
     services: Mapping[str, int], shapes: Sequence[str] = RECURRING_SHAPES, model: AwsModel | None = None,
+    processes: int = 1,
 ) -> dict[str, Any]:
+    """The figures of one shard count. ``processes``: the loads in that many loader processes
+    (``InProcessRunner(processes=...)``, ``concurrency`` lanes each); the calls counted are then the
+    driver's only, and ``cpu_s_*`` tells the driver's CPU from the whole tree's (``loader``)."""
+    runner = partial(run_in_processes, processes=processes, lanes=concurrency)
     config = _fresh_pipeline(stack, f"scale-{shards}-{int(time.time())}", shards)
     stream = config.stream_name
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
@@ -195,15 +203,15 @@ def measure(
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
     if produced != shards * records_per_shard:
         raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
-    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model)
+    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
-    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services, model)
+    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services, model, runner)
     recurring, caught_up = {}, start + 2 * interval_ms
     for shape in shapes:
         recurring[shape], caught_up = _steady_interval(
             config, stack, counter, caught_up, interval_ms, records_per_shard, concurrency, services, model,
-            records_after_end=shape == "steady",
+            records_after_end=shape == "steady", runner=runner,
         )  # fmt: skip
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
     items = _item_count(stack, config)
@@ -211,6 +219,7 @@ def measure(
     return {
         "shards": shards,
         "driver_concurrency": concurrency,
+        "loader_processes": processes,
         "records": produced,
         "loaded_s": loaded["seconds"],
         "quiet_s": quiet["seconds"],
@@ -312,7 +321,7 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
 def _steady_interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, quiet_end: int, interval_ms: int,
     records_per_shard: int, concurrency: int, services: Mapping[str, int], model: AwsModel | None, *,
-    records_after_end: bool,
+    records_after_end: bool, runner: Runner,
 ) -> tuple[dict[str, Any], int]:
     """An interval as a pipeline with data flowing runs it, and its end: the cut at its start
     stored by the run before, records in it and, with ``records_after_end``, after it (its end cut
@@ -324,11 +333,11 @@ def _steady_interval(
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, config.stream_name, records_per_shard)
-    _interval(config, stack, counter, quiet_end, start, concurrency, services, model)
+    _interval(config, stack, counter, quiet_end, start, concurrency, services, model, runner)
     if records_after_end:
         wait_past(start + interval_ms)
         put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
-    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model)
+    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner)
     if steady["records"] != produced:
         raise RuntimeError(f"{config.stream_name}: a recurring interval loaded {steady['records']} of {produced} records")
     return steady, start + interval_ms
@@ -336,7 +345,7 @@ def _steady_interval(
 
 def _interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, start: int, end: int, concurrency: int,
-    services: Mapping[str, int], model: AwsModel | None = None,
+    services: Mapping[str, int], model: AwsModel | None = None, runner: Runner = run_here,
 ) -> dict[str, Any]:
     """One run of ``[start, end)`` with a store of its own, as the operator's task makes one; with
     the CPU seconds each service's processes and this one (``loader``) used meanwhile: on a machine
@@ -346,25 +355,31 @@ def _interval(
     store = dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
-    cpu_before = cpu_seconds(services)
+    cpu_before = _with_driver(cpu_seconds(services))
     before = _model_counts(model)
     with counter.counting() as calls, model.active() if model else nullcontext():
         started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
             replace(config, driver_concurrency=concurrency, prune=False), start, end, kinesis=stack.kinesis,
-            store=store, credentials=credentials, runner=run_here,
+            store=store, credentials=credentials, runner=runner,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
         modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),
                     **{kind: dict(count - before[kind]) for kind, count in _model_counts(model).items()}} if model else {}  # fmt: skip
-    cpu_after = cpu_seconds(services)
+    cpu_after = _with_driver(cpu_seconds(services))
     return {
         "seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"],
         "cpu_seconds": {name: round(cpu_after[name] - cpu_before[name], 2) for name in sorted(cpu_after)},
         "call_seconds": {operation: round(spent, 2) for operation, spent in sorted(counter.seconds.items())},
         **modelled,
     }
+
+
+def _with_driver(cpu: dict[str, float]) -> dict[str, float]:
+    """``cpu`` and the driver's own CPU seconds (``driver``: this process alone, without the loader
+    processes it started, which ``loader`` counts once they are reaped)."""
+    return {**cpu, "driver": _cpu_ticks(os.getpid(), with_children=False) / os.sysconf("SC_CLK_TCK")}
 
 
 def _by_operation(calls: Counter[str]) -> Counter[str]:
@@ -468,9 +483,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run each interval through the AWS model (latency, call limits, the emulators' time left out)",
     )  # fmt: skip
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
+    parser.add_argument(
+        "--processes", type=int, default=1,
+        help="InProcessRunner's loader processes, each with --driver-concurrency lanes (not with --aws-model: "
+        "the model runs in this process only)",
+    )  # fmt: skip
     parser.add_argument("--history-intervals", type=int, default=12, help="intervals of the pruning line (0: none)")
     parser.add_argument("--history-keep", type=int, default=3, help="intervals the pruning keeps")
     args = parser.parse_args(argv)
+    if args.processes > 1 and args.aws_model:
+        parser.error("--processes above 1 cannot run under --aws-model: the loader processes would call the emulators unmodelled")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
     counts = [int(count) for count in args.shards.split(",")]
@@ -488,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines.append(
                     measure(
                         stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency,
-                        services, args.shapes.split(","), model,
+                        services, args.shapes.split(","), model, args.processes,
                     )
                 )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)

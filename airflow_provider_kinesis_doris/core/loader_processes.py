@@ -14,10 +14,13 @@ class once every process has ended (the other groups load meanwhile, as other Sp
 process that dies leaves what a killed task leaves, which the next attempt resumes under the same
 labels.
 
-The children are spawned, not forked: the task's process runs threads, and a fork would copy the
-locks they hold. Each gets the job and the credentials through its start pipe (never a command
-line, a file or a log), sends its log records to the task's log, and dies with the thread that
-started it (Linux's parent-death signal), so a task killed outright leaves no loader running.
+The children are forked from Python's fork server, not from the task: the task's process runs
+threads, and a fork of it would copy the locks they hold. The server is started once per task
+process, with this module (boto3, requests) imported, so that each run's children start in
+milliseconds rather than importing again. Each child gets the job, the credentials and the task's
+environment and import path through its start pipe (never a command line, a file or a log), sends its log records and its reports back
+on a pipe of its own, and dies with the server (Linux's parent-death signal), which ends with the
+task's process: a task killed outright leaves no loader running.
 """
 
 from __future__ import annotations
@@ -77,6 +80,11 @@ def load_share(make_clients: Callable[[], LoadClients], share: Share, lanes: int
     return [report for reports in map_bounded(lane, [share[i::count] for i in range(count)], count) for report in reports]
 
 
+def in_loader_process(number: int) -> str:
+    """Where a range failed in loader process ``number``, as the task's error says it."""
+    return f"in loader process {number}"
+
+
 def run_in_processes(job: LoadJob, credentials: Credentials, *, processes: int, lanes: int) -> list[RangeReport]:
     """Load ``job`` in up to ``processes`` child processes of ``lanes`` lanes each, and return one
     report per range; in this process (:func:`run_here`) when one process's lanes hold every group.
@@ -95,14 +103,16 @@ def run_in_processes(job: LoadJob, credentials: Credentials, *, processes: int, 
 
 
 def _in_children(job: LoadJob, credentials: Credentials, shares: list[Share], lanes: int) -> list[RangeReport]:
-    context = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
     levels = _log_levels()
     children: list[tuple[Any, Connection, Share]] = []
     try:
         for number, share in enumerate(shares):
             receive, send = context.Pipe(duplex=False)
             child = context.Process(
-                target=_load_in_child, args=(send, levels, job.to_json(), asdict(credentials), share, lanes, number),
+                target=_load_in_child,
+                args=(send, levels, dict(os.environ), job.to_json(), asdict(credentials), share, lanes, number),
                 name=f"kinesis-doris-loader-{number}", daemon=True,
             )  # fmt: skip
             child.start()
@@ -188,12 +198,16 @@ class _ToTask(logging.handlers.QueueHandler):
 
 
 def _load_in_child(
-    send: Connection, levels: tuple[int, int], job_json: str, credentials: dict[str, Any], share: Share, lanes: int,
-    number: int,
+    send: Connection, levels: tuple[int, int], environment: dict[str, str], job_json: str, credentials: dict[str, Any],
+    share: Share, lanes: int, number: int,
 ) -> None:
     """A child's life: load ``share`` and send back ("reports", [JSON]) or ("error", text), its
-    log records as ("log", record) before them."""
+    log records as ("log", record) before them. Its environment is the task's as the child starts,
+    not the fork server's from its own start, a run earlier perhaps (AWS's default credential
+    chain and proxies read it); multiprocessing already sends the task's import path."""
     _die_with_parent()
+    os.environ.clear()
+    os.environ.update(environment)
     handler = _ToTask(send)
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -203,8 +217,7 @@ def _load_in_child(
         job = LoadJob.from_json(job_json)
         secrets = Credentials(**credentials)
         aws = LoaderAws.of(job, secrets, threads=lanes)
-        where = f"in loader process {number}"
-        reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, where)
+        reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, in_loader_process(number))
         message: tuple[str, Any] = ("reports", [report.to_json() for report in reports])
     except BaseException as error:  # every failure goes back to the task, as text
         log.exception("loader process %d failed", number)  # the traceback, in the task's log
@@ -215,13 +228,10 @@ def _load_in_child(
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to end this process when the thread that started it ends (``PR_SET_PDEATHSIG``)."""
+    """Ask Linux to end this process when its parent, the fork server, ends (``PR_SET_PDEATHSIG``)."""
     if sys.platform != "linux":
         return
     import ctypes
 
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:
-        os._exit(1)  # the parent ended before the signal was asked for

@@ -66,7 +66,9 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
         assert attempt.poll() is None, "the first attempt ended before its load was in flight"
         time.sleep(0.05)
     assert doris_server.pending_faults() == 0
-    loaders = [c for c in psutil.Process(attempt.pid).children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+    # The loader processes are the fork server's children (core.loader_processes).
+    loaders = [c for c in psutil.Process(attempt.pid).children(recursive=True)
+               if "forkserver" in " ".join(c.cmdline()) and "forkserver" in " ".join(c.parent().cmdline())]  # fmt: skip
     assert len(loaders) == (2 if loader_processes > 1 else 0), loaders
     os.killpg(attempt.pid, signal.SIGKILL)
     attempt.wait()

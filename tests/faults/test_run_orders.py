@@ -63,7 +63,7 @@ from airflow_provider_kinesis_doris.core.errors import (
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
 from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
-from airflow_provider_kinesis_doris.core.loader_processes import load_share, share_groups
+from airflow_provider_kinesis_doris.core.loader_processes import in_loader_process, load_share, share_groups
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.handover import take_over
@@ -1041,7 +1041,7 @@ class RunOrders(RuleBasedStateMachine):
             shares = share_groups(job.partition_groups(), self.loader_processes)
             reports = [
                 report for number, share in enumerate(shares)
-                for report in load_share(lambda: self._clients(job, kinesis, store, doris), share, 1, f"in loader process {number}")
+                for report in load_share(lambda: self._clients(job, kinesis, store, doris), share, 1, in_loader_process(number))
             ]  # fmt: skip
             failed = [i for i, report in enumerate(reports) if report.failure is not None]
             EXPLORED["loader processes: groups went on after a failed one"] += bool(failed) and failed[0] < len(reports) - 1

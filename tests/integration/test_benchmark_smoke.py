@@ -74,6 +74,6 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
         # CPU seconds of each part of the stack during each measured run; the loader always works.
         for phase in ("loaded", "quiet", "steady", "tip"):
             cpu = line[f"cpu_s_{phase}"]
-            assert set(cpu) == {"loader", "kinesis_mock", "dynamodb", "doris"} and cpu["loader"] > 0
+            assert set(cpu) == {"loader", "driver", "kinesis_mock", "dynamodb", "doris"} and 0 < cpu["driver"] <= cpu["loader"]
     assert set(final) == {"targets", "figures", "met"}
     assert final["met"]["quiet_s_max"] is None and final["met"]["tip_to_steady_s_max"] is None  # 256 shards were not run

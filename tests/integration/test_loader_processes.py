@@ -16,6 +16,7 @@ from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core.loader_processes import LoaderProcessFailed, run_in_processes
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from kinesis_doris_devstack.scenario import DIE_AT_EVENT_ENV, event, now_ms, put_events, sealed_end, wait_past
+from tests.integration.conftest import DB
 
 pytestmark = pytest.mark.integration
 
@@ -65,7 +66,8 @@ def test_a_ranges_typed_error_is_raised_as_its_own_class_naming_the_process(worl
 def test_a_killed_process_is_named_and_the_retry_loads_the_rest_once(world, kinesis_client, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A loader killed outright part-way through its range (SIGKILL, as the out-of-memory killer
     does) fails the run with the process's name, its signal and its shards; the other process's
-    range loads. The next attempt loads what is left, every record once."""
+    range loads. The next attempt loads what is left, every record once: its children take the
+    task's environment as it is now (the variable gone), not the fork server's of the first run."""
     ids = list(range(30))
     start, end = _interval(kinesis_client, world["stream"], ids)
     dying = replace(world["config"], transform_path="kinesis_doris_devstack.scenario:dies_at_event")
@@ -80,3 +82,25 @@ def test_a_killed_process_is_named_and_the_retry_loads_the_rest_once(world, kine
     monkeypatch.delenv(DIE_AT_EVENT_ENV)
     world["run"](start, end, cfg=dying, runner=IN_TWO_PROCESSES)
     assert [row[0] for row in world["rows"]()] == ids
+
+
+def test_a_transform_on_a_path_the_task_added_after_the_first_run_is_found(
+    world, kinesis_client, doris_server, tmp_path, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The loader processes fork from a server started at the first run of this process; a folder
+    the task put on its import path later (Airflow adds a DAG bundle's) still holds the transform
+    the next run's children import."""
+    first = _interval(kinesis_client, world["stream"], list(range(10)))
+    world["run"](*first, runner=IN_TWO_PROCESSES)
+    (tmp_path / "kd_late_transform.py").write_text(
+        "def shout(row):\n    return {**row, 'user_id': row['user_id'].upper()}\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    late = replace(world["config"], transform_path="kd_late_transform:shout")
+    second = (first[1], _interval(kinesis_client, world["stream"], list(range(10, 20)))[1])
+    world["run"](*second, cfg=late, runner=IN_TWO_PROCESSES)
+
+    users = doris_server.execute_sql(DB, f"SELECT event_id, user_id FROM {world['table']} ORDER BY event_id")
+    assert [event_id for event_id, _ in users] == list(range(20))
+    assert all(user == user.upper() for event_id, user in users if event_id >= 10), users
+    assert all(user != user.upper() for event_id, user in users if event_id < 10), users
