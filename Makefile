@@ -116,7 +116,8 @@ test-af2:
 LOWEST_TESTS := tests/airflow tests/faults/test_secrets.py \
 	tests/unit tests/integration/kinesis tests/integration/stores tests/integration/doris \
 	tests/integration/test_pipeline.py tests/integration/test_efo_pipeline.py \
-	tests/integration/test_reshard_pipeline.py tests/integration/test_typed_failures.py
+	tests/integration/test_reshard_pipeline.py tests/integration/test_typed_failures.py \
+	tests/integration/test_loader_processes.py
 test-lowest:
 	$(VENV_LOWEST)/bin/python -m pytest -m "not e2e" $(XDIST) $(LOWEST_TESTS) \
 		--ignore=tests/unit/test_docker_compose.py \
