@@ -19,8 +19,8 @@ threads, and a fork of it would copy the locks they hold. The server is started 
 process, with this module (boto3, requests) imported, so that each run's children start in
 milliseconds rather than importing again. Each child gets the job, the credentials and the task's
 environment and import path through its start pipe (never a command line, a file or a log), sends its log records and its reports back
-on a pipe of its own, and dies with the server (Linux's parent-death signal), which ends with the
-task's process: a task killed outright leaves no loader running.
+on a pipe of its own, and kills itself when the task's end of that pipe closes: a task killed
+outright leaves no loader sending behind it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ import logging.handlers
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
@@ -109,14 +108,14 @@ def _in_children(job: LoadJob, credentials: Credentials, shares: list[Share], la
     children: list[tuple[Any, Connection, Share]] = []
     try:
         for number, share in enumerate(shares):
-            receive, send = context.Pipe(duplex=False)
+            receive, send = context.Pipe()  # duplex: the child also learns from it that the task ended
             child = context.Process(
                 target=_load_in_child,
                 args=(send, levels, dict(os.environ), job.to_json(), asdict(credentials), share, lanes, number),
                 name=f"kinesis-doris-loader-{number}", daemon=True,
             )  # fmt: skip
             child.start()
-            send.close()  # the child's end: once the child is gone, reading this end meets EOF
+            send.close()  # the child's end: once the child is gone, reading this end meets EOF, and the other way round
             children.append((child, receive, share))
         return _gather(job, children)
     finally:
@@ -205,7 +204,7 @@ def _load_in_child(
     log records as ("log", record) before them. Its environment is the task's as the child starts,
     not the fork server's from its own start, a run earlier perhaps (AWS's default credential
     chain and proxies read it); multiprocessing already sends the task's import path."""
-    _die_with_parent()
+    threading.Thread(target=_end_with_the_task, args=(send,), name="kinesis-doris-task-watch", daemon=True).start()
     os.environ.clear()
     os.environ.update(environment)
     handler = _ToTask(send)
@@ -227,11 +226,12 @@ def _load_in_child(
     send.close()
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to end this process when its parent, the fork server, ends (``PR_SET_PDEATHSIG``)."""
-    if sys.platform != "linux":
-        return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+def _end_with_the_task(pipe: Connection) -> None:
+    """End this process at once when the task's process ends (its end of ``pipe`` closes): a task
+    killed outright must leave no loader sending behind it. The task sends nothing down the pipe,
+    so a read returns only at that end."""
+    try:
+        pipe.recv_bytes()
+    except (EOFError, OSError):
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -35,9 +35,10 @@ def test_three_intervals_then_replays_load_exactly_once(example, kinesis_client,
 def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
     example, monkeypatch, kinesis_client, doris_server, loader_processes: int
 ) -> None:  # type: ignore[no-untyped-def]
-    """SIGKILL the Airflow task process (and its loader processes, with two: one per shard) while
-    a Stream Load is in flight (the stand-in holds the load for a while, then commits it anyway);
-    the retry resolves the label and loads the rest: every record once."""
+    """SIGKILL the Airflow task process while a Stream Load is in flight (the stand-in holds the
+    load for a while, then commits it anyway); with two loader processes (one per shard) they end
+    with it. The retry resolves the label and loads the rest: every record once."""
+    import contextlib
     import os
     import signal
     import subprocess
@@ -70,8 +71,14 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
     loaders = [c for c in psutil.Process(attempt.pid).children(recursive=True)
                if "forkserver" in " ".join(c.cmdline()) and "forkserver" in " ".join(c.parent().cmdline())]  # fmt: skip
     assert len(loaders) == (2 if loader_processes > 1 else 0), loaders
-    os.killpg(attempt.pid, signal.SIGKILL)
+    # The task's process alone: its loader processes end with it, sending nothing more.
+    os.kill(attempt.pid, signal.SIGKILL)
     attempt.wait()
+    _, alive = psutil.wait_procs(loaders, timeout=3)  # the held load has 6 s to go
+    alive = [p for p in alive if _running(p)]  # a zombie has ended; pid 1 of a container may not reap it
+    with contextlib.suppress(ProcessLookupError):  # whatever else the run started, if any is left
+        os.killpg(attempt.pid, signal.SIGKILL)
+    assert alive == [], f"loader processes outlived the task: {alive}"
 
     dag_run = run_dag_test(load_example_dag(), end)
 
@@ -107,3 +114,12 @@ def test_efo_loads_the_example_stream_exactly_once_and_polling_replays_of_it_loa
     stream_arn = kinesis_client.describe_stream_summary(StreamName=example["stream"])["StreamDescriptionSummary"]["StreamARN"]
     consumers = kinesis_client.list_stream_consumers(StreamARN=stream_arn)["Consumers"]
     assert [(c["ConsumerName"], c["ConsumerStatus"]) for c in consumers] == [(f"kinesis-doris-{example['pipeline_id']}", "ACTIVE")]
+
+
+def _running(process) -> bool:  # type: ignore[no-untyped-def]
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
