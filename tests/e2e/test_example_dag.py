@@ -56,14 +56,15 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
     put_events(kinesis_client, example["stream"], [event(e) for e in range(40)])
     wait_past(bounds[1])
     end = datetime.fromtimestamp(bounds[1] / 1000, tz=timezone.utc)
-    doris_server.inject_fault("slow", count=1, seconds=6)
+    # Each loader process's load is held (one per shard), so both are loading when the task dies.
+    doris_server.inject_fault("slow", count=loader_processes, seconds=6)
     env = {**os.environ, "PATH": f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}"}
     attempt = subprocess.Popen(
         [sys.executable, "-m", "airflow", "dags", "test", "kinesis_to_doris_example", end.isoformat()],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    while doris_server.pending_faults() and time.monotonic() < deadline:  # the slow load has begun
+    while doris_server.pending_faults() and time.monotonic() < deadline:  # the slow loads have begun
         assert attempt.poll() is None, "the first attempt ended before its load was in flight"
         time.sleep(0.05)
     assert doris_server.pending_faults() == 0
@@ -74,7 +75,7 @@ def test_a_task_killed_mid_load_and_retried_loads_exactly_once(
     # The task's process alone: its loader processes end with it, sending nothing more.
     os.kill(attempt.pid, signal.SIGKILL)
     attempt.wait()
-    _, alive = psutil.wait_procs(loaders, timeout=3)  # the held load has 6 s to go
+    _, alive = psutil.wait_procs(loaders, timeout=3)  # the held loads have 6 s to go
     alive = [p for p in alive if _running(p)]  # a zombie has ended; pid 1 of a container may not reap it
     with contextlib.suppress(ProcessLookupError):  # whatever else the run started, if any is left
         os.killpg(attempt.pid, signal.SIGKILL)
