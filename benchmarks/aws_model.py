@@ -14,20 +14,28 @@ time: calls in flight overlap as on AWS, while the emulators (moto serves one re
 answer them in turn off the clock. ``time.sleep`` is the clock's too while the model is active,
 so back-off pauses are not shortened by paused time.
 
+The benchmark's loader processes (``--processes``) each run a model of their own, on a clock of
+their own (``benchmarks/shards.py`` puts an interval's time together from the clocks). Each model
+counts its own calls against the limits, so a shard's or a partition key's calls from the driver
+and from a loader process are not added up (docs/benchmarks.md: why that stays far below them).
+
 The figures and their sources are in docs/benchmarks.md ("An AWS model").
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
+import os
 import random
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
@@ -115,11 +123,16 @@ WRITE_UNIT_BYTES, READ_UNIT_BYTES = 1024, 4096
 class VirtualClock:
     """Seconds that pass except while an emulator serves a call (:meth:`paused`, one at a time),
     but for the CPU this process used meanwhile: the other threads go on working while one call
-    is paused, and that work would take its time on AWS too."""
+    is paused, and that work would take its time on AWS too.
 
-    def __init__(self) -> None:
+    Each process has a clock of its own. With ``emulator_lock`` (a file every process of the run
+    names), one call at a time of all of them goes to the emulators, and a call waiting for
+    another process's is paused too: on AWS the processes' calls do not wait for one another."""
+
+    def __init__(self, emulator_lock: Path | None = None) -> None:
         self._lock = threading.Lock()
         self._emulator = threading.Lock()
+        self._emulator_lock = emulator_lock
         self._paused_s = 0.0
         self._paused_since: float | None = None
 
@@ -135,7 +148,8 @@ class VirtualClock:
             with self._lock:
                 self._paused_since, cpu_since = time.perf_counter(), time.process_time()
             try:
-                yield
+                with _held(self._emulator_lock) if self._emulator_lock else nullcontext():
+                    yield
             finally:
                 with self._lock:
                     paused = time.perf_counter() - (self._paused_since or 0.0)
@@ -154,6 +168,18 @@ class VirtualClock:
             _real_sleep(left)
 
 
+@contextmanager
+def _held(path: Path) -> Iterator[None]:
+    """``path`` locked against every other process (an advisory lock of the kernel's: released
+    when the holder ends, killed or not)."""
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
+
+
 class _Body:
     """The raw stream of a reply the model writes itself."""
 
@@ -170,8 +196,9 @@ class AwsModel:
     def __init__(
         self, latency: Mapping[str, float] = LATENCY_S, limits: Mapping[str, Limit] = LIMITS,
         partitions: PartitionLimits = PartitionLimits(), tail: LatencyTail = LatencyTail(),
+        clock: VirtualClock | None = None,
     ) -> None:  # fmt: skip
-        self.clock = VirtualClock()
+        self.clock = clock or VirtualClock()
         self._latency, self._limits, self._tail = latency, limits, tail
         self._lock = threading.Lock()
         self._admitted: dict[tuple[str, str], deque[float]] = {}
@@ -183,6 +210,8 @@ class AwsModel:
         """Calls refused with AWS's error code, by operation, since the model was made."""
         self.slow: Counter[str] = Counter()
         """Calls that took the tail's latency, by operation."""
+        self.sent: Counter[str] = Counter()
+        """Calls that passed the model, admitted or refused, by operation (botocore's retries each count)."""
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -205,6 +234,8 @@ class AwsModel:
         if not target:
             return _original_send(endpoint, request)
         operation = (target.decode() if isinstance(target, bytes) else target).rsplit(".", 1)[-1]
+        with self._lock:
+            self.sent[operation] += 1
         # Only a limited operation's parameters are read: parsing every body (a chunk's content
         # among them) would add the model's own CPU to the driver's on the clock.
         dynamodb = target.startswith(b"DynamoDB" if isinstance(target, bytes) else "DynamoDB")

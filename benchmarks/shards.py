@@ -50,8 +50,8 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
-from dataclasses import replace
+from contextlib import ExitStack, contextmanager, nullcontext
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -63,11 +63,12 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import run_here
+from airflow_provider_kinesis_doris.core import loader_processes
 from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from benchmarks.aws_model import AwsModel
+from benchmarks.aws_model import AwsModel, LatencyTail, VirtualClock
 from benchmarks.run import CHECKPOINT_TABLE, Stack, _cpu_ticks, connect, cpu_seconds, create_tables, pipeline_config
 from kinesis_doris_devstack.scenario import create_stream, wait_past
 from kinesis_doris_devstack.stack import LocalStack
@@ -106,6 +107,16 @@ AWS_TARGETS: Mapping[str, tuple[str, float]] = {
 }
 """Issue 37's targets under the AWS model (``--aws-model``), judged at the largest shard count run:
 what each figure is, and its maximum."""
+MODEL_COUNTS = ("throttled", "conflicts", "slow", "sent")
+"""What the AWS model counts by operation: calls its limits refused, writes a transaction in flight
+refused, calls that took the latency tail's time, and every call that passed it."""
+LOADER_PROCESSES_ENV = "KD_BENCH_LOADER_PROCESSES"
+"""Set by the benchmark for its loader processes (``--processes``): where they report, whether the
+AWS model runs in them and whether calls are counted by caller, as JSON. Multiprocessing's children
+import the main module of the process that started them; this one reads it then (its last lines)."""
+EMULATOR_LOCK = "emulator.lock"
+"""The file in the loader processes' report folder that lets one call at a time of every process
+of the run go to the emulators (``VirtualClock``)."""
 
 
 class CallCounter:
@@ -172,6 +183,89 @@ def _caller() -> str:
 _CARRIERS = ("/core/stores/", "/core/kinesis/shard_pages.py", "/core/retry.py")
 
 
+@dataclass
+class LoadsElsewhere:
+    """What one interval's loader processes did, from their reports."""
+
+    waited_s: float = 0.0
+    """The driver's modelled seconds while it waited for them (its clock runs on meanwhile)."""
+    loads_s: float = 0.0
+    """Each load's slowest loader process, on its own clock, summed over the interval's loads."""
+    calls: Counter[str] = field(default_factory=Counter)
+    counts: dict[str, Counter[str]] = field(default_factory=lambda: {kind: Counter() for kind in MODEL_COUNTS})
+
+    def add(self, reports: Sequence[Mapping[str, Any]], waited_s: float) -> None:
+        self.waited_s += waited_s
+        self.loads_s += max((report["aws_s"] for report in reports), default=0.0)
+        for report in reports:
+            self.calls.update(report["calls"])
+            for kind in MODEL_COUNTS:
+                self.counts[kind].update(report.get(kind, {}))
+
+
+class LoaderProcesses:
+    """The benchmark's loader processes (``InProcessRunner(processes=N)``): each counts its own
+    calls and, under the AWS model, runs a model of its own on a clock of its own, and writes what
+    it counted into ``reports`` as it ends (:func:`_in_a_loader_process`). An interval's modelled
+    time is then the driver's clock without its wait for them, plus each load's slowest process:
+    the driver and each loader with a CPU of its own, as on AWS with a core for each."""
+
+    def __init__(self, processes: int, reports: Path, *, aws_model: bool, by_caller: bool) -> None:
+        reports.mkdir(parents=True, exist_ok=True)
+        self.processes, self.reports = processes, reports
+        # Before the first load starts the fork server, whose environment its children take.
+        os.environ[LOADER_PROCESSES_ENV] = json.dumps({"reports": str(reports), "aws_model": aws_model, "by_caller": by_caller})
+
+    @contextmanager
+    def watching(self, model: AwsModel | None) -> Iterator[LoadsElsewhere]:
+        """Each load of the interval meanwhile, with its processes' reports, into what it yields."""
+        elsewhere, original = LoadsElsewhere(), loader_processes._in_children
+        clock = model.clock.now if model else time.perf_counter
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            for stale in self.reports.glob("*.json"):
+                stale.unlink()
+            started = clock()
+            try:
+                return original(*args, **kwargs)
+            finally:  # the processes have ended: their reports are written
+                reports = [json.loads(path.read_text()) for path in self.reports.glob("*.json")]
+                elsewhere.add(reports, clock() - started)
+
+        loader_processes._in_children = watched
+        try:
+            yield elsewhere
+        finally:
+            loader_processes._in_children = original
+
+
+def _in_a_loader_process(settings: Mapping[str, Any]) -> None:
+    """The benchmark in one of its loader processes, as it starts: its calls counted and, under the
+    AWS model, run through a model of its own; what it counted is written once its share is loaded."""
+    reports, within = Path(settings["reports"]), ExitStack()
+    counter = CallCounter(by_caller=settings["by_caller"])
+    counter.install()
+    calls = within.enter_context(counter.counting())
+    model = None
+    if settings["aws_model"]:
+        # A seed of its own: the processes' slow calls are not the same calls.
+        model = AwsModel(tail=LatencyTail(seed=os.getpid()), clock=VirtualClock(reports / EMULATOR_LOCK))
+        within.enter_context(model.active())
+    started, load_share = model.clock.now() if model else 0.0, loader_processes.load_share
+
+    def reporting(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return load_share(*args, **kwargs)
+        finally:
+            figures = {"calls": dict(calls), "aws_s": model.clock.now() - started if model else 0.0,
+                       **{kind: dict(count) for kind, count in _model_counts(model).items()}}  # fmt: skip
+            within.close()
+            (reports / f"{os.getpid()}.json").write_text(json.dumps(figures))
+
+    # Not at the process's exit: multiprocessing clears the finalizers registered before its start.
+    loader_processes.load_share = reporting
+
+
 def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
     """``records_per_shard`` records into every shard (each aimed at its shard's first hash key)."""
     shards = list_shards(kinesis, stream)  # every page: ListShards returns at most 100 shards a call
@@ -190,11 +284,13 @@ def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
 def measure(
     stack: Stack, counter: CallCounter, shards: int, records_per_shard: int, interval_ms: int, concurrency: int,
     services: Mapping[str, int], shapes: Sequence[str] = RECURRING_SHAPES, model: AwsModel | None = None,
-    processes: int = 1,
+    loaders: LoaderProcesses | None = None,
 ) -> dict[str, Any]:
-    """The figures of one shard count. ``processes``: the loads in that many loader processes
-    (``InProcessRunner(processes=...)``, ``concurrency`` lanes each); the calls counted are then the
-    driver's only, and ``cpu_s_*`` tells the driver's CPU from the whole tree's (``loader``)."""
+    """The figures of one shard count. With ``loaders``, the loads run in loader processes
+    (``InProcessRunner(processes=...)``, ``concurrency`` lanes each); their calls are counted with
+    the driver's, which are also counted apart (``driver_control_calls_per_shard_*``), and
+    ``cpu_s_*`` tells the driver's CPU from the whole tree's (``loader``)."""
+    processes = loaders.processes if loaders else 1
     runner = partial(run_in_processes, processes=processes, lanes=concurrency)
     config = _fresh_pipeline(stack, f"scale-{shards}-{int(time.time())}", shards)
     stream = config.stream_name
@@ -203,15 +299,17 @@ def measure(
     produced = put_per_shard(stack.kinesis, stream, records_per_shard)
     if produced != shards * records_per_shard:
         raise RuntimeError(f"{shards} shards: put {produced} records, not {records_per_shard} into every shard")
-    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner)
+    loaded = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner, loaders)
     if loaded["records"] != produced:
         raise RuntimeError(f"{shards} shards: loaded {loaded['records']} of {produced} records")
-    quiet = _interval(config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services, model, runner)
+    quiet = _interval(
+        config, stack, counter, start + interval_ms, start + 2 * interval_ms, concurrency, services, model, runner, loaders
+    )  # fmt: skip
     recurring, caught_up = {}, start + 2 * interval_ms
     for shape in shapes:
         recurring[shape], caught_up = _steady_interval(
             config, stack, counter, caught_up, interval_ms, records_per_shard, concurrency, services, model,
-            records_after_end=shape == "steady", runner=runner,
+            records_after_end=shape == "steady", runner=runner, loaders=loaders,
         )  # fmt: skip
     loaded_calls, quiet_calls = _by_operation(loaded["calls"]), _by_operation(quiet["calls"])
     items = _item_count(stack, config)
@@ -231,7 +329,10 @@ def measure(
         "call_seconds_quiet": quiet["call_seconds"],
         "cpu_s_loaded": loaded["cpu_seconds"],
         "cpu_s_quiet": quiet["cpu_seconds"],
-        **(_modelled_figures("loaded", loaded) | _modelled_figures("quiet", quiet) if model else {}),
+        **_modelled_figures("loaded", loaded),
+        **_modelled_figures("quiet", quiet),
+        **_driver_figures("loaded", loaded, shards),
+        **_driver_figures("quiet", quiet, shards),
         **{key: value for shape, run in recurring.items() for key, value in _recurring_figures(shape, run, shards).items()},
         "dynamodb_items_written": sum(loaded_calls[op] + quiet_calls[op] for op in WRITES),
         "checkpoint_items_per_shard": round(items / shards, 2),
@@ -254,23 +355,33 @@ def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str
         f"call_seconds_{shape}": run["call_seconds"],
         f"cpu_s_{shape}": run["cpu_seconds"],
         **_modelled_figures(shape, run),
+        **_driver_figures(shape, run, shards),
     }
 
 
 def _modelled_figures(name: str, run: dict[str, Any]) -> dict[str, Any]:
     """Under the AWS model: the interval's seconds on the model's clock (the emulators' service time
-    left out, AWS's latency in), the calls AWS's limits refused, the writes a transaction conflict
-    refused and the calls that took the latency tail, each by operation; nothing without it."""
+    left out, AWS's latency in), with loader processes their loads' part of it (``loads_*_aws_s``),
+    and what the models counted by operation (``MODEL_COUNTS``); nothing without it."""
     if "aws_seconds" not in run:
         return {}
-    return {f"{name}_aws_s": run["aws_seconds"], **{f"{kind}_{name}": run[kind] for kind in ("throttled", "conflicts", "slow")}}
+    loads = {f"loads_{name}_aws_s": run["loads_aws_seconds"]} if "loads_aws_seconds" in run else {}
+    return {f"{name}_aws_s": run["aws_seconds"], **loads, **{f"{kind}_{name}": run[kind] for kind in MODEL_COUNTS}}
+
+
+def _driver_figures(name: str, run: dict[str, Any], shards: int) -> dict[str, Any]:
+    """With loader processes: the control calls per shard the driver made itself."""
+    if "driver_calls" not in run:
+        return {}
+    return {f"driver_control_calls_per_shard_{name}": round(_control(_by_operation(run["driver_calls"])) / shards, 2)}
 
 
 def _model_counts(model: AwsModel | None) -> dict[str, Counter[str]]:
-    """What the model counted so far, by operation: throttled, conflicts, slow calls."""
+    """What the model counted so far, by operation (``MODEL_COUNTS``)."""
     if model is None:
         return {}
-    return {"throttled": Counter(model.throttled), "conflicts": Counter(model.items_in_flight.conflicts), "slow": Counter(model.slow)}
+    return {"throttled": Counter(model.throttled), "conflicts": Counter(model.items_in_flight.conflicts),
+            "slow": Counter(model.slow), "sent": Counter(model.sent)}  # fmt: skip
 
 
 def measure_history(
@@ -321,7 +432,7 @@ def _fresh_pipeline(stack: Stack, name: str, shards: int) -> PipelineConfig:
 def _steady_interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, quiet_end: int, interval_ms: int,
     records_per_shard: int, concurrency: int, services: Mapping[str, int], model: AwsModel | None, *,
-    records_after_end: bool, runner: Runner,
+    records_after_end: bool, runner: Runner, loaders: LoaderProcesses | None,
 ) -> tuple[dict[str, Any], int]:
     """An interval as a pipeline with data flowing runs it, and its end: the cut at its start
     stored by the run before, records in it and, with ``records_after_end``, after it (its end cut
@@ -333,11 +444,11 @@ def _steady_interval(
     start = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
     wait_past(start)
     produced = put_per_shard(stack.kinesis, config.stream_name, records_per_shard)
-    _interval(config, stack, counter, quiet_end, start, concurrency, services, model, runner)
+    _interval(config, stack, counter, quiet_end, start, concurrency, services, model, runner, loaders)
     if records_after_end:
         wait_past(start + interval_ms)
         put_per_shard(stack.kinesis, config.stream_name, records_per_shard)  # the next interval's
-    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner)
+    steady = _interval(config, stack, counter, start, start + interval_ms, concurrency, services, model, runner, loaders)
     if steady["records"] != produced:
         raise RuntimeError(f"{config.stream_name}: a recurring interval loaded {steady['records']} of {produced} records")
     return steady, start + interval_ms
@@ -346,18 +457,21 @@ def _steady_interval(
 def _interval(
     config: PipelineConfig, stack: Stack, counter: CallCounter, start: int, end: int, concurrency: int,
     services: Mapping[str, int], model: AwsModel | None = None, runner: Runner = run_here,
+    loaders: LoaderProcesses | None = None,
 ) -> dict[str, Any]:
     """One run of ``[start, end)`` with a store of its own, as the operator's task makes one; with
     the CPU seconds each service's processes and this one (``loader``) used meanwhile: on a machine
     of N cores, a run whose CPU seconds add up to N times its wall time waited for the CPU. With
     ``model``, the run goes through it, and its seconds on the model's clock and the calls the
-    model throttled are kept too."""
+    model throttled are kept too; with ``loaders``, what the loader processes counted is added
+    (:class:`LoaderProcesses` says how their time is)."""
     store = dynamo_store(stack.dynamodb, config.checkpoint_table, config.pipeline_id)
     wait_past(end + 1_000)
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     cpu_before = _with_driver(cpu_seconds(services))
     before = _model_counts(model)
-    with counter.counting() as calls, model.active() if model else nullcontext():
+    watching = loaders.watching(model) if loaders else nullcontext(LoadsElsewhere())
+    with counter.counting() as calls, model.active() if model else nullcontext(), watching as elsewhere:
         started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
@@ -365,11 +479,15 @@ def _interval(
             store=store, credentials=credentials, runner=runner,
         )  # fmt: skip
         seconds = round(time.perf_counter() - started, 2)
-        modelled = {"aws_seconds": round(model.clock.now() - modelled_start, 2),
-                    **{kind: dict(count - before[kind]) for kind, count in _model_counts(model).items()}} if model else {}  # fmt: skip
+        modelled = {
+            "aws_seconds": round(model.clock.now() - modelled_start - elsewhere.waited_s + elsewhere.loads_s, 2),
+            **({"loads_aws_seconds": round(elsewhere.loads_s, 2)} if loaders else {}),
+            **{kind: dict(count - before[kind] + elsewhere.counts[kind]) for kind, count in _model_counts(model).items()},
+        } if model else {}  # fmt: skip
     cpu_after = _with_driver(cpu_seconds(services))
     return {
-        "seconds": seconds, "calls": Counter(calls), "records": result.summary()["records"],
+        "seconds": seconds, "calls": Counter(calls) + elsewhere.calls, "records": result.summary()["records"],
+        **({"driver_calls": Counter(calls)} if loaders else {}),
         "cpu_seconds": {name: round(cpu_after[name] - cpu_before[name], 2) for name in sorted(cpu_after)},
         "call_seconds": {operation: round(spent, 2) for operation, spent in sorted(counter.seconds.items())},
         **modelled,
@@ -485,20 +603,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--by-caller", action="store_true", help="also count calls by the pipeline function asking")
     parser.add_argument(
         "--processes", type=int, default=1,
-        help="InProcessRunner's loader processes, each with --driver-concurrency lanes (not with --aws-model: "
-        "the model runs in this process only)",
+        help="InProcessRunner's loader processes, each with --driver-concurrency lanes (with --aws-model, "
+        "each runs the model on a clock of its own)",
     )  # fmt: skip
     parser.add_argument("--history-intervals", type=int, default=12, help="intervals of the pruning line (0: none)")
     parser.add_argument("--history-keep", type=int, default=3, help="intervals the pruning keeps")
     args = parser.parse_args(argv)
-    if args.processes > 1 and args.aws_model:
-        parser.error("--processes above 1 cannot run under --aws-model: the loader processes would call the emulators unmodelled")
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
     counts = [int(count) for count in args.shards.split(",")]
     state_dir = args.state_dir or Path(tempfile.mkdtemp(prefix="kinesis-doris-bench-shards-"))
     counter = CallCounter(by_caller=args.by_caller)
-    model = AwsModel() if args.aws_model else None
+    loaders = (
+        LoaderProcesses(args.processes, state_dir / "loader-processes", aws_model=args.aws_model, by_caller=args.by_caller)
+        if args.processes > 1 else None
+    )  # fmt: skip
+    model = AwsModel(clock=VirtualClock(loaders.reports / EMULATOR_LOCK if loaders else None)) if args.aws_model else None
     lines: list[dict[str, Any]] = []
     with LocalStack(state_dir, ["kinesis_mock", "dynamodb", "doris"], kinesis_shard_limit=max(500, max(counts) + 10)) as local:
         stack = connect(local, "kinesis_mock")
@@ -510,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 lines.append(
                     measure(
                         stack, counter, shards, args.records_per_shard, args.interval_s * 1000, args.driver_concurrency,
-                        services, args.shapes.split(","), model, args.processes,
+                        services, args.shapes.split(","), model, loaders,
                     )
                 )
                 print(json.dumps(lines[-1], sort_keys=True), flush=True)
@@ -534,3 +654,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+if __name__ == "__mp_main__" and LOADER_PROCESSES_ENV in os.environ:
+    # One of the benchmark's loader processes, importing the benchmark as its main module as it starts.
+    _in_a_loader_process(json.loads(os.environ[LOADER_PROCESSES_ENV]))

@@ -1,6 +1,7 @@
 """The shard benchmark's AWS model (``benchmarks/aws_model.py``) on the emulators: AWS's call limits
 reach the caller with AWS's error codes, the modelled latency is what its clock counts instead of
-the emulator's time, and ``--aws-model`` runs the benchmark at a tiny size and judges the targets."""
+the emulator's time, and ``--aws-model`` runs the benchmark at a tiny size, its loads in loader
+processes that run the model too, and judges the targets."""
 
 from __future__ import annotations
 
@@ -161,18 +162,31 @@ def test_a_read_pays_for_what_it_returned_and_the_next_one_waits_for_the_keys_ca
 
 @pytest.mark.timeout(600)
 def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_the_targets(tmp_path: Path) -> None:
+    """Two shards, one lane a process: each shard's range loads in a loader process of its own."""
     out = tmp_path / "result.json"
     completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
         [sys.executable, "-m", "benchmarks.shards", "--aws-model", "--shards", "2", "--records-per-shard", "2",
-         "--interval-s", "3", "--history-intervals", "0", "--state-dir", str(tmp_path / "stack"), "--json-out", str(out)],
+         "--interval-s", "3", "--history-intervals", "0", "--processes", "2", "--driver-concurrency", "1",
+         "--state-dir", str(tmp_path / "stack"), "--json-out", str(out)],
         capture_output=True, text=True, timeout=540, check=False, cwd=ROOT,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     line = json.loads(out.read_text().splitlines()[0])
+    assert line["loader_processes"] == 2
     for shape in ("loaded", "quiet", "steady", "tip"):
         assert 0 < line[f"{shape}_aws_s"], shape
         # By operation: what AWS's limits refused, what a transaction in flight refused, the slow calls.
         assert all(isinstance(line[f"{kind}_{shape}"], dict) for kind in ("throttled", "conflicts", "slow")), line
+    for shape in ("loaded", "steady", "tip"):
+        # The loads' time is the slowest loader process's on its own clock, a part of the interval's.
+        assert 0 < line[f"loads_{shape}_aws_s"] < line[f"{shape}_aws_s"], shape
+        # The loader processes' calls are counted, and went through their own models: every page
+        # read (the driver's end probe, the loaders' reads) passed a model, retries counted there too.
+        assert line[f"driver_control_calls_per_shard_{shape}"] < line[f"control_calls_per_shard_{shape}"], shape
+        calls = line[f"calls_per_shard_{shape}"]
+        pages = round((calls["GetRecords (with records)"] + calls.get("GetRecords", 0)) * line["shards"])
+        assert line[f"sent_{shape}"]["GetRecords"] >= pages >= 2 * line["shards"], shape
+    assert line["loads_quiet_aws_s"] == 0  # a quiet interval loads nothing: no process starts
     verdicts = [text for text in completed.stdout.splitlines() if text.startswith(("PASS ", "FAIL "))]
     assert any("quiet interval" in text for text in verdicts), completed.stdout[-2000:]
 
@@ -186,6 +200,28 @@ def test_the_clock_leaves_out_an_emulator_call_but_keeps_the_cpu_this_process_us
             pass
         time.sleep(0.3)  # the emulator serving the call
     assert 0.2 <= clock.now() - started < 0.3
+
+
+def test_a_call_waiting_for_another_process_at_the_emulator_is_paused_too(tmp_path: Path) -> None:
+    """On AWS the loader processes' calls do not wait for one another's: the wait for the
+    emulator lock, which another process holds, is off the clock."""
+    lock = tmp_path / "emulator.lock"
+    holder = subprocess.Popen(  # noqa: S603 - a fixed program: hold the lock half a second
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('held', flush=True)\ntime.sleep(0.5)", str(lock)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        clock = VirtualClock(lock)
+        started, real = clock.now(), time.perf_counter()
+        with clock.paused():
+            waited = time.perf_counter() - real
+        assert waited >= 0.3  # the other process held it
+        assert clock.now() - started < 0.1
+    finally:
+        holder.wait(timeout=10)
 
 
 def _update(table: str, n: int) -> dict[str, Any]:
