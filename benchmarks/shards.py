@@ -49,7 +49,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -63,7 +63,7 @@ from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCU
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import run_here
-from airflow_provider_kinesis_doris.core import loader_processes
+from airflow_provider_kinesis_doris.core import loader_processes, pipeline
 from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
@@ -266,6 +266,40 @@ def _in_a_loader_process(settings: Mapping[str, Any]) -> None:
     loader_processes.load_share = reporting
 
 
+@contextmanager
+def _timing_phases(clock: Callable[[], float]) -> Iterator[Counter[str]]:
+    """Seconds on ``clock`` in the plan (``plan_interval``) and the commit (``commit_reports``) of
+    the runs meanwhile, into what it yields; :func:`_phases` makes the rest of the interval's
+    time the loads' and the driver's other work's."""
+    spent: Counter[str] = Counter()
+    originals = {"plan": pipeline.plan_interval, "commit": pipeline.commit_reports}
+
+    def timed(phase: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            started = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[phase] += clock() - started
+
+        return run
+
+    pipeline.plan_interval = timed("plan", originals["plan"])  # type: ignore[assignment]
+    pipeline.commit_reports = timed("commit", originals["commit"])  # type: ignore[assignment]
+    try:
+        yield spent
+    finally:
+        pipeline.plan_interval, pipeline.commit_reports = originals["plan"], originals["commit"]  # type: ignore[assignment]
+
+
+def _phases(spent: Mapping[str, float], load_s: float, total_s: float) -> dict[str, float]:
+    """Where an interval's seconds went: the plan, the loads (with loader processes, the slowest
+    process's of each load and what the driver did around them), the commit, and the rest (the
+    stream's listing aside, the empty check, the load job, the label window's canary)."""
+    phases = {"plan": spent["plan"], "load": load_s, "commit": spent["commit"]}
+    return {name: round(seconds, 2) for name, seconds in {**phases, "other": total_s - sum(phases.values())}.items()}
+
+
 def put_per_shard(kinesis: Any, stream: str, records_per_shard: int) -> int:
     """``records_per_shard`` records into every shard (each aimed at its shard's first hash key)."""
     shards = list_shards(kinesis, stream)  # every page: ListShards returns at most 100 shards a call
@@ -326,6 +360,8 @@ def measure(
         "control_calls_per_shard_loaded": round(_control(loaded_calls) / shards, 2),
         "control_calls_per_shard_quiet": round(_control(quiet_calls) / shards, 2),
         "call_seconds_loaded": loaded["call_seconds"],
+        "phase_s_loaded": loaded["phase_seconds"],
+        "phase_s_quiet": quiet["phase_seconds"],
         "call_seconds_quiet": quiet["call_seconds"],
         "cpu_s_loaded": loaded["cpu_seconds"],
         "cpu_s_quiet": quiet["cpu_seconds"],
@@ -353,6 +389,7 @@ def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str
         f"calls_per_shard_{shape}": _per_shard(calls, shards),
         f"control_calls_per_shard_{shape}": round(_control(calls) / shards, 2),
         f"call_seconds_{shape}": run["call_seconds"],
+        f"phase_s_{shape}": run["phase_seconds"],
         f"cpu_s_{shape}": run["cpu_seconds"],
         **_modelled_figures(shape, run),
         **_driver_figures(shape, run, shards),
@@ -470,23 +507,42 @@ def _interval(
     credentials = Credentials(doris_password=stack.password, aws_access_key_id="local", aws_secret_access_key="local")
     cpu_before = _with_driver(cpu_seconds(services))
     before = _model_counts(model)
+    clock = model.clock.now if model else time.perf_counter
     watching = loaders.watching(model) if loaders else nullcontext(LoadsElsewhere())
-    with counter.counting() as calls, model.active() if model else nullcontext(), watching as elsewhere:
-        started, modelled_start = time.perf_counter(), model.clock.now() if model else 0.0
+    with counter.counting() as calls, model.active() if model else nullcontext(), watching as elsewhere, \
+            _timing_phases(clock) as in_phases:  # fmt: skip
+        started = time.perf_counter()
+        clock_started, loading = model.clock.now() if model else started, Counter[str]()
+
+        def timed_runner(*args: Any) -> Any:
+            load_started = clock()
+            try:
+                return runner(*args)
+            finally:
+                loading["load"] += clock() - load_started
+
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
         result = run_interval(
             replace(config, driver_concurrency=concurrency, prune=False), start, end, kinesis=stack.kinesis,
-            store=store, credentials=credentials, runner=runner,
+            store=store, credentials=credentials, runner=timed_runner,
         )  # fmt: skip
-        seconds = round(time.perf_counter() - started, 2)
+        ended_real = time.perf_counter()
+        ended = model.clock.now() if model else ended_real  # one reading: the phases add up to the seconds
+        seconds = round(ended_real - started, 2)
+        # Under the model with loader processes, the driver's clock ran on while it waited for
+        # them: their own clocks' time stands in for that wait.
+        waited, loads = (elsewhere.waited_s, elsewhere.loads_s) if model else (0.0, 0.0)
+        total = ended - clock_started - waited + loads
+        phases = _phases(in_phases, loading["load"] - waited + loads, total)
         modelled = {
-            "aws_seconds": round(model.clock.now() - modelled_start - elsewhere.waited_s + elsewhere.loads_s, 2),
+            "aws_seconds": round(total, 2),
             **({"loads_aws_seconds": round(elsewhere.loads_s, 2)} if loaders else {}),
             **{kind: dict(count - before[kind] + elsewhere.counts[kind]) for kind, count in _model_counts(model).items()},
         } if model else {}  # fmt: skip
     cpu_after = _with_driver(cpu_seconds(services))
     return {
         "seconds": seconds, "calls": Counter(calls) + elsewhere.calls, "records": result.summary()["records"],
+        "phase_seconds": phases,
         **({"driver_calls": Counter(calls)} if loaders else {}),
         "cpu_seconds": {name: round(cpu_after[name] - cpu_before[name], 2) for name in sorted(cpu_after)},
         "call_seconds": {operation: round(spent, 2) for operation, spent in sorted(counter.seconds.items())},

@@ -186,6 +186,10 @@ def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_th
         calls = line[f"calls_per_shard_{shape}"]
         pages = round((calls["GetRecords (with records)"] + calls.get("GetRecords", 0)) * line["shards"])
         assert line[f"sent_{shape}"]["GetRecords"] >= pages >= 2 * line["shards"], shape
+        # Where the interval's time went, on the model's clock: the loads hold the processes' time.
+        phases = line[f"phase_s_{shape}"]
+        assert sum(phases.values()) == pytest.approx(line[f"{shape}_aws_s"], abs=0.05), shape
+        assert phases["plan"] > 0 and phases["load"] >= line[f"loads_{shape}_aws_s"], shape
     assert line["loads_quiet_aws_s"] == 0  # a quiet interval loads nothing: no process starts
     verdicts = [text for text in completed.stdout.splitlines() if text.startswith(("PASS ", "FAIL "))]
     assert any("quiet interval" in text for text in verdicts), completed.stdout[-2000:]

@@ -75,5 +75,9 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
         for phase in ("loaded", "quiet", "steady", "tip"):
             cpu = line[f"cpu_s_{phase}"]
             assert set(cpu) == {"loader", "driver", "kinesis_mock", "dynamodb", "doris"} and 0 < cpu["driver"] <= cpu["loader"]
+            # Where the run's seconds went: the plan, the loads, the commit and the rest add up to them.
+            phases = line[f"phase_s_{phase}"]
+            assert sum(phases.values()) == pytest.approx(line[f"{phase}_s"], abs=0.05) and phases["plan"] > 0, phase
+        assert line["phase_s_quiet"]["load"] == 0  # nothing to load: no load started
     assert set(final) == {"targets", "figures", "met"}
     assert final["met"]["quiet_s_max"] is None and final["met"]["tip_to_steady_s_max"] is None  # 256 shards were not run
