@@ -30,11 +30,15 @@ the emulators' service time. Each line then also has ``*_aws_s`` (seconds on tha
 refused), ``slow_*`` (calls that took the latency tail's time), and PASS/FAIL lines judge issue 37's targets at the
 largest shard count.
 
+With ``--processes N`` the loads run in N loader processes (``InProcessRunner(processes=N)``); each
+counts its calls and, under the model, runs one of its own (:class:`LoaderProcesses`). Every line
+has ``phase_s_*``: the interval's seconds in the plan, the loads, the commit and the rest.
+
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
     .venv/bin/python -m benchmarks.shards [--shards 4,64,256] [--records-per-shard 5] [--interval-s 10]
         [--driver-concurrency 8] [--shapes steady,tip] [--history-intervals 12] [--history-keep 3] [--json-out F]
-        [--aws-model]
+        [--aws-model] [--processes N]
 """
 
 from __future__ import annotations
