@@ -156,14 +156,18 @@ class Lockstep:
 class CountedGroups(GroupedWrites):
     """The product's :class:`GroupedWrites`, counting in :data:`EXPLORED` the queues that needed more than one transaction."""
 
-    def __init__(self, send: Callable[[Sequence[Any]], list[bool]], max_items: int, key: Callable[[Any], Hashable]) -> None:
-        super().__init__(send, max_items, key)
-        self.max_items = max_items
+    def __init__(
+        self, send: Callable[[Sequence[Any]], list[bool]], max_items: int, key: Callable[[Any], Hashable], in_flight: int
+    ) -> None:
+        super().__init__(send, max_items, key, in_flight)
+        self.max_items, self.in_flight = max_items, in_flight
 
     def _next_group(self) -> tuple[list[Any], list[Any]]:
         group, rest = super()._next_group()
         if rest:
             EXPLORED["grouped: writes queued past one transaction"] += 1
+        if group and self._sending:
+            EXPLORED["grouped: transactions on their way at once"] += 1
         return group, rest
 
 
@@ -190,21 +194,22 @@ class KillableItems(MemoryItems):
         """The turns this store's run takes with another run's store, and whether it is the first run."""
         self.grouped: CountedGroups | None = None
 
-    def group_writes(self, max_items: int) -> None:
+    def group_writes(self, max_items: int, in_flight: int = 1) -> None:
         """Send the grouped writes (planning's cuts and ranges, the commit's marks) through the
-        product's :class:`GroupedWrites`, at most ``max_items`` to a transaction, as
+        product's :class:`GroupedWrites`, at most ``max_items`` to a transaction and ``in_flight``
+        transactions on their way at once, as
         :class:`~airflow_provider_kinesis_doris.core.stores.dynamodb.CheckpointStore` does
         (the memory store writes them one by one). Call before any thread writes: the table's lock
         becomes reentrant, for a transaction to hold it over the memory store's own writes."""
         self.table.lock = threading.RLock()
-        self.grouped = CountedGroups(self._transact, max_items, key=_written_sk)
+        self.grouped = CountedGroups(self._transact, max_items, key=_written_sk, in_flight=in_flight)
 
     def sibling(self, pipeline_id: str | None = None) -> KillableItems:
         """Another run's items on the same table (another process), grouping alike; of another
         pipeline if ``pipeline_id`` names one."""
         items = KillableItems(pipeline_id or self.pipeline_id, self.table, clock=self.clock)
         if self.grouped is not None:
-            items.group_writes(self.grouped.max_items)
+            items.group_writes(self.grouped.max_items, self.grouped.in_flight)
         return items
 
     def put_new_grouped_all(self, items: Any) -> list[bool]:
@@ -1128,13 +1133,16 @@ class RunOrders(RuleBasedStateMachine):
             if errors:
                 raise errors[0]
 
-    @initialize(max_items=st.sampled_from((0, 2, 3)))
-    def group_writes(self, max_items: int) -> None:
+    @initialize(max_items=st.sampled_from((0, 2, 3)), in_flight=st.sampled_from((1, 2)))
+    def group_writes(self, max_items: int, in_flight: int = 1) -> None:
         """The store sends grouped writes as DynamoDB does, in transactions of ``max_items`` (its
-        100, made small: the driver's threads fill several); 0: one by one, as the memory store."""
+        100, made small: the driver's threads fill several), ``in_flight`` of them on their way at
+        once; 0: one by one, as the memory store."""
         if max_items:
-            self.store.items.group_writes(max_items)
-        EXPLORED[f"grouped writes {max_items}"] += 1
+            self.store.items.group_writes(max_items, in_flight)
+            EXPLORED[f"grouped writes {max_items}, {in_flight} in flight"] += 1
+        else:
+            EXPLORED["grouped writes 0"] += 1
 
     def _note_taken_on(self, k: int) -> None:
         """The skipped intervals the run of interval k took on, as it stored them before loading
@@ -1403,9 +1411,10 @@ def test_the_orders_explored() -> None:
     # make test's 1,000 examples): printed above as "lockstep: a try's sends refused", not required.
     assert [path for path in settings_moved if not EXPLORED[path]] == []
     store_writes = (
-        "lockstep of one interval", "lockstep of two intervals", "grouped writes 0", "grouped writes 2",
-        "grouped writes 3", "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
-        "grouped: killed in a transaction",
+        "lockstep of one interval", "lockstep of two intervals", "grouped writes 0", "grouped writes 2, 1 in flight",
+        "grouped writes 2, 2 in flight", "grouped writes 3, 1 in flight", "grouped writes 3, 2 in flight",
+        "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
+        "grouped: killed in a transaction", "grouped: transactions on their way at once",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
 
@@ -1950,6 +1959,30 @@ def test_two_runs_in_lockstep_over_grouped_writes_take_turns_and_load_every_reco
     assert EXPLORED["lockstep of one interval"] + EXPLORED["lockstep of two intervals"] == before + 1
     assert machine.outcome[0] in ("green", "CheckpointConflict")
     machine.teardown()
+
+
+@pytest.mark.parametrize("kill_at", [2, 4, 7])
+def test_grouped_transactions_on_their_way_at_once_killed_among_them_load_every_record_once(
+    kill_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three shards planned and committed by three threads, two transactions on their way at once
+    (round trips made long enough that they do overlap), the run killed before its n-th store
+    write: the retry and the next interval load every record once."""
+    monkeypatch.setitem(globals(), "ROUND_TRIP_S", 0.02)
+    machine = RunOrders()
+    machine.create(shards=3, initial_position="INTERVAL", relaxed_order=False, chunk_rows=1, driver_concurrency=3)
+    machine.group_writes(2, in_flight=2)
+    at_once = EXPLORED["grouped: transactions on their way at once"]
+    for step in (
+        lambda m: m.produce([0, HASH_SPACE // 2, HASH_SPACE - 1] * 2), seal,
+        run(0, Fault("kill_before_store_write", kill_at), expect="InjectedCrash"), run(0),
+        lambda m: m.produce([0, HASH_SPACE // 2, HASH_SPACE - 1]), seal, run(1),
+    ):  # fmt: skip
+        step(machine)
+        machine.nothing_visible_twice()
+        machine.no_checkpoint_past_unloaded_data()
+    machine.teardown()
+    assert EXPLORED["grouped: transactions on their way at once"] > at_once
 
 
 # --- what records hold and what Doris refuses -----------------------------------------------------

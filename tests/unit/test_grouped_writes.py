@@ -149,3 +149,114 @@ def test_writers_of_several_writes_each_queued_behind_one_another_all_get_their_
     assert sorted(sk for sk in sent if sk != "taken") == sorted(f"{kind}{n}" for kind in ("cut", "range") for n in range(16))
     assert all(len(group) <= 5 and len(set(group)) == len(group) for group in table.groups)
     assert not grouped._sending and grouped._queue == []
+
+
+class CountingTable(SlowTable):
+    """SlowTable that keeps, per group, the groups on their way beside it when it was sent."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_the_way: list[str] = []
+        self.beside: list[tuple[list[str], list[str]]] = []
+        self._lock = threading.Lock()
+
+    def send(self, items: Sequence[dict[str, Any]]) -> list[bool]:
+        sks = [item["sk"] for item in items]
+        with self._lock:
+            self.beside.append((sks, list(self.on_the_way)))
+            self.on_the_way.extend(sks)
+        try:
+            return super().send(items)
+        finally:
+            with self._lock:
+                for sk in sks:
+                    self.on_the_way.remove(sk)
+
+
+def _until(condition: Any) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, "the writers did not get there"
+        time.sleep(0.001)
+
+
+def _started(grouped: GroupedWrites, sks: list[str], *, then: Any) -> Writers:
+    """Writers of ``sks``, once ``then()`` holds (they got as far as the test needs)."""
+    writers = Writers(grouped, sks)
+    _until(then)
+    return writers
+
+
+def test_up_to_in_flight_groups_are_on_their_way_at_once_and_the_next_waits_for_a_slot() -> None:
+    table = CountingTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=10, in_flight=2)
+    table.gate.clear()
+    first = _started(grouped, ["a"], then=lambda: len(grouped._sending) == 1)
+    second = _started(grouped, ["b"], then=lambda: len(grouped._sending) == 2)
+    queued = _started(grouped, ["c", "d"], then=lambda: len(grouped._queue) == 2)
+    assert [sorted(on) for _, on in table.beside] == [[], ["a"]]
+    table.gate.set()
+    assert first.join() | second.join() | queued.join() == dict.fromkeys("abcd", True)
+    # c and d queued while both slots were taken: they went together once one was free.
+    assert sorted(sorted(sks) for sks, _ in table.beside) == [["a"], ["b"], ["c", "d"]]
+    assert grouped._sending == [] and grouped._queue == []
+
+
+def test_writes_of_one_item_are_never_on_their_way_at_once_and_keep_their_order() -> None:
+    table = CountingTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=10, in_flight=4)
+    table.gate.clear()
+    first = _started(grouped, ["d~1"], then=lambda: len(grouped._sending) == 1)
+    # d~2 queues first, then e: e may go beside d~1, d~2 may not (nor may e jump an item's queue).
+    later = _started(grouped, ["d~2"], then=lambda: len(grouped._queue) == 1)
+    other = _started(grouped, ["e"], then=lambda: len(grouped._sending) == 2)
+    assert grouped._queue[0].item == {"sk": "d"}
+    table.gate.set()
+    answers = first.join() | later.join() | other.join()
+    assert answers == {"d~1": True, "d~2": False, "e": True}
+    assert all(sks.count("d") + on.count("d") <= 1 for sks, on in table.beside)
+
+
+def test_a_writer_over_several_groups_has_one_on_its_way_at_a_time_in_order() -> None:
+    """Five writes in groups of two: while the first is on its way, another writer's write takes
+    the free slot, not the rest of the five."""
+    table = CountingTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=2, in_flight=3)
+    table.gate.clear()
+    answers: list[list[bool]] = []
+    several = threading.Thread(target=lambda: answers.append(grouped.write_all([{"sk": f"w{n}"} for n in range(5)])))
+    several.start()
+    _until(lambda: len(grouped._sending) == 1)
+    other = _started(grouped, ["x"], then=lambda: len(grouped._sending) == 2)
+    table.gate.set()
+    several.join(timeout=10)
+    assert other.join() == {"x": True} and answers == [[True] * 5]
+    assert [sks for sks, _ in table.beside if sks != ["x"]] == [["w0", "w1"], ["w2", "w3"], ["w4"]]
+    assert all(not any(sk.startswith("w") for sk in on) for sks, on in table.beside if sks != ["x"])
+
+
+def test_many_writers_with_groups_in_flight_all_get_their_answers_once() -> None:
+    """Twenty-four threads of three writes each (two of their own, one item all share), four
+    groups in flight: every write answered, the shared item written once, none in two groups at once."""
+    table = CountingTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=5, in_flight=4)
+    answers: dict[int, Any] = {}
+
+    def write(n: int) -> None:
+        answers[n] = grouped.write_all([{"sk": f"cut{n}"}, {"sk": f"range{n}"}, {"sk": "shared"}])
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(24)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+    assert sorted(answer[:2] == [True, True] for answer in answers.values()) == [True] * 24
+    assert sum(answer[2] for answer in answers.values()) == 1
+    assert all(not set(sks) & set(on) for sks, on in table.beside)
+    assert grouped._sending == [] and grouped._queue == []
+
+
+def test_in_flight_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="in_flight must be at least 1, got 0"):
+        GroupedWrites(SlowTable().send, key=_sk, max_items=10, in_flight=0)

@@ -49,6 +49,9 @@ _BATCH_GET_MAX = 100
 """Keys per BatchGetItem call (the API's limit)."""
 _TRANSACTION_MAX = 100
 """Items per TransactWriteItems call (the API's limit)."""
+_TRANSACTIONS_IN_FLIGHT = 2
+"""Grouped writes' transactions on their way at once: one after another, a thousand shards' marks
+would wait for hundreds of round trips; the driver's pool (8 threads by default) still fills each."""
 _UNPROCESSED_RETRIES = 8
 
 MIGRATE_COMMAND = "python -m airflow_provider_kinesis_doris.core.stores.migrate"
@@ -135,7 +138,9 @@ class DynamoItems(StoreItems):
         self._page_size = page_size
         self._serializer = TypeSerializer()
         self._deserializer = TypeDeserializer()
-        self._grouped = GroupedWrites(self._write_many, _TRANSACTION_MAX, key=_written_key)
+        self._grouped = GroupedWrites(
+            self._write_many, _TRANSACTION_MAX, key=_written_key, in_flight=_TRANSACTIONS_IN_FLIGHT
+        )
         self._old_layout_ruled_out = False
         self.layout = RecordedLayout(self._stored_buckets, self._put_buckets)
 
