@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks
-from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook
+from airflow_provider_kinesis_doris.core.stores.high_water_marks import HighWaterMarks, MarkAdvance
+from airflow_provider_kinesis_doris.core.stores.range_book import LoadedRange, RangeBook
 from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
 from airflow_provider_kinesis_doris.core.stores.items import ShardCheckpoint
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
@@ -44,10 +44,10 @@ def commit_reports(
     concurrency: int = DEFAULT_DRIVER_CONCURRENCY,
     known: Mapping[str, ShardCheckpoint] | None = None,
 ) -> CommitResult:
-    """Per shard, mark every reported range LOADED, then advance the shard's mark and retire the
-    shard if the mark reached its end.
+    """Mark every reported range LOADED (in one grouped write: transactions of many ranges), then
+    per shard advance its mark and retire it if the mark reached its end.
 
-    :param concurrency: shards committed at the same time. A shard's mark depends only on its own
+    :param concurrency: shards whose marks move at the same time. A shard's mark depends only on its own
         ranges and on which of its ancestors' ranges exist, never on their state, so shards commit
         independently.
     :param known: shards as the plan last read them: the first attempt to advance a mark fences
@@ -58,15 +58,14 @@ def commit_reports(
         by_shard.setdefault(report.shard_id, []).append(report)
     shard_ids = sorted(by_shard)
     known = known or {}
-    map_bounded(lambda shard_id: _mark_loaded(store.ledger, store.ranges, by_shard[shard_id]), shard_ids, concurrency)
+    _mark_loaded(store.ledger, store.ranges, [report for shard_id in shard_ids for report in by_shard[shard_id]])
     # Read once every reported range is marked: see HighWaterMarks.loaded_through.
     last_interval_start_ms = store.ranges.latest_interval_start()
+    advances = [MarkAdvance(shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id)) for shard_id in shard_ids]
+    first = store.marks.advance_high_water_marks(advances, last_interval_start_ms, concurrency)
     commits = map_bounded(
-        lambda shard_id: _commit_shard(
-            store.marks, shard_id, by_shard[shard_id][-1].millis_behind_latest, known.get(shard_id), last_interval_start_ms
-        ),
-        shard_ids, concurrency,
-    )  # fmt: skip
+        lambda moved: _commit_shard(store.marks, *moved, last_interval_start_ms), list(zip(advances, first)), concurrency
+    )
     result = CommitResult()
     for shard_id, (mark, through_ms, drained) in zip(shard_ids, commits):
         result.high_water_marks[shard_id] = mark
@@ -82,25 +81,25 @@ def _mark_loaded(ledger: ShardLedger, ranges: RangeBook, reports: Sequence[Range
         if report.end is not None:
             # The end the loader settled: the commit's walk reads it next.
             ledger.remember_boundary(boundary_from_dict(report.end))
-        ranges.mark_range_loaded(
-            report.shard_id,
-            report.interval_start_ms,
-            {
-                "records": report.records,
-                "rows_loaded": report.rows_loaded,
-                "rows_filtered": report.rows_filtered,
-                "dead_lettered": report.dead_lettered,
-            },
-        )
+    ranges.mark_ranges_loaded([
+        LoadedRange(report.shard_id, report.interval_start_ms, {
+            "records": report.records,
+            "rows_loaded": report.rows_loaded,
+            "rows_filtered": report.rows_filtered,
+            "dead_lettered": report.dead_lettered,
+        })
+        for report in reports
+    ])  # fmt: skip
 
 
 def _commit_shard(
-    marks: HighWaterMarks, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
-    last_interval_start_ms: int | None,
-) -> tuple[str, int | None, bool]:  # fmt: skip
-    """:return: the shard's mark after the commit, described; the instant it is loaded through
+    marks: HighWaterMarks, advance: MarkAdvance, advanced: ShardCheckpoint | None, last_interval_start_ms: int | None
+) -> tuple[str, int | None, bool]:
+    """:param advanced: the shard after the grouped write of its mark, or None where that write lost a race.
+    :return: the shard's mark after the commit, described; the instant it is loaded through
     (None at the shard's end, or without a mark); whether this commit drained it."""
-    shard = _advance(marks, shard_id, lag_ms, known, last_interval_start_ms)
+    shard = advanced if advanced is not None else _advance_again(marks, advance, last_interval_start_ms)
+    shard_id = advance.shard_id
     mark = shard.high_water_mark
     described = mark.describe(position=False) if mark else "none"
     # Drained follows from the stored ranges (the mark reached the shard's end), whichever
@@ -116,16 +115,13 @@ def _commit_shard(
     return described, None, True
 
 
-def _advance(
-    marks: HighWaterMarks, shard_id: str, lag_ms: int | None, known: ShardCheckpoint | None,
-    last_interval_start_ms: int | None,
-) -> ShardCheckpoint:  # fmt: skip
-    """Fenced on ``known``'s counter, else on the counter read in the same call; a lost race is
-    read again and retried."""
-    first = iter([known])
+def _advance_again(marks: HighWaterMarks, advance: MarkAdvance, last_interval_start_ms: int | None) -> ShardCheckpoint:
+    """The mark of a shard whose grouped write lost a race, moved on a fresh read of the shard,
+    and again while races are lost."""
+    log.info("shard %s was updated concurrently; its mark is moved again on a fresh read", advance.shard_id)
     return retry_on_conflict(
         lambda: marks.advance_high_water_mark(
-            shard_id, last_lag_ms=lag_ms, known=next(first, None), last_interval_start_ms=last_interval_start_ms
+            advance.shard_id, last_lag_ms=advance.last_lag_ms, last_interval_start_ms=last_interval_start_ms
         ),
-        f"shard {shard_id}",
+        f"shard {advance.shard_id}",
     )

@@ -351,7 +351,7 @@ def test_a_failed_commit_says_the_rows_are_in_doris(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("DynamoDB is unavailable")
 
-    monkeypatch.setattr(RangeBook, "mark_range_loaded", broken)
+    monkeypatch.setattr(RangeBook, "mark_ranges_loaded", broken)
     create_stream(kinesis_client, stack["stream"], 1)
     # An interval without records, after the stream was created, commits its (empty) range
     # without starting a runner.

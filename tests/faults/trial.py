@@ -64,9 +64,12 @@ CRASHES = {
     "crash_while_reading": ("kinesis", "get_records", False),
     "crash_before_load": ("store", "chunks.put_chunk_intent_with_content", True),
     "crash_after_doris_commit": ("store", "chunks.record_chunk_outcome", False),
-    "crash_before_checkpoint": ("store", "ranges.mark_range_loaded", False),
-    "crash_mid_checkpoint": ("store", "marks.advance_high_water_mark", False),
+    "crash_before_checkpoint": ("store", "ranges.mark_ranges_loaded", False),
+    "crash_mid_checkpoint": ("store", "marks.advance_high_water_marks", False),
 }
+ONCE_PER_COMMIT = ("ranges.mark_ranges_loaded", "marks.advance_high_water_marks")
+"""Store methods a commit calls once for all its shards: their fault strikes the run's first call
+(a later one would belong to no run of the fault phase)."""
 SINK_FAULTS = ("publish_timeout", "http_500", "reset_before_commit", "reset_after_commit",
                "too_many_versions", "running_txn_limit", "slow")  # fmt: skip
 # A "slow" load outlives the client's read timeout: the client gives up in the middle of the load
@@ -346,7 +349,8 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
         return _arm_efo(spec, stack, config, kinesis, store)
     if spec.fault in CRASHES:
         target, method, applied = CRASHES[spec.fault]
-        wrapped = FailOnNthCall(kinesis if target == "kinesis" else store, method, spec.nth, applied=applied)
+        nth = 1 if method in ONCE_PER_COMMIT else spec.nth
+        wrapped = FailOnNthCall(kinesis if target == "kinesis" else store, method, nth, applied=applied)
         if target == "kinesis":
             return Armed(wrapped, store, lambda: wrapped.fired)
         return Armed(kinesis, wrapped, lambda: wrapped.fired)
@@ -369,7 +373,8 @@ def arm(spec: TrialSpec, stack: Stack, doris: DorisServer, config: PipelineConfi
         return Armed(kinesis, dynamo_store(client, CHECKPOINT_TABLE, config.pipeline_id), lambda: client.fired)
     if spec.fault == "dynamodb_conditional_conflict":
         rival = dynamo_store(aws_client("dynamodb", stack.dynamodb_endpoint), CHECKPOINT_TABLE, config.pipeline_id)
-        wrapped = FailOnNthCall(store, "marks.advance_high_water_mark", spec.nth, before=lambda: _bump_counters(rival))
+        # Every shard's counter moves under the run's grouped mark writes: each is moved again on a fresh read.
+        wrapped = FailOnNthCall(store, "marks.advance_high_water_marks", 1, before=lambda: _bump_counters(rival))
         return Armed(kinesis, wrapped, lambda: wrapped.fired)
     if spec.fault == LABEL_EXPIRED:
         # The first run dies after Doris committed a chunk (or after its load failed for good),

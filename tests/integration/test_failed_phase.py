@@ -49,7 +49,7 @@ def test_a_failed_commit_is_the_committing_phase(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise CheckpointConflict("another run moved the shard")
 
-    monkeypatch.setattr(RangeBook, "mark_range_loaded", broken)
+    monkeypatch.setattr(RangeBook, "mark_ranges_loaded", broken)
     with pytest.raises(CheckpointConflict) as raised:
         world["run"](*_interval_with_records(world, kinesis_client))
     assert failed_phase(raised.value) is Phase.COMMITTING

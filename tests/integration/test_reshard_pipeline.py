@@ -365,9 +365,8 @@ def test_out_of_order_runs_across_a_chain_of_reshards_load_every_record_once(sta
             failed.add(k)
             outcomes.append((k, type(error).__name__))
 
-    # One shard at a time: the kill strikes the first commit, before any shard is committed (with a
-    # pool, the shards already being committed would finish, and s0 might be one of them).
-    killed = replace(loader, store=FailOnNthCall(loader.store, "ranges.mark_range_loaded", 1), driver_concurrency=1)
+    # The kill strikes the first commit before it marks any range loaded (it marks them all at once).
+    killed = replace(loader, store=FailOnNthCall(loader.store, "ranges.mark_ranges_loaded", 1), driver_concurrency=1)
     attempt(0)
     attempt(1, killed)  # s0 split in I1: its run dies between the loads and the commit
     attempt(2)  # s0's children wait for s0's I1 range

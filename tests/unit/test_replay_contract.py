@@ -257,7 +257,7 @@ def test_a_later_interval_run_while_a_commit_marks_its_ranges_is_walked_by_one_o
     _run(0, kinesis, store, doris)
     rival = memory_store("p", store.items.table, clock=lambda: kinesis.now_ms)
 
-    _run(1, kinesis, FailOnNthCall(store, "ranges.mark_range_loaded", 1, before=lambda: _run(2, kinesis, rival, doris)), doris)
+    _run(1, kinesis, FailOnNthCall(store, "ranges.mark_ranges_loaded", 1, before=lambda: _run(2, kinesis, rival, doris)), doris)
 
     (shard,) = memory_store("p", store.items.table).ledger.list_shard_checkpoints()
     assert shard.high_water_mark is not None and shard.high_water_mark.instant_ms == T0 + 3 * IV

@@ -297,8 +297,8 @@ class DynamoItems(StoreItems):
     def put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
         return self._grouped.write_all([("Put", self._put_once(item)) for item in items])
 
-    def update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
-        return self._grouped.write(("Update", self._update_request(sk, changes, expected)))
+    def update_grouped_all(self, updates: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[bool]:
+        return self._grouped.write_all([("Update", self._update_request(*update)) for update in updates])
 
     def _write_one(self, write: tuple[str, dict[str, Any]]) -> bool:
         operation, request = write

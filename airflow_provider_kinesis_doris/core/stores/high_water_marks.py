@@ -4,10 +4,13 @@ ranges), when it is drained, and the pruning of its loaded history."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_provider_kinesis_doris.core.errors import PrunedHistory, ShardNotDrained
+from airflow_provider_kinesis_doris.core.concurrency import map_bounded
+
+from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, PrunedHistory, ShardNotDrained
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -23,9 +26,31 @@ from airflow_provider_kinesis_doris.core.stores.items import (
 )
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 from airflow_provider_kinesis_doris.core.stores.range_book import RangeBook, RangeSpan
-from airflow_provider_kinesis_doris.core.stores.shard_ledger import lease_conflict, ShardLedger
+from airflow_provider_kinesis_doris.core.stores.shard_ledger import FencedUpdate, lease_conflict, ShardLedger
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MarkAdvance:
+    """A shard whose mark a commit moves, with the last MillisBehindLatest its load saw and the
+    shard as the run last read it (None: read it now; see
+    :meth:`HighWaterMarks.advance_high_water_mark`)."""
+
+    shard_id: str
+    last_lag_ms: int | None = None
+    known: ShardCheckpoint | None = None
+
+
+@dataclass(frozen=True)
+class _MarkMove:
+    update: FencedUpdate
+    mark: Boundary | None
+    """The mark it moves to; None when only the lag changes."""
+
+    def log_moved(self) -> None:
+        if self.mark is not None:
+            log.info("shard %s high-water mark -> %s", self.update.shard.shard_id, self.mark.describe(position=False))
 
 
 class HighWaterMarks:
@@ -67,6 +92,49 @@ class HighWaterMarks:
         :return: the shard after the update.
         :raises CheckpointConflict: another writer updated the shard since ``expected_counter``.
         """
+        move = self._mark_move(MarkAdvance(shard_id, last_lag_ms, known), expected_counter, last_interval_start_ms)
+        if isinstance(move, ShardCheckpoint):
+            return move
+        update = move.update
+        advanced = self._ledger.fenced_update(update.shard, update.changes, extra_expected=update.extra_expected, grouped=True)
+        move.log_moved()
+        return advanced
+
+    def advance_high_water_marks(
+        self, advances: Sequence[MarkAdvance], last_interval_start_ms: int | None, concurrency: int
+    ) -> list[ShardCheckpoint | None]:
+        """:meth:`advance_high_water_mark` of each shard: their walks ``concurrency`` at a time,
+        their writes in one grouped write (transactions of many shards, not a request per shard).
+
+        :return: each shard after the update, or None where its write lost a race (another writer
+            updated the shard since it was read): the caller advances that one again on a fresh read.
+        """
+
+        def move_of(advance: MarkAdvance) -> _MarkMove | ShardCheckpoint | None:
+            try:
+                return self._mark_move(advance, None, last_interval_start_ms)
+            except CheckpointConflict:
+                return None  # a known shard re-read and written alone lost its race
+
+        moves = map_bounded(move_of, advances, concurrency)
+        written = iter(self._ledger.fenced_updates([move.update for move in moves if isinstance(move, _MarkMove)]))
+        advanced: list[ShardCheckpoint | None] = []
+        for move in moves:
+            if not isinstance(move, _MarkMove):
+                advanced.append(move)
+                continue
+            shard = next(written)
+            if shard is not None:
+                move.log_moved()
+            advanced.append(shard)
+        return advanced
+
+    def _mark_move(
+        self, advance: MarkAdvance, expected_counter: int | None, last_interval_start_ms: int | None
+    ) -> _MarkMove | ShardCheckpoint:
+        """The write that moves the shard's mark (:meth:`advance_high_water_mark`), or the shard
+        when there is nothing to write."""
+        shard_id, known = advance.shard_id, advance.known
         shard = known if known is not None else self._ledger.require_shard(shard_id)
         if expected_counter is not None and shard.lease_counter != expected_counter:
             raise lease_conflict(shard_id, expected_counter, shard.lease_counter)
@@ -75,8 +143,8 @@ class HighWaterMarks:
         changes: dict[str, Any] = {}
         if mark is not None and mark != current:
             changes.update(boundary_attributes(mark, "hwm_"))
-        if last_lag_ms is not None:
-            changes["last_lag_ms"] = last_lag_ms
+        if advance.last_lag_ms is not None:
+            changes["last_lag_ms"] = advance.last_lag_ms
         if not changes:
             # Nothing to write means nothing fenced: a known shard must be read to be trusted.
             if known is None:
@@ -85,11 +153,7 @@ class HighWaterMarks:
                 shard_id, expected_counter=expected_counter, last_interval_start_ms=last_interval_start_ms
             )
         hwm_expected = {"hwm_instant_ms": current.instant_ms if current else ABSENT}
-        # The commit moves many shards' marks at once: grouped, one request carries several.
-        advanced = self._ledger.fenced_update(shard, changes, extra_expected=hwm_expected, grouped=True)
-        if mark is not None and "hwm_kind" in changes:
-            log.info("shard %s high-water mark -> %s", shard_id, mark.describe(position=False))
-        return advanced
+        return _MarkMove(FencedUpdate(shard, changes, hwm_expected), mark if "hwm_kind" in changes else None)
 
     def _range_from(self, cut: Boundary, last_interval_start_ms: int | None = None) -> ShardRange | None:
         """The range of the interval starting at ``cut``'s instant or, when there is none, the next

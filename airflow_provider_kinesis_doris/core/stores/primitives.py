@@ -72,7 +72,12 @@ class StoreItems(Protocol):
     def update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
         """:meth:`update` that answers only whether it applied, possibly sent together with the
         writes of other threads."""
-        return self.update(sk, changes, expected) is not None
+        return self.update_grouped_all([(sk, changes, expected)])[0]
+
+    def update_grouped_all(self, updates: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[bool]:
+        """:meth:`update_grouped` of each ``(sk, changes, expected)`` (in requests of many where the
+        store can); whether each applied."""
+        return [self.update(sk, changes, expected) is not None for sk, changes, expected in updates]
 
     def update(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` (None removes the attribute) if the item exists and every ``expected``

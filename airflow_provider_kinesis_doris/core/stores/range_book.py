@@ -36,6 +36,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class LoadedRange:
+    """A range whose every chunk Doris reported visible, with what its load counted."""
+
+    shard_id: str
+    interval_start_ms: int
+    counts: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class RangeSpan:
     """A stored range's interval, start cut and whether it is loaded, without its cuts read
     (what pruning weighs, :meth:`RangeBook.spans_through`)."""
@@ -181,25 +190,37 @@ class RangeBook:
 
         :raises CheckpointNotFound: no such range.
         """
-        sk = range_sk(shard_id, interval_start_ms)
-        changes = {
-            "state": RangeState.LOADED.value,
-            "counts": dict(counts or {}),
-            "updated_ms": self._items.clock(),
-        }
-        planned = self._planned_ranges.pop(sk, None)
+        return self.mark_ranges_loaded([LoadedRange(shard_id, interval_start_ms, counts or {})])[0]
+
+    def mark_ranges_loaded(self, loaded: Sequence[LoadedRange]) -> list[ShardRange]:
+        """:meth:`mark_range_loaded` of each range: those this store has seen PLANNED in one grouped
+        write (a commit of a thousand shards is then some ten transactions rather than a thousand
+        writes), the others each on its own. Idempotent.
+
+        :raises CheckpointNotFound: one has no such range.
+        """
         expected = {"state": RangeState.PLANNED.value}
-        if planned is not None:
-            # The commit marks many shards' ranges at once: grouped, one request carries several.
-            # The range was PLANNED as this store read it, and only its loaded state changes.
-            applied = self._items.update_grouped(sk, changes, expected)
-            updated = {**planned, **changes} if applied else None
-        else:
-            updated = self._items.update(sk, changes, expected)
-        stored = self._with_boundaries(updated) if updated is not None else self.get_range(shard_id, interval_start_ms)
-        if stored is None:
-            raise CheckpointNotFound(f"No range of shard {shard_id} for interval start {describe_instant(interval_start_ms)}")
-        return stored
+        marks = [
+            (range_sk(mark.shard_id, mark.interval_start_ms),
+             {"state": RangeState.LOADED.value, "counts": dict(mark.counts), "updated_ms": self._items.clock()})
+            for mark in loaded
+        ]  # fmt: skip
+        # Only its loaded state changes of a range this store read PLANNED: the write need only say
+        # whether it applied.
+        planned = [self._planned_ranges.pop(sk, None) for sk, _ in marks]
+        applied = iter(self._items.update_grouped_all(
+            [(sk, changes, expected) for (sk, changes), item in zip(marks, planned) if item is not None]))  # fmt: skip
+        marked = []
+        for mark, (sk, changes), item in zip(loaded, marks, planned):
+            if item is not None:
+                updated = {**item, **changes} if next(applied) else None
+            else:
+                updated = self._items.update(sk, changes, expected)
+            stored = self._with_boundaries(updated) if updated is not None else self.get_range(mark.shard_id, mark.interval_start_ms)
+            if stored is None:
+                raise CheckpointNotFound(f"No range of shard {mark.shard_id} for interval start {describe_instant(mark.interval_start_ms)}")
+            marked.append(stored)
+        return marked
 
     def settle_chunk_limits(self, shard_id: str, interval_start_ms: int, proposed: ChunkLimits) -> ChunkLimits:
         """The chunk limits of a range, fixed by the first run that loads it.

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
@@ -24,6 +25,16 @@ from airflow_provider_kinesis_doris.core.stores.items import (
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FencedUpdate:
+    """``changes`` to a shard, applied only if its counter is still ``shard``'s and every
+    ``extra_expected`` attribute holds (:meth:`ShardLedger.fenced_update`)."""
+
+    shard: ShardCheckpoint
+    changes: Mapping[str, Any]
+    extra_expected: Mapping[str, Any]
 
 
 class BoundaryStore(Protocol):
@@ -249,19 +260,35 @@ class ShardLedger:
 
         :param grouped: the write may go with other threads' writes (the store's grouped update).
         :return: the shard as updated."""
-        all_changes = {**changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._items.clock()}
-        expected = {"lease_counter": shard.lease_counter, **extra_expected}
         if grouped:
-            # The counter held, so the stored shard was ``shard``: it is now that with the changes.
-            applied = self._items.update_grouped(shard_sk(shard.shard_id), all_changes, expected)
-            merged = {**shard_attributes(shard), **all_changes}
-            updated = {name: value for name, value in merged.items() if value is not None} if applied else None
+            updated = self.fenced_updates([FencedUpdate(shard, changes, extra_expected)])[0]
         else:
-            updated = self._items.update(shard_sk(shard.shard_id), all_changes, expected)
+            sk, all_changes, expected = self._fenced(FencedUpdate(shard, changes, extra_expected))
+            item = self._items.update(sk, all_changes, expected)
+            updated = shard_from_item(item) if item is not None else None
         if updated is None:
             stored = self.get_shard(shard.shard_id)
             raise lease_conflict(shard.shard_id, shard.lease_counter, stored.lease_counter if stored else None)
-        return shard_from_item(updated)
+        return updated
+
+    def fenced_updates(self, updates: Sequence[FencedUpdate]) -> list[ShardCheckpoint | None]:
+        """:meth:`fenced_update` of each, in one grouped write (transactions of many shards): each
+        shard as updated, or None where its counter had moved (the caller reads it again)."""
+        writes = [self._fenced(update) for update in updates]
+        applied = self._items.update_grouped_all(writes)
+        updated: list[ShardCheckpoint | None] = []
+        for update, (_, all_changes, _), ok in zip(updates, writes, applied):
+            # The counter held, so the stored shard was ``update.shard``: it is now that with the changes.
+            merged = {**shard_attributes(update.shard), **all_changes}
+            updated.append(shard_from_item({name: value for name, value in merged.items() if value is not None}) if ok else None)
+        return updated
+
+    def _fenced(self, update: FencedUpdate) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """The conditional update of :meth:`fenced_update`: its key, its changes with the counter
+        bumped, and its condition."""
+        shard = update.shard
+        all_changes = {**update.changes, "lease_counter": shard.lease_counter + 1, "updated_ms": self._items.clock()}
+        return shard_sk(shard.shard_id), all_changes, {"lease_counter": shard.lease_counter, **update.extra_expected}
 
     # topology -------------------------------------------------------------------------------
 

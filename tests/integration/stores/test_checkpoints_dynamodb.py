@@ -13,7 +13,9 @@ from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound, Shard
 from airflow_provider_kinesis_doris.core.prune import prune_shard
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
-from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT
+from airflow_provider_kinesis_doris.core.stores.items import CHUNK_INTENT, range_sk
+from airflow_provider_kinesis_doris.core.stores.high_water_marks import MarkAdvance
+from airflow_provider_kinesis_doris.core.stores.range_book import LoadedRange
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
@@ -400,3 +402,59 @@ def test_cuts_put_by_many_threads_go_in_transactions_and_each_gets_the_stored_on
     assert {shard_id: store.ledger.get_boundary(shard_id, 5000) for shard_id in shards} == answers
     assert puts[0] + transactions[0] < len(shards) // 2, (puts, transactions)
     assert transactions[0] >= 1
+
+
+def test_a_commit_marks_its_ranges_loaded_in_transactions_of_a_hundred(dynamodb_client: Any, table_name: str) -> None:
+    """120 planned ranges marked loaded at once, 8 of them marked already by another run: two
+    transactions (100 and 20), the ones cancelled by the loaded ranges sent again without them, no
+    write of one item; each range comes back LOADED, with the counts of the run that marked it."""
+    store = dynamo_store(dynamodb_client, table_name, PIPELINE)
+    shards = [f"shardId-{n:012d}" for n in range(120)]
+    for n, shard_id in enumerate(shards):
+        _planned_range(store, _at(1000, 2 * n, shard_id), _at(2000, 2 * n + 1, shard_id), 1000)
+    other = dynamo_store(dynamodb_client, table_name, PIPELINE)
+    for shard_id in shards[::15]:
+        other.ranges.mark_range_loaded(shard_id, 1000, {"records": 99})
+    updates, transactions = _count_calls(dynamodb_client, "UpdateItem"), _count_calls(dynamodb_client, "TransactWriteItems")
+
+    marked = store.ranges.mark_ranges_loaded([LoadedRange(shard_id, 1000, {"records": 1}) for shard_id in shards])
+
+    assert [(r.shard_id, r.state) for r in marked] == [(shard_id, RangeState.LOADED) for shard_id in shards]
+    assert (updates[0], transactions[0]) == (0, 4)  # each of the two cancelled once, then sent without the loaded ones
+    stored = dynamo_store(dynamodb_client, table_name, PIPELINE).items.get_many([range_sk(s, 1000) for s in shards])
+    assert [(item["state"], item["counts"]["records"]) for item in (stored[range_sk(s, 1000)] for s in shards)] == [
+        (RangeState.LOADED.value, 99 if n % 15 == 0 else 1) for n in range(len(shards))
+    ]
+
+
+def test_a_commit_moves_its_marks_in_transactions_and_hands_back_the_races_it_lost(
+    dynamodb_client: Any, table_name: str
+) -> None:
+    """110 shards, each with a loaded range, their marks moved at once on the shards as read
+    before; another run moved 5 of them meanwhile: two transactions (100 and 10; the first, holding
+    the 5, cancelled and sent again without them), no write of one item; the 5 come back as None,
+    unchanged, the rest with their marks."""
+    store = dynamo_store(dynamodb_client, table_name, PIPELINE)
+    shards = [f"shardId-{n:012d}" for n in range(110)]
+    for n, shard_id in enumerate(shards):
+        store.ledger.register_shard(_info(shard_id))
+        _planned_range(store, _at(1000, 2 * n, shard_id), _at(2000, 2 * n + 1, shard_id), 1000)
+    store.ranges.mark_ranges_loaded([LoadedRange(shard_id, 1000, {}) for shard_id in shards])
+    read = {shard.shard_id: shard for shard in store.ledger.list_shard_checkpoints()}
+    rival = dynamo_store(dynamodb_client, table_name, PIPELINE)
+    for shard_id in shards[::22]:
+        rival.ledger.fenced_update(read[shard_id], {"last_lag_ms": 1}, extra_expected={})
+    updates, transactions = _count_calls(dynamodb_client, "UpdateItem"), _count_calls(dynamodb_client, "TransactWriteItems")
+
+    moved = store.marks.advance_high_water_marks(
+        [MarkAdvance(shard_id, 7, read[shard_id]) for shard_id in shards], last_interval_start_ms=None, concurrency=8
+    )
+
+    lost = [n for n in range(len(shards)) if n % 22 == 0]
+    assert [n for n, shard in enumerate(moved) if shard is None] == lost
+    assert all(shard.high_water_mark == _at(2000, 2 * n + 1, shards[n]) and shard.last_lag_ms == 7
+               for n, shard in enumerate(moved) if shard is not None)  # fmt: skip
+    assert (updates[0], transactions[0]) == (0, 3)
+    stored = {shard.shard_id: shard for shard in rival.ledger.list_shard_checkpoints()}
+    assert [stored[shards[n]].high_water_mark for n in lost] == [None] * len(lost)
+    assert {stored[shard_id].last_lag_ms for n, shard_id in enumerate(shards) if n not in lost} == {7}
