@@ -68,7 +68,7 @@ from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.load import run_here
 from airflow_provider_kinesis_doris.core import loader_processes, pipeline
-from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
+from airflow_provider_kinesis_doris.core.loader_processes import find_cuts_in_processes, run_in_processes
 from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner, run_interval
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
@@ -189,18 +189,19 @@ _CARRIERS = ("/core/stores/", "/core/kinesis/shard_pages.py", "/core/retry.py")
 
 @dataclass
 class LoadsElsewhere:
-    """What one interval's loader processes did, from their reports."""
+    """What one interval's loader processes did, from their reports, by phase: ``plan`` (the ends
+    of new ranges found ahead) and ``load``."""
 
-    waited_s: float = 0.0
+    waited_s: Counter[str] = field(default_factory=Counter)
     """The driver's modelled seconds while it waited for them (its clock runs on meanwhile)."""
-    loads_s: float = 0.0
-    """Each load's slowest loader process, on its own clock, summed over the interval's loads."""
+    slowest_s: Counter[str] = field(default_factory=Counter)
+    """Each run of processes' slowest process, on its own clock, summed over the interval."""
     calls: Counter[str] = field(default_factory=Counter)
     counts: dict[str, Counter[str]] = field(default_factory=lambda: {kind: Counter() for kind in MODEL_COUNTS})
 
-    def add(self, reports: Sequence[Mapping[str, Any]], waited_s: float) -> None:
-        self.waited_s += waited_s
-        self.loads_s += max((report["aws_s"] for report in reports), default=0.0)
+    def add(self, phase: str, reports: Sequence[Mapping[str, Any]], waited_s: float) -> None:
+        self.waited_s[phase] += waited_s
+        self.slowest_s[phase] += max((report["aws_s"] for report in reports), default=0.0)
         for report in reports:
             self.calls.update(report["calls"])
             for kind in MODEL_COUNTS:
@@ -226,15 +227,16 @@ class LoaderProcesses:
         elsewhere, original = LoadsElsewhere(), loader_processes._in_children
         clock = model.clock.now if model else time.perf_counter
 
-        def watched(*args: Any, **kwargs: Any) -> Any:
+        def watched(work: Any, *args: Any, **kwargs: Any) -> Any:
             for stale in self.reports.glob("*.json"):
                 stale.unlink()
             started = clock()
             try:
-                return original(*args, **kwargs)
+                return original(work, *args, **kwargs)
             finally:  # the processes have ended: their reports are written
                 reports = [json.loads(path.read_text()) for path in self.reports.glob("*.json")]
-                elsewhere.add(reports, clock() - started)
+                phase = "plan" if work is loader_processes._find_cuts_here else "load"
+                elsewhere.add(phase, reports, clock() - started)
 
         loader_processes._in_children = watched
         try:
@@ -255,19 +257,24 @@ def _in_a_loader_process(settings: Mapping[str, Any]) -> None:
         # A seed of its own: the processes' slow calls are not the same calls.
         model = AwsModel(tail=LatencyTail(seed=os.getpid()), clock=VirtualClock(reports / EMULATOR_LOCK))
         within.enter_context(model.active())
-    started, load_share = model.clock.now() if model else 0.0, loader_processes.load_share
+    started = model.clock.now() if model else 0.0
 
-    def reporting(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return load_share(*args, **kwargs)
-        finally:
-            figures = {"calls": dict(calls), "aws_s": model.clock.now() - started if model else 0.0,
-                       **{kind: dict(count) for kind, count in _model_counts(model).items()}}  # fmt: skip
-            within.close()
-            (reports / f"{os.getpid()}.json").write_text(json.dumps(figures))
+    def reporting(work: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return work(*args, **kwargs)
+            finally:
+                figures = {"calls": dict(calls), "aws_s": model.clock.now() - started if model else 0.0,
+                           **{kind: dict(count) for kind, count in _model_counts(model).items()}}  # fmt: skip
+                within.close()
+                (reports / f"{os.getpid()}.json").write_text(json.dumps(figures))
+
+        return run
 
     # Not at the process's exit: multiprocessing clears the finalizers registered before its start.
-    loader_processes.load_share = reporting
+    # A process either loads its share or finds the plan's cuts for its share.
+    loader_processes.load_share = reporting(loader_processes.load_share)
+    loader_processes.find_cuts = reporting(loader_processes.find_cuts)
 
 
 @contextmanager
@@ -402,11 +409,13 @@ def _recurring_figures(shape: str, run: dict[str, Any], shards: int) -> dict[str
 
 def _modelled_figures(name: str, run: dict[str, Any]) -> dict[str, Any]:
     """Under the AWS model: the interval's seconds on the model's clock (the emulators' service time
-    left out, AWS's latency in), with loader processes their loads' part of it (``loads_*_aws_s``),
-    and what the models counted by operation (``MODEL_COUNTS``); nothing without it."""
+    left out, AWS's latency in), with loader processes their loads' part of it (``loads_*_aws_s``)
+    and the plan's cuts they found ahead (``cuts_*_aws_s``), and what the models counted by
+    operation (``MODEL_COUNTS``); nothing without it."""
     if "aws_seconds" not in run:
         return {}
-    loads = {f"loads_{name}_aws_s": run["loads_aws_seconds"]} if "loads_aws_seconds" in run else {}
+    loads = {f"loads_{name}_aws_s": run["loads_aws_seconds"], f"cuts_{name}_aws_s": run["cuts_aws_seconds"]} \
+        if "loads_aws_seconds" in run else {}
     return {f"{name}_aws_s": run["aws_seconds"], **loads, **{f"{kind}_{name}": run[kind] for kind in MODEL_COUNTS}}
 
 
@@ -526,21 +535,25 @@ def _interval(
                 loading["load"] += clock() - load_started
 
         # Without the hourly pruning: its cost is in the history line (one run an hour pays it).
+        # The loader processes find each plan's cuts ahead, as the operator has them do.
+        find_cuts = partial(find_cuts_in_processes, processes=loaders.processes, lanes=concurrency) if loaders else None
         result = run_interval(
             replace(config, driver_concurrency=concurrency, prune=False), start, end, kinesis=stack.kinesis,
-            store=store, credentials=credentials, runner=timed_runner,
+            store=store, credentials=credentials, runner=timed_runner, find_cuts=find_cuts,
         )  # fmt: skip
         ended_real = time.perf_counter()
         ended = model.clock.now() if model else ended_real  # one reading: the phases add up to the seconds
         seconds = round(ended_real - started, 2)
         # Under the model with loader processes, the driver's clock ran on while it waited for
         # them: their own clocks' time stands in for that wait.
-        waited, loads = (elsewhere.waited_s, elsewhere.loads_s) if model else (0.0, 0.0)
-        total = ended - clock_started - waited + loads
-        phases = _phases(in_phases, loading["load"] - waited + loads, total)
+        waited, slowest = (elsewhere.waited_s, elsewhere.slowest_s) if model else (Counter[str](), Counter[str]())
+        total = ended - clock_started - sum(waited.values()) + sum(slowest.values())
+        in_phases["plan"] += slowest["plan"] - waited["plan"]
+        phases = _phases(in_phases, loading["load"] - waited["load"] + slowest["load"], total)
         modelled = {
             "aws_seconds": round(total, 2),
-            **({"loads_aws_seconds": round(elsewhere.loads_s, 2)} if loaders else {}),
+            **({"loads_aws_seconds": round(elsewhere.slowest_s["load"], 2),
+                "cuts_aws_seconds": round(elsewhere.slowest_s["plan"], 2)} if loaders else {}),
             **{kind: dict(count - before[kind] + elsewhere.counts[kind]) for kind, count in _model_counts(model).items()},
         } if model else {}  # fmt: skip
     cpu_after = _with_driver(cpu_seconds(services))

@@ -14,6 +14,10 @@ class once every process has ended (the other groups load meanwhile, as other Sp
 process that dies leaves what a killed task leaves, which the next attempt resumes under the same
 labels.
 
+Before the loads, the same processes find the ends of the interval's new ranges for the plan
+(:func:`find_cuts_in_processes`, :mod:`~.plan_cuts`): reads of Kinesis only, which the plan
+stores as it stores its own.
+
 The children are forked from Python's fork server, not from the task: the task's process runs
 threads, and a fork of it would copy the locks they hold. The server is started once per task
 process, with this module (boto3, requests) imported, so that each run's children start in
@@ -25,6 +29,7 @@ outright leaves no loader sending behind it.
 
 from __future__ import annotations
 
+import json
 import logging
 import logging.handlers
 import multiprocessing
@@ -37,12 +42,15 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from airflow_provider_kinesis_doris.core.aws_clients import aws_client
 from airflow_provider_kinesis_doris.core.concurrency import map_bounded
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
 from airflow_provider_kinesis_doris.core.load import LoadClients, LoaderAws, load_ranges, reports_or_failure, run_here
-from airflow_provider_kinesis_doris.core.load_job import LoadJob
+from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_from_dict, boundary_to_dict
+from airflow_provider_kinesis_doris.core.model import Boundary
+from airflow_provider_kinesis_doris.core.plan_cuts import CutRequest, find_cuts
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
-from airflow_provider_kinesis_doris.core.settings import Credentials
+from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
 
 log = logging.getLogger(__name__)
 
@@ -96,71 +104,115 @@ def run_in_processes(job: LoadJob, credentials: Credentials, *, processes: int, 
         return run_here(job, credentials, lanes=lanes)
     shares = share_groups(groups, min(processes, -(-len(groups) // lanes)))  # no process with idle lanes
     log.info("loading %d range groups in %d processes of %d lanes", len(groups), len(shares), lanes)
-    reports = _in_children(job, credentials, shares, lanes)
+    payloads = [(job.to_json(), asdict(credentials), share, lanes) for share in shares]
+    answers = _in_children(_load_share_here, payloads, lambda number: _died_loading(job, shares[number]))
+    reports = [RangeReport.from_json(text) for answer in answers for text in answer]
     raise_first_failure(reports)
     return reports
 
 
-def _in_children(job: LoadJob, credentials: Credentials, shares: list[Share], lanes: int) -> list[RangeReport]:
+def find_cuts_in_processes(
+    config: PipelineConfig, credentials: Credentials, requests: Sequence[CutRequest], trim_horizon_ms: int | None,
+    *, processes: int, lanes: int,
+) -> list[Boundary | None]:
+    """The plan's cuts found ahead (:mod:`~.plan_cuts`) in up to ``processes`` child processes of
+    ``lanes`` lanes each, the shards dealt among them; in this process when one process's lanes
+    hold every request. None where a cut was not found (the plan reads it itself)."""
+    if processes <= 1 or len(requests) <= lanes:
+        return [None] * len(requests)  # the plan's own threads read as fast: nothing to find ahead
+    count = min(processes, -(-len(requests) // lanes))
+    shares = [list(range(share, len(requests), count)) for share in range(count)]
+    aws = json.dumps(asdict(config.aws))
+    payloads = [(aws, config.stream_name, asdict(credentials), [requests[i].to_json() for i in share], trim_horizon_ms, lanes)
+                for share in shares]  # fmt: skip
+    log.info("finding the ends of %d new ranges in %d processes of %d lanes", len(requests), count, lanes)
+    found: list[Boundary | None] = [None] * len(requests)
+    try:
+        answers = _in_children(_find_cuts_here, payloads, lambda number: _died_finding(len(shares[number])))
+    except LoaderProcessFailed as failed:
+        log.warning("%s; the plan reads the ends of the new ranges itself", failed)
+        return found
+    for share, answer in zip(shares, answers):
+        for index, text in zip(share, answer):
+            found[index] = boundary_from_dict(json.loads(text)) if text else None
+    return found
+
+
+Work = Callable[..., list[str]]
+"""What a child does with its payload (and its number), as the JSON texts it sends back."""
+
+
+def _in_children(work: Work, payloads: Sequence[tuple[Any, ...]], died: Callable[[int], str]) -> list[list[str]]:
+    """``work(*payload, number)`` in one child per payload; each child's answer, in order.
+
+    :param died: what a child that ended without its answer was doing, for the error.
+    :raises LoaderProcessFailed: a child failed, or ended without its answer.
+    """
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([__name__])
     levels = _log_levels()
-    children: list[tuple[Any, Connection, Share]] = []
+    children: list[tuple[Any, Connection]] = []
     try:
-        for number, share in enumerate(shares):
+        for number, payload in enumerate(payloads):
             receive, send = context.Pipe()  # duplex: the child also learns from it that the task ended
             child = context.Process(
-                target=_load_in_child,
-                args=(send, levels, dict(os.environ), job.to_json(), asdict(credentials), share, lanes, number),
+                target=_in_child, args=(send, levels, dict(os.environ), work, payload, number),
                 name=f"kinesis-doris-loader-{number}", daemon=True,
             )  # fmt: skip
             child.start()
             send.close()  # the child's end: once the child is gone, reading this end meets EOF, and the other way round
-            children.append((child, receive, share))
-        return _gather(job, children)
+            children.append((child, receive))
+        return _gather(children, died)
     finally:
-        for child, _, _ in children:
+        for child, _ in children:
             if child.is_alive():
                 child.terminate()
-        for child, receive, _ in children:
+        for child, receive in children:
             child.join()
             receive.close()
 
 
-def _gather(job: LoadJob, children: list[tuple[Any, Connection, Share]]) -> list[RangeReport]:
-    """The reports of every child, its log records handed to the task's log as they come. Each
+def _gather(children: list[tuple[Any, Connection]], died: Callable[[int], str]) -> list[list[str]]:
+    """The answer of every child, its log records handed to the task's log as they come. Each
     child has a pipe of its own (one writer: a child killed mid-write leaves no lock held), so the
-    first child to end without its reports raises at once; the caller's ``finally`` stops the others."""
-    reports: list[RangeReport] = []
-    waiting = {receive: (child, share) for child, receive, share in children}
+    first child to end without its answer raises at once; the caller's ``finally`` stops the others."""
+    answers: list[list[str]] = [[] for _ in children]
+    waiting = {receive: (number, child) for number, (child, receive) in enumerate(children)}
     while waiting:
         for receive in wait(list(waiting)):
-            child, share = waiting[receive]  # type: ignore[index]
+            number, child = waiting[receive]  # type: ignore[index]
             try:
                 kind, payload = receive.recv()  # type: ignore[union-attr]
             except EOFError:
                 child.join()
-                raise LoaderProcessFailed(_died(child, job, share)) from None
+                raise LoaderProcessFailed(f"{child.name} (pid {child.pid}) {_how_it_ended(child)} before it reported, "
+                                          f"{died(number)}") from None  # fmt: skip
             if kind == "log":
                 _to_task_log(payload)
                 continue
             if kind == "error":
                 raise LoaderProcessFailed(f"{child.name} (pid {child.pid}) failed: {payload}")
-            reports.extend(RangeReport.from_json(text) for text in payload)
+            answers[number] = payload
             del waiting[receive]  # type: ignore[arg-type]
-    return reports
+    return answers
 
 
-def _died(child: Any, job: LoadJob, share: Share) -> str:
+def _how_it_ended(child: Any) -> str:
     code = child.exitcode
-    how = f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+    return f"was killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exited with code {code}"
+
+
+def _died_loading(job: LoadJob, share: Share) -> str:
     shards = sorted({job.ranges[index].shard_id for group in share for index in group})
     return (
-        f"{child.name} (pid {child.pid}) {how} before it reported, while loading {len(shards)} shards "
-        f"({', '.join(shards[:5])}{', ...' if len(shards) > 5 else ''}). If it ran out of memory, lower the lanes or the "
-        "processes, or chunk_max_bytes (each lane holds two chunks). What it loaded is recorded; a retry of the task "
-        "loads the rest under the same labels"
+        f"while loading {len(shards)} shards ({', '.join(shards[:5])}{', ...' if len(shards) > 5 else ''}). If it ran out "
+        "of memory, lower the lanes or the processes, or chunk_max_bytes (each lane holds two chunks). What it loaded "
+        "is recorded; a retry of the task loads the rest under the same labels"
     )
+
+
+def _died_finding(count: int) -> str:
+    return f"while finding the ends of {count} new ranges for the plan"
 
 
 def _log_levels() -> tuple[int, int]:
@@ -196,14 +248,14 @@ class _ToTask(logging.handlers.QueueHandler):
             self.send.send(("log", record))
 
 
-def _load_in_child(
-    send: Connection, levels: tuple[int, int], environment: dict[str, str], job_json: str, credentials: dict[str, Any],
-    share: Share, lanes: int, number: int,
+def _in_child(
+    send: Connection, levels: tuple[int, int], environment: dict[str, str], work: Work, payload: tuple[Any, ...],
+    number: int,
 ) -> None:
-    """A child's life: load ``share`` and send back ("reports", [JSON]) or ("error", text), its
-    log records as ("log", record) before them. Its environment is the task's as the child starts,
-    not the fork server's from its own start, a run earlier perhaps (AWS's default credential
-    chain and proxies read it); multiprocessing already sends the task's import path."""
+    """A child's life: ``work(*payload, number)``, sending back ("answer", [JSON]) or ("error",
+    text), its log records as ("log", record) before them. Its environment is the task's as the
+    child starts, not the fork server's from its own start, a run earlier perhaps (AWS's default
+    credential chain and proxies read it); multiprocessing already sends the task's import path."""
     threading.Thread(target=_end_with_the_task, args=(send,), name="kinesis-doris-task-watch", daemon=True).start()
     os.environ.clear()
     os.environ.update(environment)
@@ -213,17 +265,31 @@ def _load_in_child(
     logging.getLogger(PACKAGE).setLevel(levels[0])
     root.setLevel(levels[1])
     try:
-        job = LoadJob.from_json(job_json)
-        secrets = Credentials(**credentials)
-        aws = LoaderAws.of(job, secrets, threads=lanes)
-        reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, in_loader_process(number))
-        message: tuple[str, Any] = ("reports", [report.to_json() for report in reports])
+        message: tuple[str, Any] = ("answer", work(*payload, number))
     except BaseException as error:  # every failure goes back to the task, as text
         log.exception("loader process %d failed", number)  # the traceback, in the task's log
         message = ("error", "".join(traceback.format_exception_only(type(error), error)).strip())
     with handler.turn:
         send.send(message)
     send.close()
+
+
+def _load_share_here(job_json: str, credentials: dict[str, Any], share: Share, lanes: int, number: int) -> list[str]:
+    job = LoadJob.from_json(job_json)
+    secrets = Credentials(**credentials)
+    aws = LoaderAws.of(job, secrets, threads=lanes)
+    reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, in_loader_process(number))
+    return [report.to_json() for report in reports]
+
+
+def _find_cuts_here(
+    aws_json: str, stream_name: str, credentials: dict[str, Any], requests: list[str], trim_horizon_ms: int | None,
+    lanes: int, number: int,
+) -> list[str]:
+    aws = AwsSettings(**json.loads(aws_json))
+    kinesis = aws_client("kinesis", aws.kinesis_endpoint_url, aws, Credentials(**credentials), connections=lanes)
+    found = find_cuts(kinesis, stream_name, [CutRequest.from_json(text) for text in requests], trim_horizon_ms, lanes)
+    return [json.dumps(boundary_to_dict(cut)) if cut is not None else "" for cut in found]
 
 
 def _end_with_the_task(pipe: Connection) -> None:

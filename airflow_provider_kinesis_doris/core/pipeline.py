@@ -10,6 +10,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
@@ -27,6 +28,7 @@ from airflow_provider_kinesis_doris.core.report import RangeReport
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange, describe_instant, describe_interval
 from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
 from airflow_provider_kinesis_doris.core.plan import InitialPosition, Plan, plan_interval, settle_initial_position
+from airflow_provider_kinesis_doris.core.plan_cuts import CutFinder, CutRequest
 from airflow_provider_kinesis_doris.core.prune import PruneResult, prune_horizon, prune_if_due
 from airflow_provider_kinesis_doris.core.kinesis.reader import RangeReader, holds_a_record
 from airflow_provider_kinesis_doris.core.rebalance import weights_for_plan
@@ -36,6 +38,10 @@ log = logging.getLogger(__name__)
 BACKLOG_SHARE_OF_RETENTION = 0.5
 """Skipped intervals left for later runs fail the run once the oldest is older than this share of
 the stream's retention (I11)."""
+
+CutsElsewhere = Callable[[PipelineConfig, Credentials, Sequence[CutRequest], "int | None"], "list[Boundary | None]"]
+"""Finds a plan's cuts ahead elsewhere (``core.loader_processes.find_cuts_in_processes``), given the
+pipeline, its credentials, the requests and the stream's trim horizon."""
 
 Runner = Callable[[LoadJob, Credentials], Sequence[RangeReport]]
 """Loads a job's ranges and returns one report per range (``spark.runner.run_spark_job`` or
@@ -156,6 +162,7 @@ def run_interval(
     clock: Callable[[], int] = wall_clock_ms,
     catch_up: CatchUp | None = None,
     doris: Any | None = None,
+    find_cuts: CutsElsewhere | None = None,
 ) -> IntervalResult:
     """Plan ``[start_ms, end_ms)``, load its ranges with ``runner``, then commit; first the same
     for each interval below it that no DAG run covers, when ``catch_up`` says how to find them.
@@ -170,6 +177,8 @@ def run_interval(
     :param doris: the Doris client the driver asks the label-window canary with, before the runner
         starts; None: one built from ``config.doris`` and ``credentials``' password for each run
         that loads.
+    :param find_cuts: finds the ends of each plan's new ranges ahead, elsewhere (the loader
+        processes of ``InProcessRunner(processes=N)``); None: the plan reads them itself.
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.
     :raises IntervalsSkipped: intervals below this one are skipped and ``catch_up`` says not to
@@ -184,7 +193,7 @@ def run_interval(
     def run(start: int, end: int) -> IntervalResult:
         return _run_one(
             config, start, end, kinesis=kinesis, store=store, credentials=credentials, runner=runner, clock=clock,
-            doris=doris,
+            doris=doris, find_cuts=partial(find_cuts, config, credentials) if find_cuts else None,
         )  # fmt: skip
 
     if catch_up is None:
@@ -292,9 +301,10 @@ def _run_one(
     runner: Runner,
     clock: Callable[[], int],
     doris: Any | None,
+    find_cuts: CutFinder | None,
 ) -> IntervalResult:
     with in_phase(Phase.PLANNING):
-        plan = plan_interval(kinesis, store, config, start_ms, end_ms, clock=clock)
+        plan = plan_interval(kinesis, store, config, start_ms, end_ms, clock=clock, find_cuts=find_cuts)
     for shard in plan.shards:
         log.info(
             "plan %s %s shard %s (%s): %s%s",

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_provider_kinesis_doris.core import handover
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary
+from airflow_provider_kinesis_doris.core.plan_cuts import CutFinder, CutRequest, end_cut_requests
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
@@ -154,6 +155,7 @@ def plan_interval(
     interval_end_ms: int,
     *,
     clock: Callable[[], int] = wall_clock_ms,
+    find_cuts: CutFinder | None = None,
 ) -> Plan:
     """Plan the sealed interval ``[interval_start_ms, interval_end_ms)`` and persist its ranges.
 
@@ -168,6 +170,8 @@ def plan_interval(
     :param interval_start_ms: interval start, epoch ms (inclusive).
     :param interval_end_ms: interval end, epoch ms (exclusive); later than the start.
     :param clock: now, in epoch ms.
+    :param find_cuts: finds the ends of the interval's new ranges ahead, elsewhere (the loader
+        processes: :mod:`~.plan_cuts`); without it the planner reads Kinesis for each itself.
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
     """
@@ -193,12 +197,14 @@ def plan_interval(
     horizon_ms = trim_horizon(kinesis, config.stream_name, clock)
     # The cuts at the interval's start, stored by the previous interval's run, and the interval's
     # ranges of an earlier attempt: batched reads.
-    uncut = store.ledger.prefetch_boundaries(shard_ids, interval_start_ms)
+    starts = store.ledger.read_boundaries(shard_ids, interval_start_ms)
+    stored = store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}
+    requests = end_cut_requests(listed, starts, stored, interval_end_ms) if find_cuts and own_ranges else []
+    found = dict(zip(requests, find_cuts(requests, horizon_ms))) if find_cuts and requests else {}
     planner = _IntervalPlanner(
         kinesis, store, config, interval_start_ms, interval_end_ms, listed,
-        floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms,
-        stored=store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}, checkpoints=checkpoints,
-        clock=clock, uncut=uncut,
+        floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms, stored=stored,
+        checkpoints=checkpoints, clock=clock, uncut=set(shard_ids) - set(starts), found=found,
     )  # fmt: skip
     for generation in parent_generations(listed):
         map_bounded(planner.plan_shard, generation, config.driver_concurrency)
@@ -318,6 +324,7 @@ class _IntervalPlanner:
         checkpoints: dict[str, ShardCheckpoint],
         clock: Callable[[], int],
         uncut: set[str],
+        found: Mapping[CutRequest, Boundary | None],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -338,6 +345,9 @@ class _IntervalPlanner:
         self.uncut = uncut
         """Shards with no cut stored at the interval's start when the run began: a new range's
         start there is resolved without reading first (put once all the same)."""
+        self.found = found
+        """Cuts found ahead (:mod:`~.plan_cuts`), by what was asked: taken for that shard, instant
+        and earlier cut instead of a read of Kinesis."""
 
     def plan_shard(self, shard: ShardInfo) -> ShardPlan:
         checkpoint = self.checkpoints[shard.shard_id]
@@ -520,10 +530,11 @@ class _IntervalPlanner:
         put: bool = True,
     ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
+        found = self.found.get(CutRequest(shard, instant_ms, earlier)) if earlier is not None else None
         return resolve_boundary(
             self.kinesis, self.store.ledger, self.config.stream_name, shard, instant_ms,
             created_after=created_after, earlier=earlier, unstored=unstored, put=put,
-            trim_horizon_ms=self.trim_horizon_ms, clock=self.clock,
+            trim_horizon_ms=self.trim_horizon_ms, clock=self.clock, found=found,
         )  # fmt: skip
 
     def _created_after(self, shard: ShardInfo, instant_ms: int) -> bool:

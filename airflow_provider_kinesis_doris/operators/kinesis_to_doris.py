@@ -226,6 +226,7 @@ class KinesisToDorisOperator(KinesisPipelineBaseOperator):
                                                                self.executor_credentials),
                 runner=runner, catch_up=catch_up_for(context, load=self.state.load_skipped_intervals,
                                       max_intervals=self.state.max_skipped_intervals),
+                find_cuts=setup.cut_finder(self.runner),
             )  # fmt: skip
         except ShardsWaiting as exc:
             # The failed try still tells, in XCom, which shards wait for which parents, and its

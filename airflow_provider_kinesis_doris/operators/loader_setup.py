@@ -32,8 +32,8 @@ from airflow_provider_kinesis_doris.core.doris.identifiers import check_name, sp
 from airflow_provider_kinesis_doris.core.doris.options import StreamLoadOptions
 from airflow_provider_kinesis_doris.core.errors import ConfigurationError
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
-from airflow_provider_kinesis_doris.core.loader_processes import run_in_processes
-from airflow_provider_kinesis_doris.core.pipeline import PipelineConfig, Runner
+from airflow_provider_kinesis_doris.core.loader_processes import find_cuts_in_processes, run_in_processes
+from airflow_provider_kinesis_doris.core.pipeline import CutsElsewhere, PipelineConfig, Runner
 from airflow_provider_kinesis_doris.core.runner_choice import SPARK, AutoRunner
 from airflow_provider_kinesis_doris.operators.spark_connections import LoadJobSubmitter, spark_connect_url
 
@@ -192,6 +192,15 @@ def build_runner(
     return runner_kind(runner).build(runner, spark, store, concurrency)
 
 
+def cut_finder(runner: RunnerConfig) -> CutsElsewhere | None:
+    """Where each plan's cuts are found ahead (:mod:`~.core.plan_cuts`): the loader processes of
+    the runner's in-process settings, when it has more than one; else the plan reads them itself."""
+    in_process = runner_kind(runner).in_process_of(runner)
+    if in_process is None or in_process.processes <= 1:
+        return None
+    return partial(find_cuts_in_processes, processes=in_process.processes, lanes=in_process.lanes)
+
+
 def loading_step(runner: RunnerConfig, auto: AutoRunner | None) -> str:
     """The load a run's runner ran, as a failure names it."""
     return runner_kind(runner).loading_step(runner, auto)
@@ -213,6 +222,8 @@ class RunnerKind:
     the chooser when it decides per run."""
     loading_step: Callable[[Any, AutoRunner | None], str]
     """The load a run ran, as a failure names it."""
+    in_process_of: Callable[[Any], InProcessRunner | None]
+    """The in-process settings whose loader processes find each plan's cuts ahead; None without."""
 
 
 def _described(runner: SparkRunner | InProcessRunner, auto: AutoRunner | None) -> str:
@@ -245,12 +256,17 @@ def _spark_or_in_process(
 
 
 RUNNER_KINDS: Mapping[type, RunnerKind] = {
-    SparkRunner: RunnerKind(spark_of=lambda runner: runner, always_spark=True, build=_spark_job, loading_step=_described),
+    SparkRunner: RunnerKind(
+        spark_of=lambda runner: runner, always_spark=True, build=_spark_job, loading_step=_described,
+        in_process_of=lambda runner: None,
+    ),
     InProcessRunner: RunnerKind(
-        spark_of=lambda runner: None, always_spark=False, build=_in_process, loading_step=_described
+        spark_of=lambda runner: None, always_spark=False, build=_in_process, loading_step=_described,
+        in_process_of=lambda runner: runner,
     ),
     SparkOrInProcess: RunnerKind(
-        spark_of=lambda runner: runner.spark, always_spark=False, build=_spark_or_in_process, loading_step=_chosen_step
+        spark_of=lambda runner: runner.spark, always_spark=False, build=_spark_or_in_process, loading_step=_chosen_step,
+        in_process_of=lambda runner: runner.in_process,
     ),
 }
 """Each class of ``runner`` settings (``config.GROUPS["runner"]``) and what the loader does with

@@ -195,3 +195,19 @@ def test_each_class_the_runner_parameter_takes_has_its_kind() -> None:
     from airflow_provider_kinesis_doris.operators.loader_setup import RUNNER_KINDS
 
     assert set(RUNNER_KINDS) == set(GROUPS["runner"])
+
+
+def test_the_loader_processes_find_the_plans_cuts_only_where_the_runner_has_more_than_one() -> None:
+    from airflow_provider_kinesis_doris.config import InProcessRunner, SparkOrInProcess, SparkRunner
+    from airflow_provider_kinesis_doris.operators.loader_setup import cut_finder
+
+    finders = {
+        name: cut_finder(runner)
+        for name, runner in {
+            "spark": SparkRunner(), "one process": InProcessRunner(processes=1), "three": InProcessRunner(processes=3, lanes=2),
+            "auto, one": SparkOrInProcess(), "auto, four": SparkOrInProcess(in_process=InProcessRunner(processes=4)),
+        }.items()
+    }  # fmt: skip
+    assert [name for name, finder in finders.items() if finder is None] == ["spark", "one process", "auto, one"]
+    assert finders["three"].keywords == {"processes": 3, "lanes": 2}  # type: ignore[union-attr]
+    assert finders["auto, four"].keywords == {"processes": 4, "lanes": InProcessRunner().lanes}  # type: ignore[union-attr]

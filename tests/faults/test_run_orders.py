@@ -67,7 +67,7 @@ from airflow_provider_kinesis_doris.core.loader_processes import in_loader_proce
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.handover import take_over
-from airflow_provider_kinesis_doris.core.pipeline import IntervalResult, run_interval
+from airflow_provider_kinesis_doris.core.pipeline import CutsElsewhere, IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
@@ -78,6 +78,7 @@ from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core import commit as commit_module
+from airflow_provider_kinesis_doris.core.plan_cuts import CutRequest, find_cuts
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, MemoryTable
 
@@ -500,7 +501,7 @@ def _before(position: Position, arrival_ms: int, cut: Boundary) -> bool:
 HORIZON_CHECKS = {
     "_check_start_within_retention": "a start located by time",
     "_check_end_within_retention": "a sweep's PENDING end",
-    "resolve_boundary": "a probe",
+    "find_cut": "a probe",
     "_raise_if_trimmed": "skipped intervals",
 }
 """The product's checks of an instant against the trim horizon, by the function that raises, and
@@ -1085,6 +1086,19 @@ class RunOrders(RuleBasedStateMachine):
             return set(intervals)
         return {interval for interval in intervals if (interval[0] - T0) // IV in self.runs}
 
+    def _cuts_ahead(self, kinesis: Any) -> CutsElsewhere:
+        """Each plan's cuts found ahead as ``InProcessRunner(processes=2)`` finds them
+        (``find_cuts_in_processes``), here in two threads through the product's ``find_cuts`` on
+        the run's Kinesis (a read that dies dies there too)."""
+
+        def find(config: PipelineConfig, credentials: Credentials, requests: Sequence[CutRequest], horizon_ms: int | None) -> list[Any]:
+            found = find_cuts(kinesis, config.stream_name, requests, horizon_ms, lanes=2, clock=lambda: self.kinesis.now_ms)
+            EXPLORED["plan: cuts found ahead"] += sum(cut is not None for cut in found)
+            EXPLORED["plan: a cut not found ahead"] += sum(cut is None for cut in found)
+            return found
+
+        return find
+
     def _run_interval(
         self, k: int, kinesis: Any, fault: Fault, store: KillableStore | None = None, doris: Any = None
     ) -> None:
@@ -1102,7 +1116,7 @@ class RunOrders(RuleBasedStateMachine):
                 replace(self._config_for(k), driver_concurrency=self.driver_concurrency), T0 + k * IV, T0 + (k + 1) * IV,
                 kinesis=kinesis, store=store, credentials=Credentials(), runner=self._runner(kinesis, fault, store, doris),
                 clock=lambda: self.kinesis.now_ms, catch_up=catch_up,
-                doris=self.doris,
+                doris=self.doris, find_cuts=self._cuts_ahead(kinesis) if self.loader_processes > 1 else None,
             )  # fmt: skip
         except ShardsWaiting as waiting:
             # The recovered intervals loaded before its own interval waited are marked loaded: its
@@ -1431,7 +1445,7 @@ def test_the_orders_explored() -> None:
         "grouped writes 2, 2 in flight", "grouped writes 3, 1 in flight", "grouped writes 3, 2 in flight",
         "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
         "grouped: killed in a transaction", "grouped: transactions on their way at once",
-        "commit: a mark's grouped write lost a race",
+        "commit: a mark's grouped write lost a race", "plan: cuts found ahead",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
 

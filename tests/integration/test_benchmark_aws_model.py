@@ -162,7 +162,8 @@ def test_a_read_pays_for_what_it_returned_and_the_next_one_waits_for_the_keys_ca
 
 @pytest.mark.timeout(600)
 def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_the_targets(tmp_path: Path) -> None:
-    """Two shards, one lane a process: each shard's range loads in a loader process of its own."""
+    """Two shards, one lane a process: each shard's range loads in a loader process of its own, and
+    its end is found in one before the plan."""
     out = tmp_path / "result.json"
     completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
         [sys.executable, "-m", "benchmarks.shards", "--aws-model", "--shards", "2", "--records-per-shard", "2",
@@ -190,7 +191,12 @@ def test_the_benchmark_with_the_aws_model_reports_modelled_seconds_and_judges_th
         phases = line[f"phase_s_{shape}"]
         assert sum(phases.values()) == pytest.approx(line[f"{shape}_aws_s"], abs=0.05), shape
         assert phases["plan"] > 0 and phases["load"] >= line[f"loads_{shape}_aws_s"], shape
-    assert line["loads_quiet_aws_s"] == 0  # a quiet interval loads nothing: no process starts
+    assert line["loads_quiet_aws_s"] == 0  # a quiet interval loads nothing: no process loads
+    # Once the shards have cuts stored at an interval's start, the loader processes find the plan's
+    # range ends first: their time is the plan's, on their own clocks (the first interval has none).
+    assert line["cuts_loaded_aws_s"] == 0
+    for shape in ("quiet", "steady", "tip"):
+        assert 0 < line[f"cuts_{shape}_aws_s"] < line[f"phase_s_{shape}"]["plan"], shape
     verdicts = [text for text in completed.stdout.splitlines() if text.startswith(("PASS ", "FAIL "))]
     assert any("quiet interval" in text for text in verdicts), completed.stdout[-2000:]
 

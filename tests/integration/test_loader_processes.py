@@ -6,14 +6,20 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
+import botocore.client
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
 from airflow_provider_kinesis_doris.core.load import run_here
-from airflow_provider_kinesis_doris.core.loader_processes import LoaderProcessFailed, run_in_processes
+from airflow_provider_kinesis_doris.core.kinesis.boundaries import find_cut
+from airflow_provider_kinesis_doris.core import loader_processes
+from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
+from airflow_provider_kinesis_doris.core.loader_processes import LoaderProcessFailed, find_cuts_in_processes, run_in_processes
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from kinesis_doris_devstack.scenario import DIE_AT_EVENT_ENV, event, now_ms, put_events, sealed_end, wait_past
 from tests.integration.conftest import DB
@@ -104,3 +110,59 @@ def test_a_transform_on_a_path_the_task_added_after_the_first_run_is_found(
     assert [event_id for event_id, _ in users] == list(range(20))
     assert all(user == user.upper() for event_id, user in users if event_id >= 10), users
     assert all(user != user.upper() for event_id, user in users if event_id < 10), users
+
+
+def test_the_loader_processes_find_the_plans_range_ends_and_the_plan_reads_no_shard_itself(  # type: ignore[no-untyped-def]
+    world, kinesis_client, monkeypatch, caplog
+) -> None:
+    """A second interval with records in both shards, its plan given the loader processes' cut
+    finder: two processes find the ends of both new ranges, the task's process opens no iterator
+    (loads in the processes too), each stored end is the cut found from the range's start, and
+    every record lands once."""
+    ids = list(range(20))
+    first = _interval(kinesis_client, world["stream"], ids[:10])
+    world["run"](*first, runner=IN_TWO_PROCESSES)
+    second = (first[1], _interval(kinesis_client, world["stream"], ids[10:])[1])
+    opened: list[str] = []
+    original = botocore.client.BaseClient._make_api_call
+
+    def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        if operation == "GetShardIterator":
+            opened.append(params["ShardId"])
+        return original(client, operation, params)
+
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
+    with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.loader_processes"):
+        result = world["run"](*second, runner=IN_TWO_PROCESSES, find_cuts=partial(find_cuts_in_processes, processes=2, lanes=1))
+
+    assert "finding the ends of 2 new ranges in 2 processes of 1 lanes" in caplog.text
+    assert opened == []
+    for shard_range in result.plan.ranges:
+        listed = next(info for info in list_shards(kinesis_client, world["stream"]) if info.shard_id == shard_range.shard_id)
+        found = find_cut(kinesis_client, world["stream"], listed, second[1], earlier=shard_range.start, trim_horizon_ms=None)
+        assert shard_range.end == found
+    assert [row[0] for row in world["rows"]()] == ids
+
+
+def _killed_outright(*args: Any) -> list[str]:
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def test_a_process_killed_while_finding_the_plans_cuts_leaves_the_plan_to_read_them(  # type: ignore[no-untyped-def]
+    world, kinesis_client, monkeypatch, caplog
+) -> None:
+    """Finding the cuts ahead only saves the plan reads: a process killed at it is named in a
+    warning, the plan reads the ends itself, and every record lands once."""
+    ids = list(range(20))
+    first = _interval(kinesis_client, world["stream"], ids[:10])
+    world["run"](*first)
+    second = (first[1], _interval(kinesis_client, world["stream"], ids[10:])[1])
+    monkeypatch.setattr(loader_processes, "_find_cuts_here", _killed_outright)
+    with caplog.at_level(logging.WARNING, logger="airflow_provider_kinesis_doris.core.loader_processes"):
+        result = world["run"](*second, find_cuts=partial(find_cuts_in_processes, processes=2, lanes=1))
+
+    assert "was killed by SIGKILL before it reported, while finding the ends of 1 new ranges for the plan" in caplog.text
+    assert "the plan reads the ends of the new ranges itself" in caplog.text
+    assert len(result.plan.new_ranges) == 2
+    assert [row[0] for row in world["rows"]()] == ids

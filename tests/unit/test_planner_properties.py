@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from airflow_provider_kinesis_doris.core.model import (
     ShardState,
 )
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision, plan_interval
+from airflow_provider_kinesis_doris.core.plan_cuts import CutRequest, find_cuts
 from airflow_provider_kinesis_doris.testing.builders import pipeline_config
 from airflow_provider_kinesis_doris.testing.fake_kinesis import MAX_HASH_KEY, FakeKinesis, FakeShard
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
@@ -150,9 +152,16 @@ def _execution_order(starts: list[int], style: str, seed: int) -> list[int]:
     return order + reruns
 
 
-def _plan(fake: FakeKinesis, store: CheckpointStore, start: int, initial: str, relaxed: bool) -> Plan:
+def _plan(fake: FakeKinesis, store: CheckpointStore, start: int, initial: str, relaxed: bool, ahead: bool = False) -> Plan:
+    """``ahead``: the ends of new ranges found first, as the loader processes find them."""
     config = pipeline_config(pipeline_id=PIPELINE, stream_name=STREAM, initial_position=initial, relaxed_order=relaxed)
-    return plan_interval(fake, store, config, start, start + INTERVAL_MS, clock=lambda: fake.now_ms)
+
+    def found_ahead(requests: Sequence[CutRequest], horizon_ms: int | None) -> list[Boundary | None]:
+        return find_cuts(fake, STREAM, requests, horizon_ms, lanes=2, clock=lambda: fake.now_ms)
+
+    return plan_interval(
+        fake, store, config, start, start + INTERVAL_MS, clock=lambda: fake.now_ms, find_cuts=found_ahead if ahead else None
+    )
 
 
 def _stored_ranges(store: CheckpointStore, fake: FakeKinesis) -> dict[tuple[str, int], ShardRange]:
@@ -170,20 +179,22 @@ def _stored_ranges(store: CheckpointStore, fake: FakeKinesis) -> dict[tuple[str,
     relaxed=st.booleans(),
     late_records=st.integers(0, 4),
     lead=st.integers(-1, 2),
+    ahead=st.booleans(),
 )
 def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
-    initial_shards: int, ops: list, style: str, seed: int, initial: str, relaxed: bool, late_records: int, lead: int
+    initial_shards: int, ops: list, style: str, seed: int, initial: str, relaxed: bool, late_records: int, lead: int,
+    ahead: bool,
 ) -> None:
     fake = _build_history(initial_shards, ops)
     starts = _interval_starts(fake, lead)
     store = memory_store(PIPELINE, clock=lambda: fake.now_ms)
 
     for start in _execution_order(starts, style, seed):
-        commit(fake, store, _plan(fake, store, start, initial, relaxed))
+        commit(fake, store, _plan(fake, store, start, initial, relaxed, ahead))
     for _ in range(_MAX_PASSES):  # reruns until no child waits for a parent any more
         waiting = False
         for start in starts:
-            plan = _plan(fake, store, start, initial, relaxed)
+            plan = _plan(fake, store, start, initial, relaxed, ahead)
             commit(fake, store, plan)
             waiting = waiting or bool(plan.waiting)
         if not waiting:
@@ -198,7 +209,7 @@ def test_ranges_tile_every_shard_in_any_order_and_replays_are_exact(
         fake.advance(7)
         fake.put_record(StreamName=STREAM, Data=b"late", PartitionKey=f"late-{index}")
     for start in random.Random(seed).sample(starts, len(starts)):
-        replay = _plan(fake, store, start, initial, relaxed)
+        replay = _plan(fake, store, start, initial, relaxed, ahead)
         assert not replay.new_ranges, f"replay of {start} created {replay.new_ranges}"
         for shard_range in replay.ranges:
             assert shard_range == settled[(shard_range.shard_id, shard_range.interval_start_ms)]

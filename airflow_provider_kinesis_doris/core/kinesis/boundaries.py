@@ -168,6 +168,7 @@ def resolve_boundary(
     trim_horizon_ms: int | None = None,
     max_pages: int = DEFAULT_MAX_PAGES,
     clock: Callable[[], int] = wall_clock_ms,
+    found: Boundary | None = None,
 ) -> Boundary:
     """``boundary(shard, instant_ms)``: the stored one, or resolved now and stored once.
 
@@ -184,6 +185,8 @@ def resolve_boundary(
         would land on the first record still kept and cut the shard in the wrong place.
     :param max_pages: GetRecords calls the probe may make.
     :param clock: now, in epoch ms (instants after it are in the future).
+    :param found: what :func:`find_cut` gave for this shard, instant and ``earlier`` elsewhere (a
+        loader process, ahead of the plan): taken where Kinesis would be read here.
     :return: the stored boundary (ours, or the one a concurrent resolver stored first).
     :raises DataTrimmed: the cut must be probed at an instant older than ``trim_horizon_ms`` (I6).
     """
@@ -196,26 +199,42 @@ def resolve_boundary(
         proposed = carried
     elif created_after:
         proposed = Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_START)
-    elif (scanned := scan_forward(client, stream_name, shard, earlier, instant_ms, clock=clock)) is not None:
-        proposed = scanned
+    elif found is not None:
+        proposed = found
     else:
-        if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
-            raise DataTrimmed(
-                f"Shard {shard.shard_id} of stream {stream_name} must be cut at {describe_instant(instant_ms)}, which is "
-                f"older than the stream's trim horizon {describe_instant(trim_horizon_ms)} (its retention period before "
-                "now): records of "
-                "that interval may have been deleted before they were loaded, so it cannot be loaded exactly"
-            )
-        proposed = probe_boundary(
-            client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages,
-            clock=clock,
-        )
+        proposed = find_cut(
+            client, stream_name, shard, instant_ms, earlier=earlier, trim_horizon_ms=trim_horizon_ms,
+            max_pages=max_pages, clock=clock,
+        )  # fmt: skip
     if not put:
         return proposed
     winner = store.put_boundary(proposed)
     lost = "" if winner == proposed else f" (stored by another writer; we probed {proposed.describe()})"
     log.info("boundary of shard %s at %s: %s%s", shard.shard_id, describe_instant(instant_ms), winner.describe(), lost)
     return winner
+
+
+def find_cut(
+    client: Any, stream_name: str, shard: ShardInfo, instant_ms: int, *, earlier: Boundary | None,
+    trim_horizon_ms: int | None, max_pages: int = DEFAULT_MAX_PAGES, clock: Callable[[], int] = wall_clock_ms,
+) -> Boundary:
+    """``boundary(shard, instant_ms)`` as Kinesis shows it now, not stored: read forward from
+    ``earlier`` (:func:`scan_forward`), else probed (:func:`probe_boundary`).
+
+    :raises DataTrimmed: the cut must be probed at an instant older than ``trim_horizon_ms`` (I6).
+    """
+    if (scanned := scan_forward(client, stream_name, shard, earlier, instant_ms, clock=clock)) is not None:
+        return scanned
+    if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
+        raise DataTrimmed(
+            f"Shard {shard.shard_id} of stream {stream_name} must be cut at {describe_instant(instant_ms)}, which is "
+            f"older than the stream's trim horizon {describe_instant(trim_horizon_ms)} (its retention period before "
+            "now): records of "
+            "that interval may have been deleted before they were loaded, so it cannot be loaded exactly"
+        )
+    return probe_boundary(
+        client, stream_name, shard.shard_id, instant_ms, shard_is_open=shard.is_open, max_pages=max_pages, clock=clock
+    )
 
 
 def scan_forward(

@@ -83,19 +83,11 @@ class ShardLedger:
         item = self._items.get(boundary_sk(shard_id, instant_ms))
         return self._settle(boundary_from_item(item)) if item else None
 
-    def prefetch_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> set[str]:
-        """Read the shards' boundaries at ``instant_ms`` in batches (BatchGetItem), so that
-        :meth:`get_boundary` answers the concrete ones from memory: a run plans every shard from
-        the cut at its interval's start, which the previous interval stored.
-
-        :return: the shards with no boundary stored there when read.
-        """
-        shard_ids = list(shard_ids)
-        return set(shard_ids) - set(self.read_boundaries(shard_ids, instant_ms))
-
     def read_boundaries(self, shard_ids: Iterable[str], instant_ms: int) -> dict[str, Boundary]:
         """The shards' boundaries stored at ``instant_ms``, PENDING ones too, read in batches
-        (BatchGetItem); the concrete ones are remembered as :meth:`get_boundary` remembers them."""
+        (BatchGetItem); the concrete ones are remembered as :meth:`get_boundary` remembers them, so
+        that it answers them from memory: a run plans every shard from the cut at its interval's
+        start, which the previous interval stored."""
         items = self._items.get_many([boundary_sk(shard_id, instant_ms) for shard_id in shard_ids]).values()
         return {boundary.shard_id: self._settle(boundary) for boundary in map(boundary_from_item, items)}
 

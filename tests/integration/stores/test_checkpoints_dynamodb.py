@@ -360,7 +360,7 @@ def test_the_cuts_at_an_instant_are_read_in_batches_and_then_from_memory(dynamod
     batches = _count_calls(dynamodb_client, "BatchGetItem")
     gets = _count_calls(dynamodb_client, "GetItem")
 
-    reader.ledger.prefetch_boundaries(shards, 5000)
+    reader.ledger.read_boundaries(shards, 5000)
     cuts = {shard_id: reader.ledger.get_boundary(shard_id, 5000) for shard_id in shards}
 
     assert batches == [2]

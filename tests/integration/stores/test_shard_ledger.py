@@ -77,7 +77,7 @@ def test_a_concrete_cut_is_remembered_and_a_pending_one_read_again(open_items: O
     ledger, other = ShardLedger(items), ShardLedger(open_items())
     ledger.put_boundary(_at(1000, 5))
     ledger.put_boundary(Boundary(SHARD, 2000, BoundaryKind.PENDING))
-    assert ledger.prefetch_boundaries([SHARD, "shardId-other"], 2000) == {"shardId-other"}
+    assert ledger.read_boundaries([SHARD, "shardId-other"], 2000) == {SHARD: Boundary(SHARD, 2000, BoundaryKind.PENDING)}
 
     other.resolve_pending(_at(2000, 9))
     items.delete([boundary_sk(SHARD, 1000)])
