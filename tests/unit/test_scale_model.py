@@ -5,6 +5,7 @@ AWS's latency takes the latency divided among its threads; more processes divide
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -44,3 +45,20 @@ def test_loads_off_the_driver_leave_it_the_plan_and_the_commit() -> None:
     assert pool["plan_s"] == here["plan_s"] and pool["load_s"] < here["load_s"] / 4
     assert spark["total_s"] == pytest.approx(pool["total_s"] + 20, abs=0.01)
     assert pool["driver_cpu_ms_per_shard"] < here["driver_cpu_ms_per_shard"] / 2
+
+
+def test_a_phases_own_work_per_shard_takes_its_cpu_before_the_calls() -> None:
+    own_only = simulate_phase(Phase("commit", {}, 8, "driver", shard_cpu_ms=5), 100, cpus=1, cpu_s=0.05,
+                              draws=random.Random(1), tail=NO_TAIL)  # fmt: skip
+    both = simulate_phase(replace(TWO_READS, shard_cpu_ms=5), 100, cpus=1, cpu_s=0.05, draws=random.Random(1), tail=NO_TAIL)
+
+    assert own_only == pytest.approx(100 * 0.005, abs=0.001)
+    assert both == pytest.approx(100 * (2 * 0.05 + 0.005) + LATENCY_S["GetItem"], abs=0.01)
+
+
+def test_cuts_found_ahead_leave_the_driver_the_plans_writes() -> None:
+    here = simulate(1000, cpu_ms=4.0, executors=8, spark_start_s=0)
+    ahead = simulate(1000, cpu_ms=4.0, executors=8, spark_start_s=0, cuts_ahead=True)
+
+    assert ahead["cuts_s"] < here["cuts_s"] / 4 and ahead["plan_s"] == here["plan_s"]
+    assert here["driver_cpu_ms_per_shard"] - ahead["driver_cpu_ms_per_shard"] == pytest.approx(2 * 4.0)
