@@ -25,7 +25,8 @@ from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, RangeState, ShardRange, ShardState
 from airflow_provider_kinesis_doris.core.pipeline import run_interval
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
-from airflow_provider_kinesis_doris.core.stores.dynamodb import dynamo_store
+from airflow_provider_kinesis_doris.core.stores.dynamodb import _TRANSACTIONS_IN_FLIGHT, dynamo_store
+from airflow_provider_kinesis_doris.core.stores.items import boundary_sk
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, memory_store, MemoryTable
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, client_error
@@ -49,28 +50,47 @@ def _new_range(n: int) -> ShardRange:
     )  # fmt: skip
 
 
+class _FailsTheTransactionOf:
+    """A DynamoDB client whose TransactWriteItems holding the item ``sk`` fails (InternalServerError,
+    not applied): the group that holds it, whichever thread sends it and when."""
+
+    def __init__(self, client: Any, sk: str) -> None:
+        self._client, self._sk, self.fired = client, sk, 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **request: Any) -> Any:
+        if f'"{self._sk}"' in json.dumps(request["TransactItems"]):
+            self.fired += 1
+            raise client_error("InternalServerError")("transact_write_items", self.fired)
+        return self._client.transact_write_items(**request)
+
+
 def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> None:
-    """More than 100 grouped writes queue behind a slow request (more than 50 planner threads):
-    a lone cut put, then 55 writers of a range with its end cut. The first group of 100 fails as a
-    whole. Before the fix the group ended with the end cut of the 50th pair, the next group began
-    with its range and was applied: a range stored without its end cut, which every later read
-    of it refused (``CheckpointNotFound``). A writer's puts now go whole into one group."""
-    pairs = 55
+    """More than 100 grouped writes queue behind slow requests (more than 50 planner threads), every
+    slot for a transaction on its way taken: a lone cut put, then 55 writers of a range with its end
+    cut. The group of 100 holding the lone cut fails as a whole. Before the fix the group ended with
+    the end cut of the 50th pair, the next group began with its range and was applied: a range
+    stored without its end cut, which every later read of it refused (``CheckpointNotFound``). A
+    writer's puts now go whole into one group."""
+    pairs, slots = 55, _TRANSACTIONS_IN_FLIGHT
     with mock_aws():
         raw = boto3.client("dynamodb", region_name="us-east-1")
         setup = dynamo_store(raw, "cp", PIPELINE)
         setup.items.create_table_if_missing()
-        for n in range(pairs + 1):  # the interval's start cuts, stored by the previous interval's run
+        for n in range(slots + pairs):  # the interval's start cuts, stored by the previous interval's run
             setup.ledger.put_boundary(Boundary(_shard(n), T0, BoundaryKind.PENDING))
-        on_the_wire = threading.Event()
+        on_the_wire = threading.Semaphore(0)
         release = threading.Event()
 
         def hold() -> None:
-            on_the_wire.set()
+            on_the_wire.release()
             release.wait(WAIT_SECONDS)
 
-        held = FailOnNthCall(raw, "transact_write_items", 1, before=hold)
-        client = FailOnNthCall(held, "transact_write_items", 2, error=client_error("InternalServerError"))
+        lone_cut = Boundary(_shard(slots + pairs), T0 + 5 * IV, BoundaryKind.PENDING)  # another thread's put
+        held = FailOnNthCall(raw, "transact_write_items", 1, before=hold, times=slots)
+        client = _FailsTheTransactionOf(held, boundary_sk(lone_cut.shard_id, lone_cut.instant_ms))
         store = dynamo_store(client, "cp", PIPELINE)  # one run's store, shared by its planner threads
         failed: dict[str, BaseException] = {}
 
@@ -89,13 +109,14 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
             with store.items._grouped._lock:
                 return len(store.items._grouped._queue)
 
-        threads = [start(_shard(0), lambda: store.ranges.create_range(_new_range(0), with_end=True))]
-        assert on_the_wire.wait(WAIT_SECONDS)
-        lone_cut = Boundary(_shard(pairs + 1), T0 + 5 * IV, BoundaryKind.PENDING)  # another thread's put
+        threads = []
+        for n in range(slots):  # each slot taken by a range and its cut, held on its way
+            threads.append(start(_shard(n), lambda n=n: store.ranges.create_range(_new_range(n), with_end=True)))
+            assert on_the_wire.acquire(timeout=WAIT_SECONDS)
         threads.append(start("lone cut", lambda: store.ledger.put_boundary(lone_cut)))
-        for n in range(1, pairs + 1):
+        for n in range(slots, slots + pairs):
             # One writer after the other, so the queue's order (and the group boundary) is fixed.
-            while queued() < 1 + 2 * (n - 1):
+            while queued() < 1 + 2 * (n - slots):
                 threading.Event().wait(0.001)
             threads.append(start(_shard(n), lambda n=n: store.ranges.create_range(_new_range(n), with_end=True)))
         while queued() < 1 + 2 * pairs:
@@ -106,8 +127,9 @@ def test_a_range_and_its_end_cut_never_straddle_two_grouped_transactions() -> No
             assert not thread.is_alive()
 
         fresh = dynamo_store(raw, "cp", PIPELINE)
-        stored = {n: fresh.ranges.get_range(_shard(n), T0) for n in range(pairs + 1)}  # CheckpointNotFound before the fix
-        assert client.fired == 1 and "lone cut" in failed and _shard(pairs) not in failed
+        stored = {n: fresh.ranges.get_range(_shard(n), T0) for n in range(slots + pairs)}  # CheckpointNotFound before the fix
+        assert client.fired == 1 and "lone cut" in failed and _shard(slots + pairs - 1) not in failed
+        assert sum(_shard(n) in failed for n in range(slots + pairs)) == 49  # the lone cut's group: it and 49 pairs
         for n, shard_range in stored.items():
             assert (shard_range is None) == (_shard(n) in failed), (n, failed.get(_shard(n)))
             assert (fresh.ledger.get_boundary(_shard(n), T0 + IV) is None) == (shard_range is None), n
