@@ -174,7 +174,7 @@ class InProcessRunner(_Group):
         shards one process's core (the GIL) bounds the loads' calls, so more processes load them
         side by side, without Spark's start (``core.loader_processes``). Only as many start as the
         range groups fill with lanes; with one, the lanes are the task process's own threads.
-        Before the loads they also find the ends of the interval's new ranges for the plan, which
+        Before the loads they also find the cuts of the interval's new ranges for the plan, which
         then reads no shard itself (``core.plan_cuts``).
     """
 

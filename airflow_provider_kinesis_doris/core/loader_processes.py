@@ -14,7 +14,7 @@ class once every process has ended (the other groups load meanwhile, as other Sp
 process that dies leaves what a killed task leaves, which the next attempt resumes under the same
 labels.
 
-Before the loads, the same processes find the ends of the interval's new ranges for the plan
+Before the loads, the same processes find the cuts of the interval's new ranges for the plan
 (:func:`find_cuts_in_processes`, :mod:`~.plan_cuts`): reads of Kinesis only, which the plan
 stores as it stores its own.
 
@@ -114,28 +114,25 @@ def run_in_processes(job: LoadJob, credentials: Credentials, *, processes: int, 
 def find_cuts_in_processes(
     config: PipelineConfig, credentials: Credentials, requests: Sequence[CutRequest], trim_horizon_ms: int | None,
     *, processes: int, lanes: int,
-) -> list[Boundary | None]:
+) -> dict[CutRequest, Boundary]:
     """The plan's cuts found ahead (:mod:`~.plan_cuts`) in up to ``processes`` child processes of
-    ``lanes`` lanes each, the shards dealt among them; in this process when one process's lanes
-    hold every request. None where a cut was not found (the plan reads it itself)."""
+    ``lanes`` lanes each, the shards dealt among them; none when one process's lanes hold every
+    request. A cut not found is left out (the plan reads it itself)."""
     if processes <= 1 or len(requests) <= lanes:
-        return [None] * len(requests)  # the plan's own threads read as fast: nothing to find ahead
+        return {}  # the plan's own threads read as fast: nothing to find ahead
     count = min(processes, -(-len(requests) // lanes))
-    shares = [list(range(share, len(requests), count)) for share in range(count)]
+    shares = [requests[share::count] for share in range(count)]
     aws = json.dumps(asdict(config.aws))
-    payloads = [(aws, config.stream_name, asdict(credentials), [requests[i].to_json() for i in share], trim_horizon_ms, lanes)
+    payloads = [(aws, config.stream_name, asdict(credentials), [request.to_json() for request in share], trim_horizon_ms, lanes)
                 for share in shares]  # fmt: skip
-    log.info("finding the ends of %d new ranges in %d processes of %d lanes", len(requests), count, lanes)
-    found: list[Boundary | None] = [None] * len(requests)
+    log.info("finding the cuts of %d new ranges in %d processes of %d lanes", len(requests), count, lanes)
     try:
         answers = _in_children(_find_cuts_here, payloads, lambda number: _died_finding(len(shares[number])))
     except LoaderProcessFailed as failed:
-        log.warning("%s; the plan reads the ends of the new ranges itself", failed)
-        return found
-    for share, answer in zip(shares, answers):
-        for index, text in zip(share, answer):
-            found[index] = boundary_from_dict(json.loads(text)) if text else None
-    return found
+        log.warning("%s; the plan reads the cuts of the new ranges itself", failed)
+        return {}
+    pairs = (json.loads(text) for answer in answers for text in answer)
+    return {CutRequest.from_json(asked): boundary_from_dict(cut) for asked, cut in pairs}
 
 
 Work = Callable[..., list[str]]
@@ -212,7 +209,7 @@ def _died_loading(job: LoadJob, share: Share) -> str:
 
 
 def _died_finding(count: int) -> str:
-    return f"while finding the ends of {count} new ranges for the plan"
+    return f"while finding the cuts of {count} new ranges for the plan"
 
 
 def _log_levels() -> tuple[int, int]:
@@ -286,10 +283,11 @@ def _find_cuts_here(
     aws_json: str, stream_name: str, credentials: dict[str, Any], requests: list[str], trim_horizon_ms: int | None,
     lanes: int, number: int,
 ) -> list[str]:
+    """Each cut found, with the request it answers."""
     aws = AwsSettings(**json.loads(aws_json))
     kinesis = aws_client("kinesis", aws.kinesis_endpoint_url, aws, Credentials(**credentials), connections=lanes)
     found = find_cuts(kinesis, stream_name, [CutRequest.from_json(text) for text in requests], trim_horizon_ms, lanes)
-    return [json.dumps(boundary_to_dict(cut)) if cut is not None else "" for cut in found]
+    return [json.dumps([asked.to_json(), boundary_to_dict(cut)]) for asked, cut in found.items()]
 
 
 def _end_with_the_task(pipe: Connection) -> None:

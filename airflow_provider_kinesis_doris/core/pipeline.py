@@ -39,7 +39,7 @@ BACKLOG_SHARE_OF_RETENTION = 0.5
 """Skipped intervals left for later runs fail the run once the oldest is older than this share of
 the stream's retention (I11)."""
 
-CutsElsewhere = Callable[[PipelineConfig, Credentials, Sequence[CutRequest], "int | None"], "list[Boundary | None]"]
+CutsElsewhere = Callable[[PipelineConfig, Credentials, Sequence[CutRequest], "int | None"], "dict[CutRequest, Boundary]"]
 """Finds a plan's cuts ahead elsewhere (``core.loader_processes.find_cuts_in_processes``), given the
 pipeline, its credentials, the requests and the stream's trim horizon."""
 
@@ -177,7 +177,7 @@ def run_interval(
     :param doris: the Doris client the driver asks the label-window canary with, before the runner
         starts; None: one built from ``config.doris`` and ``credentials``' password for each run
         that loads.
-    :param find_cuts: finds the ends of each plan's new ranges ahead, elsewhere (the loader
+    :param find_cuts: finds the cuts of each plan's new ranges ahead, elsewhere (the loader
         processes of ``InProcessRunner(processes=N)``); None: the plan reads them itself.
     :raises ShardsWaiting: after loading and committing the rest, when shards wait for parents
         that are not loaded up to them yet: the run must not end green (I9); its retry loads them.

@@ -44,7 +44,7 @@ from typing import Any
 from airflow_provider_kinesis_doris.core import handover
 from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY, map_bounded
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary
-from airflow_provider_kinesis_doris.core.plan_cuts import CutFinder, CutRequest, end_cut_requests
+from airflow_provider_kinesis_doris.core.plan_cuts import CutFinder, CutRequest, new_range_cut_requests
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.items import Floor, ShardCheckpoint, wall_clock_ms
 from airflow_provider_kinesis_doris.core.retry import retry_on_conflict
@@ -170,7 +170,7 @@ def plan_interval(
     :param interval_start_ms: interval start, epoch ms (inclusive).
     :param interval_end_ms: interval end, epoch ms (exclusive); later than the start.
     :param clock: now, in epoch ms.
-    :param find_cuts: finds the ends of the interval's new ranges ahead, elsewhere (the loader
+    :param find_cuts: finds the cuts of the interval's new ranges ahead, elsewhere (the loader
         processes: :mod:`~.plan_cuts`); without it the planner reads Kinesis for each itself.
     :return: the plan; every range in it is persisted.
     :raises ConfigurationError: bad interval, initial position or pipeline id.
@@ -199,8 +199,8 @@ def plan_interval(
     # ranges of an earlier attempt: batched reads.
     starts = store.ledger.read_boundaries(shard_ids, interval_start_ms)
     stored = store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}
-    requests = end_cut_requests(listed, starts, stored, interval_end_ms) if find_cuts and own_ranges else []
-    found = dict(zip(requests, find_cuts(requests, horizon_ms))) if find_cuts and requests else {}
+    requests = new_range_cut_requests(listed, starts, stored, interval_start_ms, interval_end_ms) if find_cuts and own_ranges else []
+    found = find_cuts(requests, horizon_ms) if find_cuts and requests else {}
     planner = _IntervalPlanner(
         kinesis, store, config, interval_start_ms, interval_end_ms, listed,
         floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms, stored=stored,
@@ -324,7 +324,7 @@ class _IntervalPlanner:
         checkpoints: dict[str, ShardCheckpoint],
         clock: Callable[[], int],
         uncut: set[str],
-        found: Mapping[CutRequest, Boundary | None],
+        found: Mapping[CutRequest, Boundary],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -530,7 +530,7 @@ class _IntervalPlanner:
         put: bool = True,
     ) -> Boundary:
         created_after = instant_ms == SHARD_START_INSTANT_MS or self._created_after(shard, instant_ms)
-        found = self.found.get(CutRequest(shard, instant_ms, earlier)) if earlier is not None else None
+        found = self.found.get(CutRequest(shard, instant_ms, earlier))
         return resolve_boundary(
             self.kinesis, self.store.ledger, self.config.stream_name, shard, instant_ms,
             created_after=created_after, earlier=earlier, unstored=unstored, put=put,

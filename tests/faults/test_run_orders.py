@@ -1091,10 +1091,13 @@ class RunOrders(RuleBasedStateMachine):
         (``find_cuts_in_processes``), here in two threads through the product's ``find_cuts`` on
         the run's Kinesis (a read that dies dies there too)."""
 
-        def find(config: PipelineConfig, credentials: Credentials, requests: Sequence[CutRequest], horizon_ms: int | None) -> list[Any]:
+        def find(
+            config: PipelineConfig, credentials: Credentials, requests: Sequence[CutRequest], horizon_ms: int | None
+        ) -> dict[CutRequest, Any]:
             found = find_cuts(kinesis, config.stream_name, requests, horizon_ms, lanes=2, clock=lambda: self.kinesis.now_ms)
-            EXPLORED["plan: cuts found ahead"] += sum(cut is not None for cut in found)
-            EXPLORED["plan: a cut not found ahead"] += sum(cut is None for cut in found)
+            EXPLORED["plan: cuts found ahead"] += len(found)
+            EXPLORED["plan: a range's start and end found ahead"] += sum(asked.earlier is None for asked in found)
+            EXPLORED["plan: a cut not found ahead"] += sum(replace(asked, then_ms=None) not in found for asked in requests)
             return found
 
         return find
@@ -1446,6 +1449,7 @@ def test_the_orders_explored() -> None:
         "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
         "grouped: killed in a transaction", "grouped: transactions on their way at once",
         "commit: a mark's grouped write lost a race", "plan: cuts found ahead",
+        "plan: a range's start and end found ahead",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
 

@@ -112,16 +112,16 @@ def test_a_transform_on_a_path_the_task_added_after_the_first_run_is_found(
     assert all(user != user.upper() for event_id, user in users if event_id < 10), users
 
 
-def test_the_loader_processes_find_the_plans_range_ends_and_the_plan_reads_no_shard_itself(  # type: ignore[no-untyped-def]
+def test_the_loader_processes_find_the_plans_cuts_and_the_plan_reads_no_shard_itself(  # type: ignore[no-untyped-def]
     world, kinesis_client, monkeypatch, caplog
 ) -> None:
-    """A second interval with records in both shards, its plan given the loader processes' cut
-    finder: two processes find the ends of both new ranges, the task's process opens no iterator
-    (loads in the processes too), each stored end is the cut found from the range's start, and
-    every record lands once."""
+    """Two intervals with records in both shards, their plans given the loader processes' cut
+    finder: for the first, two processes find each new range's start and then its end from it; for
+    the second, the end from the stored start. The task's process opens no iterator (loads in the
+    processes too), each stored cut is the one found from the cut before it, and every record
+    lands once."""
     ids = list(range(20))
     first = _interval(kinesis_client, world["stream"], ids[:10])
-    world["run"](*first, runner=IN_TWO_PROCESSES)
     second = (first[1], _interval(kinesis_client, world["stream"], ids[10:])[1])
     opened: list[str] = []
     original = botocore.client.BaseClient._make_api_call
@@ -132,15 +132,23 @@ def test_the_loader_processes_find_the_plans_range_ends_and_the_plan_reads_no_sh
         return original(client, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
+    finder = partial(find_cuts_in_processes, processes=2, lanes=1)
     with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.loader_processes"):
-        result = world["run"](*second, runner=IN_TWO_PROCESSES, find_cuts=partial(find_cuts_in_processes, processes=2, lanes=1))
+        results = [world["run"](*interval, runner=IN_TWO_PROCESSES, find_cuts=finder) for interval in (first, second)]
 
-    assert "finding the ends of 2 new ranges in 2 processes of 1 lanes" in caplog.text
+    assert caplog.text.count("finding the cuts of 2 new ranges in 2 processes of 1 lanes") == 2
     assert opened == []
-    for shard_range in result.plan.ranges:
-        listed = next(info for info in list_shards(kinesis_client, world["stream"]) if info.shard_id == shard_range.shard_id)
-        found = find_cut(kinesis_client, world["stream"], listed, second[1], earlier=shard_range.start, trim_horizon_ms=None)
-        assert shard_range.end == found
+    monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", original)
+    listed = {info.shard_id: info for info in list_shards(kinesis_client, world["stream"])}
+    for result in results:
+        assert len(result.plan.new_ranges) == 2
+        for shard_range in result.plan.ranges:
+            shard, (start_ms, end_ms) = listed[shard_range.shard_id], (shard_range.interval_start_ms, shard_range.interval_end_ms)
+            earlier = shard_range.start if result is results[1] else None
+            if earlier is None:
+                earlier = find_cut(kinesis_client, world["stream"], shard, start_ms, earlier=None, trim_horizon_ms=None)
+                assert shard_range.start == earlier
+            assert shard_range.end == find_cut(kinesis_client, world["stream"], shard, end_ms, earlier=earlier, trim_horizon_ms=None)
     assert [row[0] for row in world["rows"]()] == ids
 
 
@@ -162,7 +170,7 @@ def test_a_process_killed_while_finding_the_plans_cuts_leaves_the_plan_to_read_t
     with caplog.at_level(logging.WARNING, logger="airflow_provider_kinesis_doris.core.loader_processes"):
         result = world["run"](*second, find_cuts=partial(find_cuts_in_processes, processes=2, lanes=1))
 
-    assert "was killed by SIGKILL before it reported, while finding the ends of 1 new ranges for the plan" in caplog.text
-    assert "the plan reads the ends of the new ranges itself" in caplog.text
+    assert "was killed by SIGKILL before it reported, while finding the cuts of 1 new ranges for the plan" in caplog.text
+    assert "the plan reads the cuts of the new ranges itself" in caplog.text
     assert len(result.plan.new_ranges) == 2
     assert [row[0] for row in world["rows"]()] == ids

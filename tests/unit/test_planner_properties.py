@@ -153,10 +153,10 @@ def _execution_order(starts: list[int], style: str, seed: int) -> list[int]:
 
 
 def _plan(fake: FakeKinesis, store: CheckpointStore, start: int, initial: str, relaxed: bool, ahead: bool = False) -> Plan:
-    """``ahead``: the ends of new ranges found first, as the loader processes find them."""
+    """``ahead``: the cuts of new ranges found first, as the loader processes find them."""
     config = pipeline_config(pipeline_id=PIPELINE, stream_name=STREAM, initial_position=initial, relaxed_order=relaxed)
 
-    def found_ahead(requests: Sequence[CutRequest], horizon_ms: int | None) -> list[Boundary | None]:
+    def found_ahead(requests: Sequence[CutRequest], horizon_ms: int | None) -> dict[CutRequest, Boundary]:
         return find_cuts(fake, STREAM, requests, horizon_ms, lanes=2, clock=lambda: fake.now_ms)
 
     return plan_interval(
