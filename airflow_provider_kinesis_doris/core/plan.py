@@ -201,15 +201,40 @@ def plan_interval(
     stored = store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}
     requests = new_range_cut_requests(listed, starts, stored, interval_start_ms, interval_end_ms) if find_cuts and own_ranges else []
     found = find_cuts(requests, horizon_ms) if find_cuts and requests else {}
+    before_horizon = prune_horizon_ms is not None and interval_start_ms < prune_horizon_ms
+    quiet_ends = {} if before_horizon else store_quiet_ends(store, requests, found, checkpoints)
     planner = _IntervalPlanner(
         kinesis, store, config, interval_start_ms, interval_end_ms, listed,
         floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms, stored=stored,
-        checkpoints=checkpoints, clock=clock, uncut=set(shard_ids) - set(starts), found=found,
+        checkpoints=checkpoints, clock=clock, uncut=set(shard_ids) - set(starts), found=found, quiet_ends=quiet_ends,
     )  # fmt: skip
     for generation in parent_generations(listed):
         map_bounded(planner.plan_shard, generation, config.driver_concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
     return Plan(config.pipeline_id, config.stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
+
+
+def store_quiet_ends(
+    store: CheckpointStore, requests: Sequence[CutRequest], found: Mapping[CutRequest, Boundary],
+    checkpoints: Mapping[str, ShardCheckpoint],
+) -> dict[Boundary, Boundary]:
+    """Store the end cuts of the open shards found quiet ahead (the end found is the start's cut:
+    no record arrived in the interval), handed over at once (``ShardLedger.put_boundaries``)
+    rather than one put a shard from the planner's threads; each cut put → the one stored.
+
+    Only where the planner stores that very cut alone: an end read from the stored start (an open
+    shard: a closed one reads to its end), outside the shard's pruned history. A shard with a record
+    before the interval was created before it, so the planner does not cut its end at its start;
+    it takes a stored cut only where it proposes the same one, and otherwise follows the store as
+    after any put it lost. The caller leaves out intervals before the prune horizon, whose quiet
+    shards are decided from the cuts stored when they were planned."""
+    quiet = [
+        end for request in requests
+        if request.earlier is not None and request.shard.is_open
+        and (end := found.get(request)) is not None and request.earlier.same_cut(end)
+        and not _in_pruned_span(checkpoints[request.shard.shard_id], request.earlier.instant_ms, request.instant_ms)
+    ]  # fmt: skip
+    return dict(zip(quiet, store.ledger.put_boundaries(quiet))) if quiet else {}
 
 
 def settle_initial_position(store: CheckpointStore, setting: str | InitialPosition) -> InitialPosition:
@@ -325,6 +350,7 @@ class _IntervalPlanner:
         clock: Callable[[], int],
         uncut: set[str],
         found: Mapping[CutRequest, Boundary],
+        quiet_ends: Mapping[Boundary, Boundary],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -348,6 +374,9 @@ class _IntervalPlanner:
         self.found = found
         """Cuts found ahead (:mod:`~.plan_cuts`), by what was asked: taken for that shard, instant
         and earlier cut instead of a read of Kinesis."""
+        self.quiet_ends = quiet_ends
+        """Quiet end cuts stored before the shards were planned (:func:`store_quiet_ends`): each
+        cut put → the one stored, taken where the planner would put that cut."""
 
     def plan_shard(self, shard: ShardInfo) -> ShardPlan:
         checkpoint = self.checkpoints[shard.shard_id]
@@ -445,7 +474,8 @@ class _IntervalPlanner:
             if end_stored:
                 # No range: the quiet interval's end cut is stored alone (later walks read it), and
                 # the stored one decides.
-                proposed = replace(proposed, end=self.store.ledger.put_boundary(proposed.end))
+                end = self.quiet_ends.get(proposed.end) or self.store.ledger.put_boundary(proposed.end)
+                proposed = replace(proposed, end=end)
                 if _holds_no_record(proposed):
                     return ShardDecision.EMPTY, None
             # Before and after the range is stored: a commit running meanwhile may have advanced the

@@ -78,6 +78,7 @@ from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
 from airflow_provider_kinesis_doris.testing.faults import FailOnNthCall, InjectedCrash, crash
 from airflow_provider_kinesis_doris.testing.memory_doris import MemoryDoris
 from airflow_provider_kinesis_doris.core import commit as commit_module
+from airflow_provider_kinesis_doris.core import plan as plan_module
 from airflow_provider_kinesis_doris.core.plan_cuts import CutRequest, find_cuts
 from airflow_provider_kinesis_doris.core.stores.grouped import GroupedWrites
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, MemoryTable
@@ -387,6 +388,17 @@ def _counted_advance_again(*args: Any) -> Any:
 
 _advance_again = commit_module._advance_again
 commit_module._advance_again = _counted_advance_again
+
+
+def _counted_quiet_ends(*args: Any) -> Any:
+    """The plan's quiet end cuts stored at once, before its shards are planned."""
+    stored = _store_quiet_ends(*args)
+    EXPLORED["plan: quiet ends stored at once"] += len(stored)
+    return stored
+
+
+_store_quiet_ends = plan_module.store_quiet_ends
+plan_module.store_quiet_ends = _counted_quiet_ends
 
 
 @dataclass(frozen=True)
@@ -1449,7 +1461,7 @@ def test_the_orders_explored() -> None:
         "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
         "grouped: killed in a transaction", "grouped: transactions on their way at once",
         "commit: a mark's grouped write lost a race", "plan: cuts found ahead",
-        "plan: a range's start and end found ahead",
+        "plan: a range's start and end found ahead", "plan: quiet ends stored at once",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
 

@@ -20,6 +20,7 @@ from airflow_provider_kinesis_doris.core.kinesis.boundaries import find_cut
 from airflow_provider_kinesis_doris.core import loader_processes
 from airflow_provider_kinesis_doris.core.kinesis.topology import list_shards
 from airflow_provider_kinesis_doris.core.loader_processes import LoaderProcessFailed, find_cuts_in_processes, run_in_processes
+from airflow_provider_kinesis_doris.core.plan import ShardDecision
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from kinesis_doris_devstack.scenario import DIE_AT_EVENT_ENV, event, now_ms, put_events, sealed_end, wait_past
 from tests.integration.conftest import DB
@@ -123,10 +124,13 @@ def test_the_loader_processes_find_the_plans_cuts_and_the_plan_reads_no_shard_it
     ids = list(range(20))
     first = _interval(kinesis_client, world["stream"], ids[:10])
     second = (first[1], _interval(kinesis_client, world["stream"], ids[10:])[1])
+    quiet = (second[1], sealed_end(kinesis_client, world["stream"], []))
     opened: list[str] = []
+    sent: list[str] = []
     original = botocore.client.BaseClient._make_api_call
 
     def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
+        sent.append(operation)
         if operation == "GetShardIterator":
             opened.append(params["ShardId"])
         return original(client, operation, params)
@@ -135,9 +139,16 @@ def test_the_loader_processes_find_the_plans_cuts_and_the_plan_reads_no_shard_it
     finder = partial(find_cuts_in_processes, processes=2, lanes=1)
     with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.loader_processes"):
         results = [world["run"](*interval, runner=IN_TWO_PROCESSES, find_cuts=finder) for interval in (first, second)]
+        sent.clear()
+        quiet_plan = world["run"](*quiet, runner=IN_TWO_PROCESSES, find_cuts=finder).plan
 
-    assert caplog.text.count("finding the cuts of 2 new ranges in 2 processes of 1 lanes") == 2
+    assert caplog.text.count("finding the cuts of 2 new ranges in 2 processes of 1 lanes") == 3
     assert opened == []
+    # The quiet interval's two end cuts were found ahead and stored together: the one write after
+    # the listing (before it, the interval's put in the pipeline's grid).
+    assert [shard.decision for shard in quiet_plan.shards] == [ShardDecision.EMPTY] * 2
+    writes = [operation for operation in sent[sent.index("ListShards"):] if operation in ("PutItem", "UpdateItem", "TransactWriteItems")]
+    assert writes == ["TransactWriteItems"], " ".join(sent)
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", original)
     listed = {info.shard_id: info for info in list_shards(kinesis_client, world["stream"])}
     for result in results:

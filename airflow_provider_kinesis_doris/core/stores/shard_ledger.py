@@ -105,8 +105,16 @@ class ShardLedger:
     def put_boundary(self, boundary: Boundary) -> Boundary:
         """Store ``boundary`` unless one exists for its (shard, instant); return the stored one."""
         # Planning puts the cuts of many shards at once: grouped, one request carries several.
-        if self._items.put_new_grouped(self.boundary_item(boundary)):
-            return self._settle(boundary)
+        return self.put_boundaries([boundary])[0]
+
+    def put_boundaries(self, boundaries: Sequence[Boundary]) -> list[Boundary]:
+        """:meth:`put_boundary` of each (of distinct shards or instants), handed over at once:
+        grouped transactions of as many as fit; the stored ones, in order."""
+        written = self._items.put_new_grouped_all([self.boundary_item(boundary) for boundary in boundaries])
+        return [self._settle(boundary) if ok else self._stored(boundary) for boundary, ok in zip(boundaries, written)]
+
+    def _stored(self, boundary: Boundary) -> Boundary:
+        """The boundary that won the put of ``boundary``."""
         stored = self.get_boundary(boundary.shard_id, boundary.instant_ms)
         assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
         return stored

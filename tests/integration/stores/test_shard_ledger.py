@@ -4,11 +4,14 @@ lease counter, cuts put once and a PENDING one resolved once, the shard set vers
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointConflict, CheckpointNotFound
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, ShardState
+from airflow_provider_kinesis_doris.core.stores.dynamodb import DynamoItems
 from airflow_provider_kinesis_doris.core.stores.items import boundary_sk
 from airflow_provider_kinesis_doris.core.stores.primitives import StoreItems
 from airflow_provider_kinesis_doris.core.stores.shard_ledger import ShardLedger
@@ -68,6 +71,35 @@ def test_a_cut_is_put_once_and_a_pending_one_resolved_once(open_items: OpenItems
     assert run_b.resolve_pending(_at(2000, 7)) == _at(2000, 9)  # follow the stored cut, not the proposal
     assert run_b.boundaries_for_shard(SHARD) == [_at(1000, 5), _at(2000, 9)]
     assert run_b.boundary_at_or_before(SHARD, 1999) == _at(1000, 5)
+
+
+def test_cuts_handed_over_at_once_are_each_put_once_in_transactions_of_a_hundred(open_items: OpenItems) -> None:
+    """A plan's quiet end cuts go to the store at once: each is put once (a cut another run stored
+    first wins, in its place in the answer), and on DynamoDB a hundred to a transaction rather
+    than a request a cut."""
+    ledger = ShardLedger(items := open_items())
+    cuts = [Boundary(f"shardId-{n:012d}", 1000, BoundaryKind.AFTER, Position(n)) for n in range(150)]
+    first = ShardLedger(open_items()).put_boundary(replace(cuts[7], position=Position(70)))
+    sent: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        sent.append(model.name)
+
+    events = items._client.meta.events if isinstance(items, DynamoItems) else None
+    if events is not None:
+        events.register("before-call.dynamodb.*", count)
+    try:
+        stored = ledger.put_boundaries(cuts)
+    finally:
+        if events is not None:
+            events.unregister("before-call.dynamodb.*", count)
+
+    assert stored == [first if n == 7 else cut for n, cut in enumerate(cuts)]
+    assert ShardLedger(open_items()).read_boundaries([cut.shard_id for cut in cuts], 1000) == {cut.shard_id: cut for cut in stored}
+    if isinstance(items, DynamoItems):
+        # Two transactions of the 150, one sent again without the cut that lost (and reads: the
+        # table's layout on a first write, the cut that won).
+        assert sent.count("TransactWriteItems") == 3 and "PutItem" not in sent, sent
 
 
 def test_a_concrete_cut_is_remembered_and_a_pending_one_read_again(open_items: OpenItems) -> None:
