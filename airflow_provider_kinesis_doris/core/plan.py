@@ -201,40 +201,16 @@ def plan_interval(
     stored = store.ranges.ranges_at(shard_ids, interval_start_ms) if own_ranges else {}
     requests = new_range_cut_requests(listed, starts, stored, interval_start_ms, interval_end_ms) if find_cuts and own_ranges else []
     found = find_cuts(requests, horizon_ms) if find_cuts and requests else {}
-    before_horizon = prune_horizon_ms is not None and interval_start_ms < prune_horizon_ms
-    quiet_ends = {} if before_horizon else store_quiet_ends(store, requests, found, checkpoints)
     planner = _IntervalPlanner(
         kinesis, store, config, interval_start_ms, interval_end_ms, listed,
         floor=floor, trim_horizon_ms=horizon_ms, prune_horizon_ms=prune_horizon_ms, stored=stored,
-        checkpoints=checkpoints, clock=clock, uncut=set(shard_ids) - set(starts), found=found, quiet_ends=quiet_ends,
+        checkpoints=checkpoints, clock=clock, uncut=set(shard_ids) - set(starts), found=found,
     )  # fmt: skip
+    planner.store_found_ahead(requests)
     for generation in parent_generations(listed):
         map_bounded(planner.plan_shard, generation, config.driver_concurrency)
     shard_plans = tuple(planner.decided[shard.shard_id] for shard in parents_first(listed))
     return Plan(config.pipeline_id, config.stream_name, interval_start_ms, interval_end_ms, shard_plans, horizon_ms)
-
-
-def store_quiet_ends(
-    store: CheckpointStore, requests: Sequence[CutRequest], found: Mapping[CutRequest, Boundary],
-    checkpoints: Mapping[str, ShardCheckpoint],
-) -> dict[Boundary, Boundary]:
-    """Store the end cuts of the open shards found quiet ahead (the end found is the start's cut:
-    no record arrived in the interval), handed over at once (``ShardLedger.put_boundaries``)
-    rather than one put a shard from the planner's threads; each cut put → the one stored.
-
-    Only where the planner stores that very cut alone: an end read from the stored start (an open
-    shard: a closed one reads to its end), outside the shard's pruned history. A shard with a record
-    before the interval was created before it, so the planner does not cut its end at its start;
-    it takes a stored cut only where it proposes the same one, and otherwise follows the store as
-    after any put it lost. The caller leaves out intervals before the prune horizon, whose quiet
-    shards are decided from the cuts stored when they were planned."""
-    quiet = [
-        end for request in requests
-        if request.earlier is not None and request.shard.is_open
-        and (end := found.get(request)) is not None and request.earlier.same_cut(end)
-        and not _in_pruned_span(checkpoints[request.shard.shard_id], request.earlier.instant_ms, request.instant_ms)
-    ]  # fmt: skip
-    return dict(zip(quiet, store.ledger.put_boundaries(quiet))) if quiet else {}
 
 
 def settle_initial_position(store: CheckpointStore, setting: str | InitialPosition) -> InitialPosition:
@@ -350,7 +326,6 @@ class _IntervalPlanner:
         clock: Callable[[], int],
         uncut: set[str],
         found: Mapping[CutRequest, Boundary],
-        quiet_ends: Mapping[Boundary, Boundary],
     ) -> None:
         self.kinesis = kinesis
         self.store = store
@@ -374,9 +349,44 @@ class _IntervalPlanner:
         self.found = found
         """Cuts found ahead (:mod:`~.plan_cuts`), by what was asked: taken for that shard, instant
         and earlier cut instead of a read of Kinesis."""
-        self.quiet_ends = quiet_ends
-        """Quiet end cuts stored before the shards were planned (:func:`store_quiet_ends`): each
-        cut put → the one stored, taken where the planner would put that cut."""
+        self.quiet_ends: dict[Boundary, Boundary] = {}
+        self.ranges_ahead: dict[ShardRange, ShardRange] = {}
+        """Quiet end cuts and new ranges stored before the shards were planned
+        (:meth:`store_found_ahead`): each one put → the one stored, taken where the planner would
+        put that very one."""
+
+    def store_found_ahead(self, requests: Sequence[CutRequest]) -> None:
+        """Store what the cuts found ahead decide before the shards are planned, handed over at
+        once (transactions of a hundred items) rather than a write a shard from the planner's
+        threads: the end cut of each shard found quiet (the end is the start's cut: no record
+        arrived), and the new range, with its end, of each other shard whose mark needs no rewind
+        (the steady state; :meth:`_behind_mark`).
+
+        Only where the planner would store that very item itself: an end read from a stored start
+        that is a record's cut, in an interval after the prune horizon and outside the shard's
+        pruned history. A shard with a record before the interval's end was created before that
+        end, so the planner cuts it there as found; it takes a stored item only where it proposes
+        that same one (:attr:`quiet_ends`, :attr:`ranges_ahead`), and otherwise follows the store
+        as after any put it lost."""
+        if self._before_prune_horizon(self.start_ms):
+            return  # decided from the cuts stored when it was planned, or refused (I10)
+        quiet: list[Boundary] = []
+        ranges: list[ShardRange] = []
+        for request in requests:
+            start, end = request.earlier, self.found.get(request)
+            if start is None or start.position is None or end is None:
+                continue
+            if _in_pruned_span(self.checkpoints[request.shard.shard_id], self.start_ms, self.end_ms):
+                continue
+            proposed = self._proposed_range(request.shard, self.start_ms, self.end_ms, start, end)
+            if _holds_no_record(proposed):
+                quiet.append(end)
+            elif self._behind_mark(proposed):
+                ranges.append(proposed)
+        if quiet:
+            self.quiet_ends = dict(zip(quiet, self.store.ledger.put_boundaries(quiet)))
+        if ranges:
+            self.ranges_ahead = dict(zip(ranges, self.store.ranges.create_ranges(ranges, with_end=True)))
 
     def plan_shard(self, shard: ShardInfo) -> ShardPlan:
         checkpoint = self.checkpoints[shard.shard_id]
@@ -481,7 +491,7 @@ class _IntervalPlanner:
             # Before and after the range is stored: a commit running meanwhile may have advanced the
             # mark from the earliest range it saw, past this one.
             self._rewind_past(proposed, fence=False)
-            stored = self.store.ranges.create_range(proposed, with_end=not end_stored)
+            stored = self.ranges_ahead.get(proposed) or self.store.ranges.create_range(proposed, with_end=not end_stored)
             # A concurrent planner of the same interval may have stored it first: follow the store.
             decision = ShardDecision.NEW if stored == proposed else ShardDecision.REPLAYED
         else:
@@ -513,12 +523,7 @@ class _IntervalPlanner:
         )
         listed = self.checkpoints[shard_range.shard_id]
         start_ms = shard_range.start.instant_ms
-        behind = (
-            listed.high_water_mark is not None
-            and listed.high_water_mark.instant_ms <= start_ms
-            and (listed.pruned_through_ms or 0) <= start_ms
-        )
-        if shard_range.state is RangeState.PLANNED and not empty and not behind:
+        if shard_range.state is RangeState.PLANNED and not empty and not self._behind_mark(shard_range):
             first = iter([self.rewound.get(shard_range.shard_id, listed)])
             shard = retry_on_conflict(
                 lambda: self.store.marks.rewind_high_water_mark(
@@ -527,6 +532,17 @@ class _IntervalPlanner:
                 f"shard {shard_range.shard_id}",
             )
             self.rewound[shard.shard_id] = shard
+
+    def _behind_mark(self, shard_range: ShardRange) -> bool:
+        """Whether the range lies at or after the shard's mark and pruning as this run listed
+        them: planning it pulls nothing back (:meth:`_rewind_past`)."""
+        listed = self.checkpoints[shard_range.shard_id]
+        start_ms = shard_range.start.instant_ms
+        return (
+            listed.high_water_mark is not None
+            and listed.high_water_mark.instant_ms <= start_ms
+            and (listed.pruned_through_ms or 0) <= start_ms
+        )
 
     def _ended_before(self, shard: ShardInfo, instant_ms: int) -> bool:
         """A stored cut before the instant is the shard's end: the closed shard has no record at
@@ -540,20 +556,21 @@ class _IntervalPlanner:
 
     def _new_range(self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, first_ms: int) -> ShardRange:
         start = self._boundary(shard, first_ms, unstored=first_ms == self.start_ms and shard.shard_id in self.uncut)
+        # A start whose record arrived at or after the end is the end's cut too: no probe. The end
+        # of a new range is rarely stored yet (a killed attempt, or the next interval run first):
+        # resolved without reading first, and put once with the range (or alone when the interval
+        # is quiet) all the same.
+        end = self._boundary(shard, interval_end_ms, earlier=start, unstored=True, put=False)
+        return self._proposed_range(shard, interval_start_ms, interval_end_ms, start, end)
+
+    def _proposed_range(
+        self, shard: ShardInfo, interval_start_ms: int, interval_end_ms: int, start: Boundary, end: Boundary
+    ) -> ShardRange:
         return ShardRange(
-            pipeline_id=self.store.pipeline_id,
-            stream_name=self.config.stream_name,
-            shard_id=shard.shard_id,
-            interval_start_ms=interval_start_ms,
-            interval_end_ms=interval_end_ms,
-            start=start,
-            # A start whose record arrived at or after the end is the end's cut too: no probe. The
-            # end of a new range is rarely stored yet (a killed attempt, or the next interval run
-            # first): resolved without reading first, and put once with the range (or alone when the
-            # interval is quiet) all the same.
-            end=self._boundary(shard, interval_end_ms, earlier=start, unstored=True, put=False),
+            pipeline_id=self.store.pipeline_id, stream_name=self.config.stream_name, shard_id=shard.shard_id,
+            interval_start_ms=interval_start_ms, interval_end_ms=interval_end_ms, start=start, end=end,
             chunk_limits=self.config.chunk_limits,
-        )
+        )  # fmt: skip
 
     def _boundary(
         self, shard: ShardInfo, instant_ms: int, earlier: Boundary | None = None, *, unstored: bool = False,

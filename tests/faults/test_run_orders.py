@@ -219,11 +219,12 @@ class KillableItems(MemoryItems):
             items.group_writes(self.grouped.max_items, self.grouped.in_flight)
         return items
 
-    def put_new_grouped_all(self, items: Any) -> list[bool]:
+    def put_new_grouped_units(self, units: Any) -> list[list[bool]]:
         if self.grouped is None:
-            return super().put_new_grouped_all(items)
-        writer, put_new_all = object(), super().put_new_all
-        return self.grouped.write_all([(item["sk"], writer, partial(put_new_all, [item])) for item in items])
+            return super().put_new_grouped_units(units)
+        put_new_all = super().put_new_all
+        return self.grouped.write_units([[(item["sk"], writer, partial(put_new_all, [item])) for item in unit]
+                                         for writer, unit in ((object(), unit) for unit in units)])  # fmt: skip
 
     def update_grouped_all(self, updates: Any) -> list[bool]:
         if self.grouped is None:
@@ -390,15 +391,18 @@ _advance_again = commit_module._advance_again
 commit_module._advance_again = _counted_advance_again
 
 
-def _counted_quiet_ends(*args: Any) -> Any:
-    """The plan's quiet end cuts stored at once, before its shards are planned."""
-    stored = _store_quiet_ends(*args)
-    EXPLORED["plan: quiet ends stored at once"] += len(stored)
-    return stored
+def _counted_found_ahead(planner: Any, requests: Any) -> None:
+    """What the plan stores at once from the cuts found ahead, before its shards are planned."""
+    _store_found_ahead(planner, requests)
+    EXPLORED["plan: quiet ends stored at once"] += len(planner.quiet_ends)
+    EXPLORED["plan: new ranges stored at once"] += len(planner.ranges_ahead)
+    EXPLORED["plan: a range stored at once lost to another run's"] += sum(
+        stored != proposed for proposed, stored in planner.ranges_ahead.items()
+    )
 
 
-_store_quiet_ends = plan_module.store_quiet_ends
-plan_module.store_quiet_ends = _counted_quiet_ends
+_store_found_ahead = plan_module._IntervalPlanner.store_found_ahead
+plan_module._IntervalPlanner.store_found_ahead = _counted_found_ahead  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -1461,7 +1465,7 @@ def test_the_orders_explored() -> None:
         "grouped: writers sharing a transaction", "grouped: writes queued past one transaction",
         "grouped: killed in a transaction", "grouped: transactions on their way at once",
         "commit: a mark's grouped write lost a race", "plan: cuts found ahead",
-        "plan: a range's start and end found ahead", "plan: quiet ends stored at once",
+        "plan: a range's start and end found ahead", "plan: quiet ends stored at once", "plan: new ranges stored at once",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
 

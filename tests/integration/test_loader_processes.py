@@ -116,39 +116,43 @@ def test_a_transform_on_a_path_the_task_added_after_the_first_run_is_found(
 def test_the_loader_processes_find_the_plans_cuts_and_the_plan_reads_no_shard_itself(  # type: ignore[no-untyped-def]
     world, kinesis_client, monkeypatch, caplog
 ) -> None:
-    """Two intervals with records in both shards, their plans given the loader processes' cut
-    finder: for the first, two processes find each new range's start and then its end from it; for
-    the second, the end from the stored start. The task's process opens no iterator (loads in the
-    processes too), each stored cut is the one found from the cut before it, and every record
-    lands once."""
+    """Two intervals with records in both shards and a quiet one, their plans given the loader
+    processes' cut finder: for the first, two processes find each new range's start and then its
+    end from it; for the others, the end from the stored start. The task's process opens no
+    iterator (loads in the processes too), each stored cut is the one found from the cut before
+    it, the second plan's two ranges and the quiet plan's two end cuts are each stored in one
+    transaction, and every record lands once."""
     ids = list(range(20))
     first = _interval(kinesis_client, world["stream"], ids[:10])
     second = (first[1], _interval(kinesis_client, world["stream"], ids[10:])[1])
     quiet = (second[1], sealed_end(kinesis_client, world["stream"], []))
-    opened: list[str] = []
-    sent: list[str] = []
+    sent: list[tuple[str, dict[str, Any]]] = []
     original = botocore.client.BaseClient._make_api_call
 
     def counted(client: Any, operation: str, params: dict[str, Any]) -> Any:
-        sent.append(operation)
-        if operation == "GetShardIterator":
-            opened.append(params["ShardId"])
+        sent.append((operation, params))
         return original(client, operation, params)
 
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", counted)
     finder = partial(find_cuts_in_processes, processes=2, lanes=1)
+    runs = []
     with caplog.at_level(logging.INFO, logger="airflow_provider_kinesis_doris.core.loader_processes"):
-        results = [world["run"](*interval, runner=IN_TWO_PROCESSES, find_cuts=finder) for interval in (first, second)]
-        sent.clear()
-        quiet_plan = world["run"](*quiet, runner=IN_TWO_PROCESSES, find_cuts=finder).plan
+        for interval in (first, second, quiet):
+            sent.clear()
+            runs.append((world["run"](*interval, runner=IN_TWO_PROCESSES, find_cuts=finder), list(sent)))
+    results = [result for result, _ in runs[:2]]
 
     assert caplog.text.count("finding the cuts of 2 new ranges in 2 processes of 1 lanes") == 3
-    assert opened == []
-    # The quiet interval's two end cuts were found ahead and stored together: the one write after
-    # the listing (before it, the interval's put in the pipeline's grid).
+    assert [operation for _, calls in runs for operation, _ in calls if operation == "GetShardIterator"] == []
+    stored_kinds = [sorted(item["Put"]["Item"]["kind"]["S"] for item in params["TransactItems"] if "Put" in item)
+                    for operation, params in runs[1][1] if operation == "TransactWriteItems"]  # fmt: skip
+    assert [kinds for kinds in stored_kinds if "range" in kinds] == [["boundary", "boundary", "range", "range"]]
+    # The quiet interval's two end cuts were stored together: the one write after the listing
+    # (before it, the interval's put in the pipeline's grid).
+    quiet_plan, quiet_calls = runs[2][0].plan, [operation for operation, _ in runs[2][1]]
     assert [shard.decision for shard in quiet_plan.shards] == [ShardDecision.EMPTY] * 2
-    writes = [operation for operation in sent[sent.index("ListShards"):] if operation in ("PutItem", "UpdateItem", "TransactWriteItems")]
-    assert writes == ["TransactWriteItems"], " ".join(sent)
+    writes = [operation for operation in quiet_calls[quiet_calls.index("ListShards"):] if operation in ("PutItem", "UpdateItem", "TransactWriteItems")]
+    assert writes == ["TransactWriteItems"], " ".join(quiet_calls)
     monkeypatch.setattr(botocore.client.BaseClient, "_make_api_call", original)
     listed = {info.shard_id: info for info in list_shards(kinesis_client, world["stream"])}
     for result in results:

@@ -125,6 +125,20 @@ def test_the_writes_of_one_writer_go_in_one_group_and_are_answered_each() -> Non
     assert table.groups[1:] == [["again"], ["again"]]
 
 
+def test_units_handed_over_at_once_share_groups_and_none_is_split() -> None:
+    """Five units of two (a range and its end cut) in groups of five: two units to a group, never
+    a range in one group and its cut in the next; each unit answered in its place."""
+    table = SlowTable()
+    grouped = GroupedWrites(table.send, key=_sk, max_items=5)
+    units = [[{"sk": f"end{n}"}, {"sk": f"range{n}"}] for n in range(5)]
+    units[3][1] = {"sk": "taken"}
+
+    answers = grouped.write_units(units)
+
+    assert answers == [[True, True]] * 3 + [[True, False]] + [[True, True]]
+    assert table.groups == [["end0", "range0", "end1", "range1"], ["end2", "range2", "end3", "taken"], ["end4", "range4"]]
+
+
 def test_writers_of_several_writes_each_queued_behind_one_another_all_get_their_answers() -> None:
     """Sixteen threads, each with a range and its cut (two writes), and a slow request in front:
     every write is answered, in groups, none twice, and the sending is handed on to the end."""

@@ -294,8 +294,8 @@ class DynamoItems(StoreItems):
     def put_new_all(self, items: Sequence[dict[str, Any]]) -> bool:
         return all(self._write_many([("Put", self._put_once(item)) for item in items], all_or_nothing=True))
 
-    def put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
-        return self._grouped.write_all([("Put", self._put_once(item)) for item in items])
+    def put_new_grouped_units(self, units: Sequence[Sequence[dict[str, Any]]]) -> list[list[bool]]:
+        return self._grouped.write_units([[("Put", self._put_once(item)) for item in unit] for unit in units])
 
     def update_grouped_all(self, updates: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> list[bool]:
         return self._grouped.write_all([("Update", self._update_request(*update)) for update in updates])

@@ -21,11 +21,13 @@ from typing import Any
 
 
 class _Entry:
-    def __init__(self, item: Any, key: Hashable, ready: threading.Event) -> None:
+    def __init__(self, item: Any, key: Hashable, writer: object, ready: threading.Event) -> None:
         self.item = item
         self.key = key
+        self.writer = writer
+        """Shared by the writes kept whole: one group holds them all, or they wait together."""
         self.ready = ready
-        """Shared by the entries of one writer: set when one of them is answered, or when it may send."""
+        """Shared by the entries of one call: set when one of them is answered, or when it may send."""
         self.written: bool | None = None
         self.error: BaseException | None = None
 
@@ -64,8 +66,15 @@ class GroupedWrites:
     def write_all(self, items: Sequence[Any]) -> list[bool]:
         """Apply each write of ``items`` whose condition holds (in one group when they fit); the
         answer per write. A group's error is raised once every write of ``items`` is answered."""
+        return self.write_units([items])[0]
+
+    def write_units(self, units: Sequence[Sequence[Any]]) -> list[list[bool]]:
+        """:meth:`write_all` of each unit, handed over at once: each unit is kept whole as one
+        call's writes are, and units go together in groups as the writes of many threads do. The
+        answers per unit; a group's error is raised once every write of every unit is answered."""
         ready = threading.Event()
-        entries = [_Entry(item, self._key(item), ready) for item in items]
+        queued = [self._entries(unit, ready) for unit in units]
+        entries = [entry for unit in queued for entry in unit]
         with self._lock:
             self._queue.extend(entries)
         while not all(entry.answered for entry in entries):
@@ -79,7 +88,11 @@ class GroupedWrites:
         error = next((entry.error for entry in entries if entry.error is not None), None)
         if error is not None:
             raise error
-        return [bool(entry.written) for entry in entries]
+        return [[bool(entry.written) for entry in unit] for unit in queued]
+
+    def _entries(self, unit: Sequence[Any], ready: threading.Event) -> list[_Entry]:
+        writer = object()  # the unit's: kept whole
+        return [_Entry(item, self._key(item), writer, ready) for item in unit]
 
     def _take_group(self) -> list[_Entry]:
         """The next group to send from the queue, taken off it and counted in flight, if a group
@@ -121,20 +134,20 @@ class GroupedWrites:
         end cut). Only writes that never fit one group (more than it holds, or an item twice) go
         over several, in order, their head first once they reach the front of the queue, one
         group in flight at a time. A writer with a write of an item in flight waits whole."""
-        busy_writers = {entry.ready for group in self._sending for entry in group}
+        busy_writers = {entry.writer for group in self._sending for entry in group}
         keys: set[Hashable] = {entry.key for group in self._sending for entry in group}
-        writers: dict[threading.Event, list[_Entry]] = {}
+        writers: dict[object, list[_Entry]] = {}
         for entry in self._queue:
-            writers.setdefault(entry.ready, []).append(entry)
+            writers.setdefault(entry.writer, []).append(entry)
         group: list[_Entry] = []
         rest: list[_Entry] = []
-        for ready, own in writers.items():
+        for writer, own in writers.items():
             named = set(keys)
             fitting = 0
             while fitting < min(len(own), self._max_items - len(group)) and own[fitting].key not in named:
                 named.add(own[fitting].key)
                 fitting += 1
-            if ready in busy_writers:
+            if writer in busy_writers:
                 taken = 0
             elif fitting == len(own) or (not group and self._never_fits(own)):
                 taken = fitting

@@ -67,7 +67,13 @@ class StoreItems(Protocol):
     def put_new_grouped_all(self, items: Sequence[dict[str, Any]]) -> list[bool]:
         """:meth:`put_new_grouped` of each item (each put once on its own, in one request where
         the store can); whether each was stored."""
-        return [self.put_new(item) for item in items]
+        return self.put_new_grouped_units([items])[0]
+
+    def put_new_grouped_units(self, units: Sequence[Sequence[dict[str, Any]]]) -> list[list[bool]]:
+        """:meth:`put_new_grouped_all` of each unit, handed over at once: a unit's items go in one
+        request, as one call's do, and units share requests where the store can (a plan's new
+        ranges, each with its end cut); whether each item was stored, per unit."""
+        return [[self.put_new(item) for item in unit] for unit in units]
 
     def update_grouped(self, sk: str, changes: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
         """:meth:`update` that answers only whether it applied, possibly sent together with the

@@ -153,6 +153,30 @@ class RangeBook:
         :return: the stored range: ours, or the one a concurrent planner stored first (and with the
             end cut a concurrent resolver stored first).
         """
+        return self.create_ranges([shard_range], with_end=with_end)[0]
+
+    def create_ranges(self, shard_ranges: Sequence[ShardRange], *, with_end: bool = False) -> list[ShardRange]:
+        """:meth:`create_range` of each (of distinct shards or intervals), handed over at once: a
+        range and its end go in one request, several ranges to a request; the stored ones, in order."""
+        units = [[self._ledger.boundary_item(r.end), self._range_item(r)] if with_end else [self._range_item(r)] for r in shard_ranges]
+        # Planning stores the ranges of many shards at once: grouped, one request carries several.
+        answers = self._items.put_new_grouped_units(units)
+        return [self._created(r, unit, written) for r, unit, written in zip(shard_ranges, units, answers)]
+
+    def _created(self, shard_range: ShardRange, unit: list[dict[str, Any]], written: list[bool]) -> ShardRange:
+        """The range stored after the put of ``unit`` (its end cut first when it carries two)."""
+        end_written = written[0] if len(unit) == 2 else True
+        if end_written:
+            self._ledger.remember_boundary(shard_range.end)
+        item = unit[-1]
+        if all(written):
+            self._planned_ranges[item["sk"]] = item
+            return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
+        stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
+        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
+        return stored
+
+    def _range_item(self, shard_range: ShardRange) -> dict[str, Any]:
         item = {
             "sk": range_sk(shard_range.shard_id, shard_range.interval_start_ms),
             "kind": "range",
@@ -169,19 +193,7 @@ class RangeBook:
         }
         if shard_range.chunk_limits is not None:
             item.update(asdict(shard_range.chunk_limits))
-        # Planning stores the ranges of many shards at once: grouped, one request carries several.
-        if with_end:
-            end_written, written = self._items.put_new_grouped_all([self._ledger.boundary_item(shard_range.end), item])
-        else:
-            end_written, written = True, self._items.put_new_grouped(item)
-        if end_written:
-            self._ledger.remember_boundary(shard_range.end)
-        if written and end_written:
-            self._planned_ranges[item["sk"]] = item
-            return self._range_from_item(item, {b.instant_ms: b for b in (shard_range.start, shard_range.end)})
-        stored = self.get_range(shard_range.shard_id, shard_range.interval_start_ms)
-        assert stored is not None, "a put-once item existed a moment ago and items are never deleted"
-        return stored
+        return item
 
     def mark_range_loaded(
         self, shard_id: str, interval_start_ms: int, counts: Mapping[str, int] | None = None
