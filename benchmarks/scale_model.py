@@ -53,7 +53,8 @@ OWN_WORK = "(own work)"
 
 # The recurring interval with records after its end, per shard, by the function that asked
 # (docs/benchmarks.md, "Where the driver's CPU goes"): the end cut (found ahead in the loader
-# processes when the runner has them, else by the planner); the planner's grouped range write; the
+# processes when the runner has them, else by the planner); the planner's grouped range write (at
+# once, with the cuts found ahead: PLAN_WITH_CUTS_AHEAD); the
 # loader's read, its chunk log's two writes and its Stream Load (an FE probe and the BE's load); the
 # commit's two grouped writes of every shard at once, one writer's transactions of 100 one after
 # the other.
@@ -63,6 +64,9 @@ RECURRING = (
     Phase("load", {"GetShardIterator": 1, "GetRecords": 1, "TransactWriteItems": 1, "UpdateItem": 1, "Doris": 2}, 8, "loaders"),
     Phase("commit", {"TransactWriteItems": 0.02}, 1, "driver"),
 )
+PLAN_WITH_CUTS_AHEAD = Phase("plan", {"TransactWriteItems": 0.02}, 1, "driver")
+"""The plan when its cuts were found ahead: its new ranges, each with its end cut, handed over at
+once before it plans the shards (one writer's transactions of 50 ranges, one after the other)."""
 
 
 def latency_of(operation: str) -> float:
@@ -123,6 +127,7 @@ def simulate(
     figures: dict[str, float] = {}
     driver_cpu_ms = 0.0
     for phase in RECURRING:
+        phase = PLAN_WITH_CUTS_AHEAD if phase.name == "plan" and cuts_ahead else phase
         phase = replace(phase, shard_cpu_ms=(shard_cpu_ms or {}).get(phase.name, 0.0))
         on_driver = phase.where == "driver" or executors is None or (phase.name == "cuts" and not cuts_ahead)
         cpus = 1 if on_driver else executors

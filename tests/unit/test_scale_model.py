@@ -56,9 +56,11 @@ def test_a_phases_own_work_per_shard_takes_its_cpu_before_the_calls() -> None:
     assert both == pytest.approx(100 * (2 * 0.05 + 0.005) + LATENCY_S["GetItem"], abs=0.01)
 
 
-def test_cuts_found_ahead_leave_the_driver_the_plans_writes() -> None:
+def test_cuts_found_ahead_leave_the_driver_the_plans_writes_at_once() -> None:
     here = simulate(1000, cpu_ms=4.0, executors=8, spark_start_s=0)
     ahead = simulate(1000, cpu_ms=4.0, executors=8, spark_start_s=0, cuts_ahead=True)
 
-    assert ahead["cuts_s"] < here["cuts_s"] / 4 and ahead["plan_s"] == here["plan_s"]
-    assert here["driver_cpu_ms_per_shard"] - ahead["driver_cpu_ms_per_shard"] == pytest.approx(2 * 4.0)
+    assert ahead["cuts_s"] < here["cuts_s"] / 4 and ahead["plan_s"] < here["plan_s"]
+    # The two reads of each shard's end cut, and the plan's transactions: 0.47 a shard from its
+    # threads, 0.02 handed over at once.
+    assert here["driver_cpu_ms_per_shard"] - ahead["driver_cpu_ms_per_shard"] == pytest.approx((2 + 0.47 - 0.02) * 4.0)
