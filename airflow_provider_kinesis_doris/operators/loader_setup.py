@@ -194,7 +194,8 @@ def build_runner(
 
 def cut_finder(runner: RunnerConfig) -> CutsElsewhere | None:
     """Where each plan's cuts are found ahead (:mod:`~.core.plan_cuts`): the loader processes of
-    the runner's in-process settings, when it has more than one; else the plan reads them itself."""
+    the runner's in-process settings (a Spark runner's on a local master: one a core), when it has
+    more than one; else the plan reads them itself."""
     in_process = runner_kind(runner).in_process_of(runner)
     if in_process is None or in_process.processes <= 1:
         return None
@@ -247,6 +248,17 @@ def _loader(runner: InProcessRunner) -> Runner:
     return partial(run_in_processes, lanes=runner.lanes, processes=runner.processes)
 
 
+def _cut_finders_of_local_spark(runner: SparkRunner) -> InProcessRunner | None:
+    """A Spark runner on a local master: the plan's cuts found in processes of the task, one a core
+    of its master, which the Spark job uses only once the plan is made. A cluster's cores are not
+    the task's: its plan reads them itself."""
+    from airflow_provider_kinesis_doris.spark.runner import local_cores
+
+    if runner.spark_conn_id or runner.spark_connect_conn_id:
+        return None
+    return InProcessRunner(processes=local_cores(runner.master))
+
+
 def _spark_or_in_process(
     runner: SparkOrInProcess, spark: Runner, store: CheckpointStore, concurrency: int
 ) -> tuple[AutoRunner, AutoRunner]:
@@ -258,7 +270,7 @@ def _spark_or_in_process(
 RUNNER_KINDS: Mapping[type, RunnerKind] = {
     SparkRunner: RunnerKind(
         spark_of=lambda runner: runner, always_spark=True, build=_spark_job, loading_step=_described,
-        in_process_of=lambda runner: None,
+        in_process_of=lambda runner: _cut_finders_of_local_spark(runner),
     ),
     InProcessRunner: RunnerKind(
         spark_of=lambda runner: None, always_spark=False, build=_in_process, loading_step=_described,

@@ -204,10 +204,18 @@ def test_the_loader_processes_find_the_plans_cuts_only_where_the_runner_has_more
     finders = {
         name: cut_finder(runner)
         for name, runner in {
-            "spark": SparkRunner(), "one process": InProcessRunner(processes=1), "three": InProcessRunner(processes=3, lanes=2),
+            "one process": InProcessRunner(processes=1), "three": InProcessRunner(processes=3, lanes=2),
             "auto, one": SparkOrInProcess(), "auto, four": SparkOrInProcess(in_process=InProcessRunner(processes=4)),
+            # A local master's cores find the cuts (the Spark job uses them only after the plan);
+            # a cluster's are not the task's.
+            "spark, local[3]": SparkRunner(master="local[3]"), "spark, local[1]": SparkRunner(master="local[1]"),
+            "spark, submitted": SparkRunner(master="local[3]", spark_conn_id="spark_default"),
+            "spark, connect": SparkRunner(spark_connect_conn_id="spark_connect_default"),
         }.items()
     }  # fmt: skip
-    assert [name for name, finder in finders.items() if finder is None] == ["spark", "one process", "auto, one"]
+    assert [name for name, finder in finders.items() if finder is None] == [
+        "one process", "auto, one", "spark, local[1]", "spark, submitted", "spark, connect"
+    ]
     assert finders["three"].keywords == {"processes": 3, "lanes": 2}  # type: ignore[union-attr]
     assert finders["auto, four"].keywords == {"processes": 4, "lanes": InProcessRunner().lanes}  # type: ignore[union-attr]
+    assert finders["spark, local[3]"].keywords == {"processes": 3, "lanes": InProcessRunner().lanes}  # type: ignore[union-attr]
