@@ -297,7 +297,7 @@ def _in_a_loader_process(settings: Mapping[str, Any]) -> None:
 
     # Not at the process's exit: multiprocessing clears the finalizers registered before its start.
     # A process either loads its share or finds the plan's cuts for its share.
-    loader_processes.load_share = reporting(loader_processes.load_share)
+    loader_processes.load_share_here = reporting(loader_processes.load_share_here)
     loader_processes.find_cuts = reporting(loader_processes.find_cuts)
 
 
@@ -359,19 +359,19 @@ def _in_spark_workers(settings: Mapping[str, Any]) -> None:
     """Spark's Python daemon of the benchmark's Spark runner, before it forks its first worker:
     each worker, at its first range group, counts its calls from then on and, under the AWS model,
     runs them through a model of its own (no thread may start before the daemon forks, so nothing
-    is started here); each range group appends what it counted and its seconds, real and on the
+    is started here); each partition appends what it counted and its seconds, real and on the
     model's clock, to the worker's report (``<pid>.jsonl``)."""
-    reports, original = Path(settings["reports"]), load.load_range_group_or_failure
+    reports, original = Path(settings["reports"]), load.load_share_here
     measures: dict[int, tuple[Counter[str], AwsModel | None, ExitStack]] = {}
 
-    def measured(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
+    def measured(job: LoadJob, share: load.Share, credentials: Credentials, lanes: int, where: str) -> list[RangeReport]:
         if os.getpid() not in measures:
             measures[os.getpid()] = _measures_of_this_worker(settings, reports)
         calls, model, _ = measures[os.getpid()]
         calls_before, counts_before = Counter(calls), _model_counts(model)
         real_started, started = time.perf_counter(), model.clock.now() if model else 0.0
         try:
-            return original(job, indices, credentials)
+            return original(job, share, credentials, lanes, where)
         finally:
             group = {"real_s": time.perf_counter() - real_started, "aws_s": model.clock.now() - started if model else 0.0,
                      "calls": dict(Counter(calls) - calls_before),
@@ -379,7 +379,7 @@ def _in_spark_workers(settings: Mapping[str, Any]) -> None:
             with (reports / f"{os.getpid()}.jsonl").open("a") as report:
                 report.write(json.dumps(group) + "\n")
 
-    load.load_range_group_or_failure = measured  # type: ignore[assignment]
+    load.load_share_here = measured
 
 
 def _measures_of_this_worker(

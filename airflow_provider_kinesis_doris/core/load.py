@@ -157,12 +157,36 @@ def _stored_pending_ends(store: CheckpointStore, ranges: Mapping[int, ShardRange
     }
 
 
-def load_range_group_or_failure(job: LoadJob, indices: Sequence[int], credentials: Credentials | None = None) -> list[RangeReport]:
-    """:func:`load_range_group` for a Spark executor: a typed error ends the group with a report
-    carrying it (the ranges after it, a failed parent's children among them, are not loaded), so
-    the driver raises the same class with
+Share = list[list[int]]
+"""Range groups (lists of range indices, parents first) that one process or Spark partition loads."""
+
+
+def load_share_here(job: LoadJob, share: Share, credentials: Credentials, lanes: int, where: str) -> list[RangeReport]:
+    """The groups of ``share`` loaded in this process (a loader process's share, a Spark
+    partition's), in up to ``lanes`` lanes that share one Kinesis client and store
+    (:func:`load_share`); a typed error ends its group only. ``where``: the process, as a failure
+    names it."""
+    aws = LoaderAws.of(job, credentials, threads=lanes)
+    return load_share(lambda: LoadClients.from_job(job, credentials, aws), share, lanes, where)
+
+
+def load_share(make_clients: Callable[[], LoadClients], share: Share, lanes: int, where: str) -> list[RangeReport]:
+    """Load the groups of ``share`` in ``lanes`` threads, each lane with the clients
+    ``make_clients`` gives it, its groups one after the other; a typed error ends its group with a
+    report carrying it (the ranges after it, a failed parent's children among them, are not
+    loaded), so the driver raises the same class with
     :func:`~airflow_provider_kinesis_doris.core.report.raise_first_failure`."""
-    return reports_or_failure(job, indices, load_range_group(job, indices, credentials), SPARK_EXECUTOR)
+    count = max(1, min(lanes, len(share)))
+
+    def lane(groups: Share) -> list[RangeReport]:
+        clients = make_clients()
+        try:
+            return [report for group in groups for report in reports_or_failure(
+                clients.job, group, load_ranges(clients, group), where)]  # fmt: skip
+        finally:
+            clients.doris.close()
+
+    return [report for reports in map_bounded(lane, [share[i::count] for i in range(count)], count) for report in reports]
 
 
 SPARK_EXECUTOR = "on a Spark executor"

@@ -91,16 +91,14 @@ class LoadJob:
         )  # fmt: skip
         return cls(config, ranges, group_ranges(ranges, parents, partitions, weights, assignment), fresh=fresh)
 
-    def merged(self, partitions: int) -> LoadJob:
-        """This job in at most ``partitions`` groups: whole groups are joined, the largest first
-        into the group holding the fewest ranges, so each keeps its order (parents first) and
-        ranges that were apart may share a partition, never the other way round."""
-        if len(self.groups) <= partitions:
-            return self
-        bins: list[list[int]] = [[] for _ in range(partitions)]
-        for group in sorted(self.groups, key=len, reverse=True):
-            min(bins, key=len).extend(group)
-        return replace(self, groups=tuple(tuple(group) for group in bins))
+    def binned(self, partitions: int) -> list[list[list[int]]]:
+        """This job's groups dealt into at most ``partitions`` bins, each group whole (parents
+        first), the largest first into the bin holding the fewest ranges: groups that were apart
+        may share a bin, never the other way round."""
+        bins: list[list[list[int]]] = [[] for _ in range(min(partitions, len(self.groups)))]
+        for group in sorted(self.partition_groups(), key=len, reverse=True):
+            min(bins, key=lambda held: sum(map(len, held))).append(group)
+        return bins
 
     def partition_groups(self) -> list[list[int]]:
         """Range indices of each Spark partition (a list: PySpark rejects tuples)."""

@@ -43,9 +43,8 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from airflow_provider_kinesis_doris.core.aws_clients import aws_client
-from airflow_provider_kinesis_doris.core.concurrency import map_bounded
 from airflow_provider_kinesis_doris.core.errors import KinesisDorisError
-from airflow_provider_kinesis_doris.core.load import LoadClients, LoaderAws, load_ranges, reports_or_failure, run_here
+from airflow_provider_kinesis_doris.core.load import Share, load_share_here, run_here
 from airflow_provider_kinesis_doris.core.load_job import LoadJob, boundary_from_dict, boundary_to_dict
 from airflow_provider_kinesis_doris.core.model import Boundary
 from airflow_provider_kinesis_doris.core.plan_cuts import CutRequest, find_cuts
@@ -53,10 +52,6 @@ from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_
 from airflow_provider_kinesis_doris.core.settings import AwsSettings, Credentials, PipelineConfig
 
 log = logging.getLogger(__name__)
-
-Share = list[list[int]]
-"""The range groups (lists of range indices, parents first) one process loads."""
-
 
 class LoaderProcessFailed(KinesisDorisError):
     """A loader process ended without its reports: an error that is not the pipeline's own, or the
@@ -68,23 +63,6 @@ def share_groups(groups: Sequence[Sequence[int]], processes: int) -> list[Share]
     """``groups`` dealt to at most ``processes`` shares, one after the other, none empty."""
     count = max(1, min(processes, len(groups)))
     return [[list(group) for group in groups[share::count]] for share in range(count)]
-
-
-def load_share(make_clients: Callable[[], LoadClients], share: Share, lanes: int, where: str) -> list[RangeReport]:
-    """Load the groups of ``share`` in ``lanes`` threads, each lane with the clients
-    ``make_clients`` gives it, its groups one after the other; a typed error ends its group only
-    (``reports_or_failure``)."""
-    count = max(1, min(lanes, len(share)))
-
-    def lane(groups: Share) -> list[RangeReport]:
-        clients = make_clients()
-        try:
-            return [report for group in groups for report in reports_or_failure(
-                clients.job, group, load_ranges(clients, group), where)]  # fmt: skip
-        finally:
-            clients.doris.close()
-
-    return [report for reports in map_bounded(lane, [share[i::count] for i in range(count)], count) for report in reports]
 
 
 def in_loader_process(number: int) -> str:
@@ -272,10 +250,7 @@ def _in_child(
 
 
 def _load_share_here(job_json: str, credentials: dict[str, Any], share: Share, lanes: int, number: int) -> list[str]:
-    job = LoadJob.from_json(job_json)
-    secrets = Credentials(**credentials)
-    aws = LoaderAws.of(job, secrets, threads=lanes)
-    reports = load_share(lambda: LoadClients.from_job(job, secrets, aws), share, lanes, in_loader_process(number))
+    reports = load_share_here(LoadJob.from_json(job_json), share, Credentials(**credentials), lanes, in_loader_process(number))
     return [report.to_json() for report in reports]
 
 

@@ -24,12 +24,16 @@ from airflow_provider_kinesis_doris.core.report import RangeReport
 log = logging.getLogger(__name__)
 
 
-def run_job(spark: object, job: LoadJob) -> list[RangeReport]:
-    """Run ``job`` on ``spark`` (a SparkSession): one partition per range group."""
-    from airflow_provider_kinesis_doris.spark.source import SOURCE_NAME, KinesisToDorisSource
+def run_job(spark: object, job: LoadJob, partitions: int | None = None) -> list[RangeReport]:
+    """Run ``job`` on ``spark`` (a SparkSession): one partition per range group, or its groups
+    dealt into at most ``partitions``, each loading its groups in lanes."""
+    from airflow_provider_kinesis_doris.spark.source import PARTITIONS_OPTION, SOURCE_NAME, KinesisToDorisSource
 
     spark.dataSource.register(KinesisToDorisSource)  # type: ignore[attr-defined]
-    rows = spark.read.format(SOURCE_NAME).option("job", job.to_json()).load().collect()  # type: ignore[attr-defined]
+    reader = spark.read.format(SOURCE_NAME).option("job", job.to_json())  # type: ignore[attr-defined]
+    if partitions is not None:
+        reader = reader.option(PARTITIONS_OPTION, str(partitions))
+    rows = reader.load().collect()
     return sorted((RangeReport.from_json(row.report) for row in rows), key=lambda r: (r.shard_id, r.interval_start_ms))
 
 

@@ -190,14 +190,13 @@ def run_spark_job(job: LoadJob, credentials: Credentials, settings: SparkSetting
 
     Empty ranges never get here: ``core.pipeline.run_interval`` settles them on the driver, and
     asks the label-window canary before it calls the runner. On a local master a job without
-    ``parallelism`` is joined into at most ``TASKS_PER_LOCAL_CORE`` partitions per core.
+    ``parallelism`` is dealt into at most ``TASKS_PER_LOCAL_CORE`` partitions per core, each
+    loading its range groups in lanes (``spark.source``).
 
     :raises ConfigurationError: PySpark or Java is missing (``check_prerequisites``).
     :raises KinesisDorisError: a range failed on an executor; raised as its own class.
     """
     check_prerequisites(settings)
-    if job.pipeline.parallelism is None and settings.submitter is None and settings.remote is None:
-        job = job.merged(TASKS_PER_LOCAL_CORE * local_cores(settings.master))
     with private_folder() as folder:
         credentials_file = folder / f"credentials-{folder.name}.json"
         credentials.write(str(credentials_file))
@@ -211,6 +210,8 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     os.environ.setdefault("PYSPARK_PYTHON", settings.python or sys.executable)
     if settings.remote:
         return _run_connected(job, settings)
+    # A cluster keeps a partition per range group, spread over its slots (or ``parallelism``).
+    partitions = TASKS_PER_LOCAL_CORE * local_cores(settings.master) if job.pipeline.parallelism is None else None
     from pyspark.sql import SparkSession
 
     from airflow_provider_kinesis_doris.spark.job import run_job
@@ -219,7 +220,7 @@ def _in_process(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     for key, value in _session_conf(settings).items():
         builder = builder.config(key, value)
     # A local session is kept for the next job of this process: starting one costs 4-8 s.
-    return run_job(builder.getOrCreate(), job)
+    return run_job(builder.getOrCreate(), job, partitions)
 
 
 def _app_name(job: LoadJob) -> str:

@@ -18,6 +18,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 SOURCE_NAME = "kinesis_to_doris"
 REPORT_SCHEMA = "range_id STRING, report STRING"
+PARTITIONS_OPTION = "partitions"
+"""The source's option that deals the job's range groups into at most that many Spark partitions
+(``LoadJob.binned``); without it, each group is a partition of its own."""
 
 
 def _credentials(job: object) -> object:
@@ -36,10 +39,11 @@ def _credentials(job: object) -> object:
 
 
 class RangeGroup(InputPartition):
-    """One Spark partition: range tasks (JSON) run in order, parents before children."""
+    """One Spark partition: range groups (lists of range indices, each in order, parents before
+    children), loaded side by side in lanes."""
 
-    def __init__(self, tasks: list[str]) -> None:
-        super().__init__(tasks)
+    def __init__(self, groups: list[list[int]]) -> None:
+        super().__init__(groups)
 
 
 class KinesisToDorisSource(DataSource):
@@ -57,17 +61,21 @@ class KinesisToDorisSource(DataSource):
         return REPORT_SCHEMA
 
     def reader(self, schema: object) -> DataSourceReader:
-        return _RangeLoadReader(self.options["job"])
+        partitions = self.options.get(PARTITIONS_OPTION)
+        return _RangeLoadReader(self.options["job"], int(partitions) if partitions else None)
 
 
 class _RangeLoadReader(DataSourceReader):
-    def __init__(self, job_json: str) -> None:
-        self.job_json = job_json
+    def __init__(self, job_json: str, partitions: int | None) -> None:
+        self.job_json, self.partitions_at_most = job_json, partitions
 
     def partitions(self) -> list[InputPartition]:
         from airflow_provider_kinesis_doris.core.load_job import LoadJob
 
-        return [RangeGroup(group) for group in LoadJob.from_json(self.job_json).partition_groups()]
+        job = LoadJob.from_json(self.job_json)
+        if self.partitions_at_most is None:
+            return [RangeGroup([group]) for group in job.partition_groups()]
+        return [RangeGroup(groups) for groups in job.binned(self.partitions_at_most)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
         # Imported here: this runs in an executor's Python worker.
@@ -77,7 +85,8 @@ class _RangeLoadReader(DataSourceReader):
 
         job = LoadJob.from_json(self.job_json)
         profile_dir = os.environ.get(PROFILE_DIR_ENV)
-        reports = _profiled(job, partition.value, profile_dir) if profile_dir else _load(job, partition.value)
+        groups = partition.value or []  # a job without ranges: PySpark reads one partition of None
+        reports = _profiled(job, groups, profile_dir) if profile_dir else _load(job, groups)
         for report in reports:
             yield report.range_id, report.to_json()
 
@@ -87,18 +96,23 @@ PROFILE_DIR_ENV = "KINESIS_DORIS_PROFILE_DIR"
 file ``partition-<pid>-<first range>.prof`` into that folder."""
 
 
-def _load(job: object, indices: list[int]) -> list[object]:
-    from airflow_provider_kinesis_doris.core.load import load_range_group_or_failure
+def _load(job: object, groups: list[list[int]]) -> list[object]:
+    from airflow_provider_kinesis_doris.core.concurrency import DEFAULT_DRIVER_CONCURRENCY
+    from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, load_share_here
 
-    return load_range_group_or_failure(job, indices, _credentials(job))  # type: ignore[arg-type,return-value]
+    # In lanes, as InProcessRunner's by default: a partition of many small ranges waits on Kinesis,
+    # Doris and DynamoDB for each, and a lane holds at most two chunks in memory.
+    lanes = DEFAULT_DRIVER_CONCURRENCY
+    return load_share_here(job, groups, _credentials(job), lanes, SPARK_EXECUTOR)  # type: ignore[arg-type,return-value]
 
 
-def _profiled(job: object, indices: list[int], folder: str) -> list[object]:
+def _profiled(job: object, groups: list[list[int]], folder: str) -> list[object]:
     """``_load`` under the standard library's profiler (py-spy cannot attach to Spark's workers)."""
     import cProfile
     import os
 
     profiler = cProfile.Profile()
-    reports = profiler.runcall(_load, job, indices)
-    profiler.dump_stats(os.path.join(folder, f"partition-{os.getpid()}-{indices[0] if indices else 'none'}.prof"))
+    reports = profiler.runcall(_load, job, groups)
+    first = groups[0][0] if groups and groups[0] else "none"
+    profiler.dump_stats(os.path.join(folder, f"partition-{os.getpid()}-{first}.prof"))
     return reports

@@ -62,8 +62,8 @@ from airflow_provider_kinesis_doris.core.errors import (
 )
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineConfig
-from airflow_provider_kinesis_doris.core.load import LoadClients, load_ranges
-from airflow_provider_kinesis_doris.core.loader_processes import in_loader_process, load_share, share_groups
+from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, LoadClients, load_ranges, load_share
+from airflow_provider_kinesis_doris.core.loader_processes import in_loader_process, share_groups
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
 from airflow_provider_kinesis_doris.core.handover import take_over
@@ -1049,20 +1049,22 @@ class RunOrders(RuleBasedStateMachine):
         dying = FailOnNthCall(store, ("chunks.put_chunk_intent_with_content", "chunks.record_chunk_outcome"), fault.at, lost)
 
         def spark(job: LoadJob, credentials: Credentials) -> list[RangeReport]:
-            if fault.at % 2 == 0:  # a local master joins the partitions (spark.runner), so a retry re-runs more ranges
-                joined = job.merged(1)
-                EXPLORED["spark partitions joined"] += len(joined.groups) < len(job.groups)
-                job = joined
+            # A local master deals the groups into a few partitions (spark.runner), each loading its
+            # groups as a share (in one lane here, so that a fault's call count means the same in
+            # every replay): a lost executor re-runs every group of its partition.
+            partitions = job.binned(1) if fault.at % 2 == 0 else [[group] for group in job.partition_groups()]
+            EXPLORED["spark partitions joined"] += len(partitions) < len(job.groups)
             reports: list[RangeReport] = []
-            for group in job.groups:
+            for share in partitions:
                 try:
-                    reports.extend(load_ranges(self._clients(job, kinesis, dying), group))
+                    reports.extend(load_share(lambda: self._clients(job, kinesis, dying), share, 1, SPARK_EXECUTOR))
                     continue
                 except RuntimeError:
                     EXPLORED["spark task re-run"] += 1
-                first = job.ranges[group[0]].shard_id
+                first = job.ranges[share[0][0]].shard_id
                 self._trim(self.kinesis.shard(STREAM, first), fault.rival)
-                reports.extend(load_ranges(self._clients(job, kinesis, store), group))
+                reports.extend(load_share(lambda: self._clients(job, kinesis, store), share, 1, SPARK_EXECUTOR))
+            raise_first_failure(reports)
             return reports
 
         return spark

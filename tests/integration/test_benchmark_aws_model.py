@@ -282,3 +282,36 @@ def test_a_share_of_the_calls_takes_the_tails_latency(dynamodb_endpoint: str) ->
     assert 0 < slow < 30
     # Each slow call waits 20 typical ones: the slow ones alone are most of the modelled time.
     assert modelled >= (30 - slow + 20 * slow) * LATENCY_S["GetItem"]
+
+
+@pytest.mark.timeout(600)
+def test_the_benchmarks_spark_runner_models_its_python_workers_and_judges_a_fresh_tasks_intervals(tmp_path: Path) -> None:
+    """``--runner spark``: the ranges load in Spark's Python workers, which make their calls under
+    models of their own (the driver's hook does not reach them), and the master's two cores find
+    each plan's cuts ahead, as the operator's SparkRunner on ``local[2]`` has them do."""
+    out = tmp_path / "result.json"
+    completed = subprocess.run(  # noqa: S603 - our own script, fixed arguments
+        [sys.executable, "-m", "benchmarks.shards", "--aws-model", "--runner", "spark", "--spark-master", "local[2]",
+         "--shards", "2", "--records-per-shard", "2", "--interval-s", "3", "--history-intervals", "0",
+         "--shapes", "steady", "--driver-concurrency", "1", "--state-dir", str(tmp_path / "stack"), "--json-out", str(out)],
+        capture_output=True, text=True, timeout=540, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    line = json.loads(out.read_text().splitlines()[0])
+    assert line["runner"] == "spark local[2]" and line["loader_processes"] == 2
+    # Spark ran each interval with records once, and nothing for the quiet one.
+    assert [line[f"spark_jobs_{shape}"] for shape in ("loaded", "quiet", "steady")] == [1, 0, 1]
+    for shape in ("loaded", "steady"):
+        # Every page the workers read went through a model: the driver read none of them.
+        calls, driver = line[f"calls_per_shard_{shape}"], line[f"driver_control_calls_per_shard_{shape}"]
+        assert calls["GetRecords (with records)"] >= 1 and line[f"sent_{shape}"]["GetRecords"] >= 2 * line["shards"], shape
+        assert driver < line[f"control_calls_per_shard_{shape}"], shape
+        # The workers' time in the ranges is on their clocks, a part of the load's.
+        assert 0 < line[f"loads_{shape}_aws_s"] <= line[f"phase_s_{shape}"]["load"], shape
+        assert 0 < line[f"cuts_{shape}_aws_s"] < line[f"phase_s_{shape}"]["plan"], shape
+    assert line["spark_cold_start_s"] > 0
+    verdicts = [text for text in completed.stdout.splitlines() if "(spark" in text]
+    # A fresh task pays Spark's start in each interval that ran a job; the quiet one runs none.
+    loaded = next(text for text in verdicts if text.split(" ", 1)[1].startswith("first interval"))
+    assert f"{round(line['loaded_aws_s'] + line['spark_cold_start_s'], 2)} s" in loaded, loaded
+    assert any(text.startswith("PASS quiet interval (spark)") for text in verdicts), verdicts

@@ -12,18 +12,19 @@ from typing import Any
 import pytest
 
 from airflow_provider_kinesis_doris.core.errors import CheckpointNotFound, KinesisDorisError, RangeFailure
-from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, load_range_group_or_failure
+from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, load_share_here
 from airflow_provider_kinesis_doris.core.report import raise_first_failure
 from airflow_provider_kinesis_doris.core.load_job import LoadJob
 from airflow_provider_kinesis_doris.core.settings import Credentials
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, ShardRange
+from airflow_provider_kinesis_doris.spark import runner as spark_runner
 from airflow_provider_kinesis_doris.spark.runner import SparkSettings, run_spark_job
 from tests.conftest import DORIS_PASSWORD
 
 pytestmark = pytest.mark.integration
 
 
-def _job_whose_second_range_is_broken(world: dict[str, Any]) -> LoadJob:
+def _job_whose_second_range_is_broken(world: dict[str, Any], groups: tuple[tuple[int, ...], ...] = ((0, 1),)) -> LoadJob:
     config = world["config"]
     # A recent interval: a sweep whose end lies behind the trim horizon fails DataTrimmed first.
     start_ms = int(time.time() * 1000) - 60_000
@@ -40,13 +41,20 @@ def _job_whose_second_range_is_broken(world: dict[str, Any]) -> LoadJob:
     world["store"].ledger.put_boundary(ranges[0].start)
     world["store"].ledger.put_boundary(ranges[0].end)
     world["store"].ranges.create_range(ranges[0])
-    return LoadJob(config, ranges, ((0, 1),))
+    return LoadJob(config, ranges, groups)
+
+
+def _loaded(world: dict[str, Any], job: LoadJob, index: int) -> bool:
+    """Whether range ``index`` of ``job`` was loaded: its PENDING end is settled in the store."""
+    shard_range = job.ranges[index]
+    end = world["store"].ledger.read_boundaries([shard_range.shard_id], shard_range.end.instant_ms)[shard_range.shard_id]
+    return end.kind is not BoundaryKind.PENDING
 
 
 def test_a_failed_range_ends_its_group_with_a_typed_failure_report(world: dict[str, Any]) -> None:
     job = _job_whose_second_range_is_broken(world)
 
-    reports = load_range_group_or_failure(job, [0, 1], Credentials(doris_password=DORIS_PASSWORD))
+    reports = load_share_here(job, [[0, 1]], Credentials(doris_password=DORIS_PASSWORD), 1, SPARK_EXECUTOR)
 
     assert [r.shard_id for r in reports] == ["shardId-000000000000", "shardId-000000000001"]
     assert reports[0].failure is None
@@ -66,6 +74,19 @@ def test_a_typed_error_on_an_executor_is_raised_as_its_class_on_the_driver(world
 
     assert "shardId-000000000001" in str(raised.value)
     assert "Py4J" not in str(raised.value) and "Traceback" not in str(raised.value)
+
+
+@pytest.mark.spark
+def test_a_failed_group_of_a_spark_partition_ends_only_itself(world: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local master deals the groups into a few partitions, each loading its groups in lanes: the
+    broken group, first in the only partition, does not keep the other group from loading."""
+    monkeypatch.setattr(spark_runner, "TASKS_PER_LOCAL_CORE", 1)
+    job = _job_whose_second_range_is_broken(world, groups=((1,), (0,)))
+
+    with pytest.raises(CheckpointNotFound, match="shardId-000000000001"):
+        run_spark_job(job, Credentials(doris_password=DORIS_PASSWORD), SparkSettings(master="local[1]"))
+
+    assert _loaded(world, job, 0)
 
 
 @pytest.mark.parametrize("error_class", [c for c in vars(__import__(
