@@ -111,7 +111,9 @@ def _check_decoder(name: str, value: Any) -> object:
 class SparkRunner(_Group):
     """Load with Spark.
 
-    :param master: ``local[*]`` (default) or ``local[N]``: Spark in the task's process. For a
+    :param master: ``local[*]`` (default) or ``local[N]``: Spark in the task's process, whose
+        cores also find each plan's new cuts before the plan, in as many processes of the task
+        (``core.plan_cuts``), and whose partitions each load their range groups in lanes. For a
         cluster give ``spark_conn_id`` or ``spark_connect_conn_id``. (templated)
     :param spark_conn_id: a ``spark`` connection (apache-spark provider): the job is submitted with
         ``spark-submit`` through ``SparkSubmitHook``, taking master, queue, ``spark-binary``, keytab
