@@ -272,15 +272,8 @@ class LoaderProcesses:
 def _in_a_loader_process(settings: Mapping[str, Any]) -> None:
     """The benchmark in one of its loader processes, as it starts: its calls counted and, under the
     AWS model, run through a model of its own; what it counted is written once its share is loaded."""
-    reports, within = Path(settings["reports"]), ExitStack()
-    counter = CallCounter(by_caller=settings["by_caller"])
-    counter.install()
-    calls = within.enter_context(counter.counting())
-    model = None
-    if settings["aws_model"]:
-        # A seed of its own: the processes' slow calls are not the same calls.
-        model = AwsModel(tail=LatencyTail(seed=os.getpid()), clock=VirtualClock(reports / EMULATOR_LOCK))
-        within.enter_context(model.active())
+    reports = Path(settings["reports"])
+    calls, model, within = _measures_of_this_process(settings, reports)
     started = model.clock.now() if model else 0.0
 
     def reporting(work: Callable[..., Any]) -> Callable[..., Any]:
@@ -366,7 +359,7 @@ def _in_spark_workers(settings: Mapping[str, Any]) -> None:
 
     def measured(job: LoadJob, share: load.Share, credentials: Credentials, lanes: int, where: str) -> list[RangeReport]:
         if os.getpid() not in measures:
-            measures[os.getpid()] = _measures_of_this_worker(settings, reports)
+            measures[os.getpid()] = _measures_of_this_process(settings, reports)
         calls, model, _ = measures[os.getpid()]
         calls_before, counts_before = Counter(calls), _model_counts(model)
         real_started, started = time.perf_counter(), model.clock.now() if model else 0.0
@@ -382,17 +375,18 @@ def _in_spark_workers(settings: Mapping[str, Any]) -> None:
     load.load_share_here = measured
 
 
-def _measures_of_this_worker(
+def _measures_of_this_process(
     settings: Mapping[str, Any], reports: Path
 ) -> tuple[Counter[str], AwsModel | None, ExitStack]:
-    """This Spark worker's call counts and AWS model, open for the rest of its life: the caller
-    keeps the stack that holds them open (once collected, its contexts would close)."""
+    """A loader process's or Spark worker's call counts and AWS model, open until the stack that
+    holds them closes: the caller keeps it (once collected, its contexts would close)."""
     within = ExitStack()
     counter = CallCounter(by_caller=settings["by_caller"])
     counter.install()
     calls = within.enter_context(counter.counting())
     model = None
     if settings["aws_model"]:
+        # A seed of its own: the processes' slow calls are not the same calls.
         model = AwsModel(tail=LatencyTail(seed=os.getpid()), clock=VirtualClock(reports / EMULATOR_LOCK))
         within.enter_context(model.active())
     return calls, model, within
