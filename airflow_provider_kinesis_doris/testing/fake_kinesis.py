@@ -107,6 +107,8 @@ class FakeKinesis:
         self._ids = itertools.count()
         self._sequences = itertools.count()
         self._shard_numbers: dict[str, itertools.count[int]] = {}
+        self.trimmed: set[int] = set()
+        """The sequence numbers :meth:`trim` deleted."""
 
     # --- test controls ---------------------------------------------------------------------
 
@@ -120,9 +122,11 @@ class FakeKinesis:
     def trim(self, stream_name: str, shard_id: str, count: int) -> list[FakeRecord]:
         """Retention: delete the shard's ``count`` oldest records, and return them. Open iterators
         keep pointing at the records they pointed at (AWS's iterators are positions in the shard, not
-        in a list); one that pointed at a deleted record now points at the oldest one kept."""
+        in a list); one that pointed at a deleted record now points at the oldest one kept. An
+        iterator asked for at a deleted record's sequence number is refused as AWS refuses it."""
         shard = self.shard(stream_name, shard_id)
         deleted, shard.records[:count] = shard.records[:count], []
+        self.trimmed.update(record.sequence for record in deleted)
         for iterator in self._iterators.values():
             if (iterator.stream_name, iterator.shard_id) == (stream_name, shard_id):
                 iterator.index = max(0, iterator.index - len(deleted))
@@ -259,6 +263,9 @@ class FakeKinesis:
             return len(sequences)
         if kind in ("AT_SEQUENCE_NUMBER", "AFTER_SEQUENCE_NUMBER"):
             wanted = int(kwargs["StartingSequenceNumber"])
+            if wanted in self.trimmed:  # AWS's words (harlow/kinesis-consumer#175)
+                message = f"StartingSequenceNumber {wanted} used in GetShardIterator on shard {shard.shard_id} is invalid"
+                raise _client_error("GetShardIterator", "InvalidArgumentException", message)
             if wanted not in sequences:
                 message = f"{wanted} is not in {shard.shard_id}"
                 raise _client_error("GetShardIterator", "InvalidArgumentException", message)

@@ -329,3 +329,49 @@ def test_a_sweep_whose_pending_end_is_read_after_retention_trimmed_only_its_own_
     _run(SWEEP, 1, kinesis, store, load_in_thread(kinesis, store, doris), doris)
 
     assert doris.tally("t", "event_id") == Counter({1: 1, 2: 1, 3: 1})
+
+
+# --- a shard quiet for longer than the stream's retention ----------------------------------------
+
+
+class StartsAtTheTrimHorizon(FakeKinesis):
+    """AWS's other reported answer to an iterator at a sequence number retention deleted: one at
+    the shard's trim horizon (FakeKinesis refuses it, as harlow/kinesis-consumer#175 quotes AWS)."""
+
+    def _iterator_index(self, shard: Any, kwargs: dict[str, Any]) -> int:
+        wanted = kwargs.get("StartingSequenceNumber")
+        return 0 if wanted is not None and int(wanted) in self.trimmed else super()._iterator_index(shard, kwargs)
+
+
+@pytest.mark.parametrize("kinesis_class", [FakeKinesis, StartsAtTheTrimHorizon], ids=["refused", "at-the-horizon"])
+def test_a_shard_quiet_for_longer_than_retention_loads_its_next_records_once(kinesis_class: type[FakeKinesis]) -> None:
+    """Every quiet interval's cut lies AFTER the shard's last record. Once retention (24 h) took that
+    record, the range from such a cut to the next record failed with DataTrimmed, in every run for
+    good, though nothing after the record was ever at risk: it all arrived after the cut's recent
+    instant. Hourly intervals run for 26 hours without a record, then one arrives."""
+    hour = 3_600_000
+    kinesis = kinesis_class(now_ms=T0 - 1_000, retention_hours=24)
+    kinesis.create_stream(StreamName=STREAM, ShardCount=1)
+    store, doris = memory_store("p", clock=lambda: kinesis.now_ms), MemoryDoris()
+    config = pipeline_config()
+
+    def run(k: int) -> IntervalResult:
+        kinesis.now_ms = max(kinesis.now_ms, T0 + (k + 1) * hour + 60_000)
+        return run_interval(
+            config, T0 + k * hour, T0 + (k + 1) * hour, kinesis=kinesis, store=store, credentials=Credentials(),
+            runner=load_in_thread(kinesis, store, doris), clock=lambda: kinesis.now_ms, doris=doris,
+        )  # fmt: skip
+
+    _put(kinesis, T0 + 1_000, _event(1))
+    for k in range(26):
+        run(k)
+    last = store.ledger.get_boundary(SHARD, T0 + 26 * hour)
+    assert last is not None and last.kind is BoundaryKind.AFTER  # the record's own cut, 25 hours on
+    assert kinesis.trim(STREAM, SHARD, 1)[0].sequence == last.position.sequence
+    _put(kinesis, T0 + 26 * hour + 1_800_000, _event(2))
+
+    loaded = run(26)
+    run(27)
+
+    assert [report.records for report in loaded.reports] == [1]
+    assert doris.tally("t", "event_id") == Counter({1: 1, 2: 1})

@@ -65,13 +65,15 @@ from airflow_provider_kinesis_doris.core.settings import Credentials, PipelineCo
 from airflow_provider_kinesis_doris.core.load import SPARK_EXECUTOR, LoadClients, load_ranges, load_share
 from airflow_provider_kinesis_doris.core.loader_processes import in_loader_process, share_groups
 from airflow_provider_kinesis_doris.core.report import RangeReport, raise_first_failure
-from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardState
+from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, RangeState, ShardState
 from airflow_provider_kinesis_doris.core.handover import take_over
 from airflow_provider_kinesis_doris.core.pipeline import CutsElsewhere, IntervalResult, run_interval
 from airflow_provider_kinesis_doris.core.plan import Plan, ShardDecision
 from airflow_provider_kinesis_doris.core.prune import prune_shards
 from airflow_provider_kinesis_doris.core.doris.result import IdempotentLoadResult
 from airflow_provider_kinesis_doris.core.doris.rejections import refused_rows
+from airflow_provider_kinesis_doris.core.kinesis import reader as reader_module
+from airflow_provider_kinesis_doris.core.kinesis.topology import kept_from
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate
 from airflow_provider_kinesis_doris.core.mapping import RecordMapping
 from airflow_provider_kinesis_doris.testing.fake_kinesis import FakeKinesis
@@ -311,11 +313,10 @@ class RetainingKinesis(FakeKinesis):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(retention_hours=RETENTION_MS // 3_600_000, **kwargs)
-        self.deleted: set[int] = set()
 
     def _iterator_index(self, shard: Any, kwargs: dict[str, Any]) -> int:
         wanted = kwargs.get("StartingSequenceNumber")
-        if wanted is not None and int(wanted) in self.deleted:
+        if wanted is not None and int(wanted) in self.trimmed:
             return 0
         return super()._iterator_index(shard, kwargs)
 
@@ -403,6 +404,18 @@ def _counted_found_ahead(planner: Any, requests: Any) -> None:
 
 _store_found_ahead = plan_module._IntervalPlanner.store_found_ahead
 plan_module._IntervalPlanner.store_found_ahead = _counted_found_ahead  # type: ignore[method-assign]
+
+
+def _counted_read_from(reader: Any, opening: dict[str, Any], state: Any, *, start_record: bool) -> Any:
+    """A reader's read, and whether it reads on from the trim horizon past an AFTER start whose
+    record retention took."""
+    if opening.get("ShardIteratorType") == "TRIM_HORIZON" and state.start.kind is BoundaryKind.AFTER:
+        EXPLORED["reader: an AFTER start's record trimmed, read on from the trim horizon"] += 1
+    return _read_from(reader, opening, state, start_record=start_record)
+
+
+_read_from = reader_module.RangeReader._read_from
+reader_module.RangeReader._read_from = _counted_read_from  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -735,6 +748,31 @@ class RunOrders(RuleBasedStateMachine):
         self.runs.add(pick % self.sealed)
         EXPLORED["schedule"] += 1
 
+    @precondition(lambda self: self.retention_trims and self.outage_at is None and self.produced)
+    @rule(pick=st.integers(0, MAX_OPEN_SHARDS * 2))
+    def quiet_past_retention(self, pick: int) -> None:
+        """Retention takes a shard's oldest records, as many as are loaded, and nothing after them:
+        as in a shard quiet for longer than the stream's retention period, whose cuts after its last
+        record (each quiet interval's) stay while the record goes. When records follow, the reader
+        must read on past the missing one, neither failing nor skipping."""
+        visible = self._visible()
+
+        def loaded(shard: Any) -> int:
+            # Retention takes what arrived before its horizon, which lies before the start of every
+            # range still to load: the product takes records after such a start as kept.
+            to_load = [r.start.instant_ms for store in self.stores for r in store.ranges.ranges_for_shard(shard.shard_id)
+                       if r.state is not RangeState.LOADED]  # fmt: skip
+            horizon = min(to_load, default=self.kinesis.now_ms)
+            taken = (visible[json.loads(record.data)["event_id"]] and record.arrival_ms < horizon for record in shard.records)
+            return next((i for i, take in enumerate(taken) if not take), len(shard.records))
+
+        shards = sorted(self.kinesis._shards(STREAM, "ListShards").values(), key=lambda s: s.shard_id)
+        taken = [(shard, count) for shard in shards if (count := loaded(shard))]
+        if taken:
+            shard, count = taken[pick % len(taken)]
+            self.kinesis.trim(STREAM, shard.shard_id, count)
+            EXPLORED["quiet past retention"] += 1
+
     @precondition(lambda self: self.retention_trims)
     @rule(pick=st.integers(0, MAX_OPEN_SHARDS * 2), count=st.integers(1, 4))
     def trim(self, pick: int, count: int) -> None:
@@ -772,7 +810,6 @@ class RunOrders(RuleBasedStateMachine):
         visible = self._visible()
         while deleted < count and shard.records and self._trimmable(shard.shard_id, shard.records[0]):
             (record,) = self.kinesis.trim(STREAM, shard.shard_id, 1)
-            self.kinesis.deleted.add(record.sequence)
             deleted += 1
             event = json.loads(record.data)["event_id"]
             if visible[event]:
@@ -823,7 +860,15 @@ class RunOrders(RuleBasedStateMachine):
             r.start.kind is BoundaryKind.PENDING and r.start.instant_ms <= record.arrival_ms
             for r in self.store.ranges.ranges_for_shard(shard_id)
         )  # fmt: skip
-        return bool(holding) and all(r.start.kind in concrete for r in holding) and not located_by_time
+        return bool(holding) and all(r.start.kind in concrete and not self._kept_after(r.start) for r in holding) and not located_by_time
+
+    def _kept_after(self, start: Boundary) -> bool:
+        """Whether retention cannot have taken the records after ``start``, an AFTER cut: they
+        arrived after its instant, which lies well inside the stream's retention, so the reader
+        reads on past the cut's own record when retention took that (a shard quiet for longer than
+        its retention period). A retention that deleted them would delete records younger than it
+        says it keeps."""
+        return start.kind is BoundaryKind.AFTER and kept_from(start.instant_ms, self.kinesis.now_ms - RETENTION_MS)
 
     @precondition(lambda self: self.current > 1)
     @rule(upto=st.integers(1, INTERVALS), kill_at=st.one_of(st.none(), st.integers(1, 6)))
@@ -987,7 +1032,7 @@ class RunOrders(RuleBasedStateMachine):
             # shard's end or tip first); loud, though DataTrimmed would say why.
             # Past the trim horizon the product cannot know whether anything was deleted: loud is right.
             past_horizon = _past_horizon(error)
-            assert self.kinesis.deleted or past_horizon, f"run of interval {k} failed {type(error).__name__}, but retention deleted nothing: {error}"
+            assert self.kinesis.trimmed or past_horizon, f"run of interval {k} failed {type(error).__name__}, but retention deleted nothing: {error}"
             if past_horizon:
                 EXPLORED[f"DataTrimmed past the horizon: {past_horizon}"] += 1
             self.loud.append(str(error))
@@ -1470,6 +1515,13 @@ def test_the_orders_explored() -> None:
         "plan: a range's start and end found ahead", "plan: quiet ends stored at once", "plan: new ranges stored at once",
     )  # fmt: skip
     assert [path for path in store_writes if not EXPLORED[path]] == []
+    # A shard's loaded records taken by retention are met by some of make test's 1,000 examples, as
+    # the driver's threads decide (4 to 10 reads on past a missing AFTER record, in four runs):
+    # required of the proof's search; make test meets them in a fixed order
+    # (test_regressions_trim.py's shard quiet for longer than retention).
+    if "KD_ORDERS_EXAMPLES" in os.environ:
+        assert EXPLORED["quiet past retention"]
+        assert EXPLORED["reader: an AFTER start's record trimmed, read on from the trim horizon"]
 
 
 # --- the orders of the issue's reproductions and of the machine's own counterexamples, fixed -----

@@ -5,7 +5,10 @@ and afterwards reports how the read ended in ``outcome``. How each boundary is m
 
 - start ``SHARD_START``: TRIM_HORIZON. ``AT(p)`` / ``AFTER(p)``: AT_SEQUENCE_NUMBER(p), dropping
   the records below / at-or-below ``p`` (KCL style, and it proves ``p`` still exists; if it does
-  not, retention trimmed it: ``DataTrimmed``, never a skip). ``PENDING``: re-read from the store;
+  not, retention trimmed it: ``DataTrimmed``, never a skip). One exception: an ``AFTER(p)`` start
+  whose instant the stream still keeps (a shard quiet for longer than its retention period, ``p``
+  its last record) reads on from TRIM_HORIZON, as every record after ``p`` arrived after that
+  instant and none of them can have been trimmed. ``PENDING``: re-read from the store;
   if still pending, find the first record at or after the instant with AT_TIMESTAMP, propose it,
   and read from whatever the store then holds. AT_TIMESTAMP lands on the first record still kept,
   so an instant older than the stream's trim horizon is ``DataTrimmed``, as for the planner's probe.
@@ -37,6 +40,7 @@ from airflow_provider_kinesis_doris.core.errors import (
     DataTrimmed,
 )
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
+    Page,
     Pager,
     ShardClient,
     record_arrival_ms,
@@ -46,7 +50,7 @@ from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
 )
 from airflow_provider_kinesis_doris.core.kinesis.kpl import deaggregate, may_be_aggregate
 from airflow_provider_kinesis_doris.core.kinesis.subscription import SubscriptionPager
-from airflow_provider_kinesis_doris.core.kinesis.topology import trim_horizon
+from airflow_provider_kinesis_doris.core.kinesis.topology import kept_from, trim_horizon
 from airflow_provider_kinesis_doris.core.model import (
     describe_instant,
     Boundary,
@@ -239,19 +243,35 @@ class RangeReader:
         return Pager(self._shard, opening)
 
     def _read_records(self, state: _ReadState) -> Iterator[KinesisRecord]:
-        pager = self._pager(iterator_request(state.start))
         try:
-            yield from self._page_through(pager, state)
+            yield from self._read_from(iterator_request(state.start), state, start_record=state.start.position is not None)
+        except _StartRecordGone as gone:
+            # Raised before any record was handed out: the read starts over, or fails.
+            if state.start.kind is not BoundaryKind.AFTER or not self._kept_from(state.start.instant_ms):
+                raise gone.trimmed from None
+            log.warning(
+                "Shard %s: %s; every record after it arrived after %s, which the stream still keeps (a shard "
+                "quiet for longer than its retention period): reading from its trim horizon",
+                self._range.shard_id, gone.trimmed, describe_instant(state.start.instant_ms),
+            )  # fmt: skip
+            yield from self._read_from({"ShardIteratorType": "TRIM_HORIZON"}, state, start_record=False)
+
+    def _read_from(self, opening: dict[str, Any], state: _ReadState, *, start_record: bool) -> Iterator[KinesisRecord]:
+        pager = self._pager(opening)
+        try:
+            yield from self._page_through(pager, state, start_record)
         finally:
             pager.close()  # frees the consumer's subscription to the shard for the next reader
 
-    def _page_through(self, pager: Pager | SubscriptionPager, state: _ReadState) -> Iterator[KinesisRecord]:
-        """Page through the shard from the concrete start until the end is met and settled."""
+    def _page_through(self, pager: Pager | SubscriptionPager, state: _ReadState, start_record: bool) -> Iterator[KinesisRecord]:
+        """Page through the shard from the concrete start until the end is met and settled.
+
+        :param start_record: the read opened AT the start's own record, which must come first
+            (else :class:`_StartRecordGone`)."""
         progress = _ProgressLog(self._range.shard_id, self._clock)
-        # AT/AFTER starts open at their own record: the first record returned must be that one.
-        expected = state.start.position.sequence if state.start.position is not None else None
+        expected = state.start.position.sequence if start_record and state.start.position is not None else None
         while True:
-            page = pager.next_page()
+            page = self._first_page(pager) if expected is not None else pager.next_page()
             state.millis_behind = page.millis_behind
             for record in user_records(page.records, self._range.shard_id):
                 if expected is not None:
@@ -406,15 +426,33 @@ class RangeReader:
                 "those records from a backup if you keep one"
             )
 
+    @staticmethod
+    def _first_page(pager: Pager | SubscriptionPager) -> Page:
+        """The pager's next page while the start's record has not come: a sequence number the
+        shard no longer holds, refused as it opens, is that record gone."""
+        try:
+            return pager.next_page()
+        except DataTrimmed as refused:
+            raise _StartRecordGone(refused) from refused
+
     def _check_not_trimmed(self, start: Boundary, first_sequence: int | None) -> None:
         assert start.position is not None
         if first_sequence != start.position.sequence:
             found = "no record" if first_sequence is None else f"record {first_sequence}"
-            raise DataTrimmed(
+            raise _StartRecordGone(DataTrimmed(
                 f"Range of shard {self._range.shard_id} in stream {self._range.stream_name} starts at "
                 f"{start.describe()}, but the shard holds {found} there: its records were trimmed by "
                 "retention before they were loaded"
-            )
+            ))  # fmt: skip
+
+    def _kept_from(self, instant_ms: int) -> bool:
+        """Whether the stream surely still keeps every record arriving from ``instant_ms`` on
+        (:func:`~.topology.kept_from`); a DescribeStreamSummary only for an instant near the
+        shortest retention's horizon."""
+        now_ms = int(self._clock() * 1000)
+        if kept_from(instant_ms, now_ms - MIN_RETENTION_MS):
+            return True
+        return kept_from(instant_ms, trim_horizon(self._kinesis, self._range.stream_name, lambda: now_ms))
 
     def _end_not_found(self, state: _ReadState, reached: str) -> BoundaryNotFound:
         return BoundaryNotFound(
@@ -428,6 +466,17 @@ class RangeReader:
         pending: Boundary, kind: BoundaryKind, position: Position | None = None, arrival: int | None = None
     ) -> Boundary:
         return Boundary(pending.shard_id, pending.instant_ms, kind, position, arrival)
+
+
+class _StartRecordGone(Exception):
+    """The record an AT or AFTER start opened at is not in the shard: retention took it. Raised
+    before the read hands out any record; ``trimmed`` is the error to raise when that loses
+    records (an AT start's record is the range's own; an AFTER start's only when retention may
+    also have taken records after it)."""
+
+    def __init__(self, trimmed: DataTrimmed) -> None:
+        super().__init__(str(trimmed))
+        self.trimmed = trimmed
 
 
 @dataclass(slots=True)

@@ -271,3 +271,15 @@ def trim_horizon(kinesis: Any, stream_name: str, clock: Callable[[], int]) -> in
     stream's retention period (DescribeStreamSummary)."""
     summary = kinesis.describe_stream_summary(StreamName=stream_name)["StreamDescriptionSummary"]
     return clock() - int(summary["RetentionPeriodHours"]) * 3_600_000
+
+
+KEPT_MARGIN_MS = 3_600_000
+"""How far after the trim horizon an instant must lie for the records arriving from it on to be
+surely kept while a read that starts now passes them: retention deletes the oldest records first,
+a read takes seconds, and an hour also covers a clock of ours that differs from the service's."""
+
+
+def kept_from(instant_ms: int, horizon_ms: int | None) -> bool:
+    """Whether every record arriving at or after ``instant_ms`` is surely still in the stream,
+    given its trim horizon (None: not known, so not surely)."""
+    return horizon_ms is not None and instant_ms >= horizon_ms + KEPT_MARGIN_MS

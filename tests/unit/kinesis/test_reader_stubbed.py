@@ -36,6 +36,7 @@ from airflow_provider_kinesis_doris.core.kinesis.reader import (
     ReadOutcome,
     iterator_request,
 )
+from airflow_provider_kinesis_doris.core.kinesis.topology import KEPT_MARGIN_MS
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import BACKOFF_BASE_S, BACKOFF_CAP_S, arrival_ms, backoff_delay
 from airflow_provider_kinesis_doris.core.stores.checkpoint_store import CheckpointStore
 from airflow_provider_kinesis_doris.core.stores.memory import MemoryItems, memory_store
@@ -158,6 +159,10 @@ def read(
 
 
 AT_SEQUENCE = "AT_SEQUENCE_NUMBER"
+SUMMARY = {
+    "StreamName": STREAM, "StreamARN": "arn:aws:kinesis:us-east-1:123456789012:stream/events", "StreamStatus": "ACTIVE",
+    "RetentionPeriodHours": 24, "StreamCreationTimestamp": EPOCH, "EnhancedMonitoring": [], "OpenShardCount": 1,
+}  # fmt: skip
 
 
 def at_sequence(n: int) -> dict[str, Any]:
@@ -450,10 +455,40 @@ def test_start_record_missing_from_the_page_means_data_was_trimmed(kinesis, stor
 
 
 def test_start_record_absent_from_an_empty_shard_means_data_was_trimmed(kinesis, store) -> None:
+    """An AFTER start whose instant lies within an hour of the stream's trim horizon: records after
+    its record may have been trimmed too, so its record's absence is a loss."""
+    now_ms = int(NOW_S * 1000)
+    near = after(1, instant=now_ms - 24 * 3_600_000 + KEPT_MARGIN_MS - 1)
     kinesis.iterator(at_sequence(1))
     kinesis.page("it-0", [], "it-1", behind=0)
+    kinesis.stubber.add_response(
+        "describe_stream_summary", {"StreamDescriptionSummary": SUMMARY}, {"StreamName": STREAM}
+    )  # fmt: skip
     with pytest.raises(DataTrimmed, match="no record"):
-        read(kinesis, store, after(1), TO_SHARD_END)
+        read(kinesis, store, near, TO_SHARD_END)
+
+
+@pytest.mark.parametrize("gone", ["first record another", "no record", "iterator refused"])
+def test_an_after_start_whose_record_retention_took_reads_on_from_the_trim_horizon_while_its_instant_is_kept(
+    kinesis, store, gone: str
+) -> None:
+    """A shard quiet for longer than the stream's retention period: its last record, after which
+    each quiet interval's cut lies, is trimmed; the records after it arrived after the start's
+    recent instant, so none is lost: read from the trim horizon, not DataTrimmed (which failed
+    every run of such a shard for good)."""
+    if gone == "iterator refused":  # AWS (harlow/kinesis-consumer#175)
+        message = f"StartingSequenceNumber {seq(1)} used in GetShardIterator is invalid"
+        kinesis.error("get_shard_iterator", "InvalidArgumentException", {**SHARD_KEYS, **at_sequence(1)}, message)
+    else:  # an iterator at the shard's trim horizon, its first page the first record kept, or none
+        kinesis.iterator(at_sequence(1))
+        kinesis.page("it-0", [raw(2, START_MS + 5_000)] if gone == "first record another" else [], "it-1")
+    kinesis.iterator({"ShardIteratorType": "TRIM_HORIZON"}, "it-2")
+    kinesis.page("it-2", [raw(2, START_MS + 5_000), raw(3, START_MS + 6_000)], None)
+
+    records, outcome, _ = read(kinesis, store, after(1), TO_SHARD_END)
+
+    assert positions(records) == plain(2, 3)
+    assert outcome.start == after(1) and outcome.records == 2 and outcome.drained
 
 
 @pytest.mark.parametrize(
