@@ -63,6 +63,9 @@ def test_the_scaling_benchmark_counts_each_intervals_aws_calls(tmp_path: Path) -
             sum(v for k, v in loaded.items() if k != "GetRecords (with records)"), abs=0.05
         )
         assert line["dynamodb_items_written"] > 0 and line["checkpoint_items_per_shard"] > 0
+        # The quiet interval reads each shard forward from just after its last record (well within
+        # retention): one iterator and the empty page that proves the tip, nothing read twice.
+        assert (quiet["GetShardIterator"], quiet["GetRecords"]) == (1, 1) and "GetRecords (with records)" not in quiet
         # The steady interval starts at a stored cut and ends at a record: per shard one probe
         # (its end) and one read, and no empty page at the tip.
         steady = line["calls_per_shard_steady"]

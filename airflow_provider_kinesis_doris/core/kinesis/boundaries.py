@@ -17,7 +17,9 @@ usually has few records after it. Its cut at ``t`` is then read forward from tha
 ``t``, or, at the tip of the open shard, AFTER its last record (``SHARD_END`` at the end of a
 closed one). That cut is concrete from the start, so a quiet interval's range is known empty
 without a read, and a reader never has to settle a PENDING end. A scan that cannot tell (more
-records than a few pages, the earlier record trimmed) falls back to the probe.
+records than a few pages, the earlier record trimmed) falls back to the probe. Where nothing after
+the earlier record can have been trimmed, the scan opens just after it: a quiet shard then costs
+one GetShardIterator and one empty page (:func:`scan_forward`).
 
 Arrival stamps are used here only, to find a cut once; the cut is then stored and replays
 follow the stored sequence number (invariant I2).
@@ -37,6 +39,7 @@ from airflow_provider_kinesis_doris.core.stores.items import wall_clock_ms
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed, KinesisDorisError, aws_error_code
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo, describe_instant
 from airflow_provider_kinesis_doris.core.kinesis.reader import user_records
+from airflow_provider_kinesis_doris.core.kinesis.topology import kept_from
 from airflow_provider_kinesis_doris.core.kinesis.shard_pages import (
     THROTTLING_ERRORS,
     backoff_delay,
@@ -223,7 +226,8 @@ def find_cut(
 
     :raises DataTrimmed: the cut must be probed at an instant older than ``trim_horizon_ms`` (I6).
     """
-    if (scanned := scan_forward(client, stream_name, shard, earlier, instant_ms, clock=clock)) is not None:
+    scanned = scan_forward(client, stream_name, shard, earlier, instant_ms, trim_horizon_ms=trim_horizon_ms, clock=clock)
+    if scanned is not None:
         return scanned
     if trim_horizon_ms is not None and instant_ms < trim_horizon_ms:
         raise DataTrimmed(
@@ -239,26 +243,32 @@ def find_cut(
 
 def scan_forward(
     client: Any, stream_name: str, shard: ShardInfo, earlier: Boundary | None, instant_ms: int,
-    *, clock: Callable[[], int] = wall_clock_ms,
+    *, trim_horizon_ms: int | None = None, clock: Callable[[], int] = wall_clock_ms,
 ) -> Boundary | None:
     """``boundary(shard, instant_ms)`` read forward from ``earlier`` in a few pages, when
     ``earlier`` is AFTER a record (the shard was at its tip there); None when they cannot tell.
 
-    The read opens AT ``earlier``'s record, which must come first (else retention took it, and the
-    probe and the reader deal with that). The records after it give AT the first one arriving at
-    or after the instant; with none, the end of a closed shard gives SHARD_END, and an empty page
-    at the tip of an open one gives AFTER the last user record: the interval is sealed, so whatever
-    arrives from now on arrives after the instant. As in the reader, only an empty page proves the
-    tip: ``MillisBehindLatest`` is counted in milliseconds, and records put in the same millisecond
-    as the last one still follow a page that says 0.
+    The records after it give AT the first one arriving at or after the instant; with none, the
+    end of a closed shard gives SHARD_END, and an empty page at the tip of an open one gives AFTER
+    the last user record: the interval is sealed, so whatever arrives from now on arrives after the
+    instant. As in the reader, only an empty page proves the tip: ``MillisBehindLatest`` is counted
+    in milliseconds, and records put in the same millisecond as the last one still follow a page
+    that says 0.
+
+    The read opens after ``earlier``'s record where none of the records after it can have been
+    trimmed (:func:`_opens_after`): one page fewer for a quiet shard. Otherwise it opens AT that
+    record, which must come first (else retention took it, and the probe and the reader deal with
+    that), and must be the last user record of its aggregate.
     """
     if earlier is None or earlier.kind is not BoundaryKind.AFTER or earlier.position is None or instant_ms > clock():
         return None
+    opens_after = _opens_after(earlier, trim_horizon_ms)
+    opening = "AFTER_SEQUENCE_NUMBER" if opens_after else "AT_SEQUENCE_NUMBER"
     try:
         iterator = client.get_shard_iterator(
-            StreamName=stream_name, ShardId=shard.shard_id, **sequence_request("AT_SEQUENCE_NUMBER", earlier.position.sequence)
+            StreamName=stream_name, ShardId=shard.shard_id, **sequence_request(opening, earlier.position.sequence)
         )["ShardIterator"]
-        return _scan_pages(client, shard, earlier, instant_ms, iterator)
+        return _scan_pages(client, shard, earlier, instant_ms, iterator, earlier_first=not opens_after)
     except ClientError as error:
         # Throttled, or the record is not there to open at: the probe and the reader can tell.
         if aws_error_code(error) in (*THROTTLING_ERRORS, "ExpiredIteratorException", "InvalidArgumentException"):
@@ -266,18 +276,32 @@ def scan_forward(
         raise
 
 
-def _scan_pages(client: Any, shard: ShardInfo, earlier: Boundary, instant_ms: int, iterator: str) -> Boundary | None:
+def _opens_after(earlier: Boundary, trim_horizon_ms: int | None) -> bool:
+    """Whether a scan from ``earlier`` (AFTER a record) may open just after that record.
+
+    Every record after it arrived after ``earlier``'s instant (the shard was read to its tip then),
+    so none of them is trimmed while that instant lies well after the trim horizon
+    (:func:`~.topology.kept_from`), and the first page starts with the first of them. And an AFTER
+    cut is made at the tip, after the last user record of its aggregate (the reader's and this
+    scan's), so nothing of the aggregate is skipped. Without a known horizon the scan opens AT the
+    record, which proves it is kept."""
+    return kept_from(earlier.instant_ms, trim_horizon_ms)
+
+
+def _scan_pages(
+    client: Any, shard: ShardInfo, earlier: Boundary, instant_ms: int, iterator: str, *, earlier_first: bool
+) -> Boundary | None:
     assert earlier.position is not None
-    last: dict[str, Any] | None = None
+    last: dict[str, Any] | None = None  # the last record before the instant; None: earlier's own
     for _ in range(SCAN_PAGES):
         page = client.get_records(ShardIterator=iterator, Limit=SCAN_PAGE_RECORDS)
         records = page.get("Records", [])
-        if last is None:
+        if earlier_first:
             if not records or int(records[0]["SequenceNumber"]) != earlier.position.sequence:
                 return None
-            last, records = records[0], records[1:]
-            if user_records([last], shard.shard_id)[-1].position != earlier.position:
+            if user_records(records[:1], shard.shard_id)[-1].position != earlier.position:
                 return None  # an aggregate that goes on after the earlier cut
+            earlier_first, records = False, records[1:]
         for record in records:
             arrival = record_arrival_ms(record)
             if arrival >= instant_ms:
@@ -286,7 +310,8 @@ def _scan_pages(client: Any, shard: ShardInfo, earlier: Boundary, instant_ms: in
         if page.get("NextShardIterator") is None:
             return Boundary(shard.shard_id, instant_ms, BoundaryKind.SHARD_END)
         if not page.get("Records") and page.get("MillisBehindLatest") == 0:
-            return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, user_records([last], shard.shard_id)[-1].position)
+            position = earlier.position if last is None else user_records([last], shard.shard_id)[-1].position
+            return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, position)
         iterator = page["NextShardIterator"]
     return None
 

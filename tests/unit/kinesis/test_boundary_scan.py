@@ -9,6 +9,7 @@ import pytest
 
 from airflow_provider_kinesis_doris.core.kinesis import boundaries
 from airflow_provider_kinesis_doris.core.kinesis.boundaries import resolve_boundary, scan_forward
+from airflow_provider_kinesis_doris.core.kinesis.topology import KEPT_MARGIN_MS
 from airflow_provider_kinesis_doris.core.model import Boundary, BoundaryKind, Position, ShardInfo
 from airflow_provider_kinesis_doris.core.stores.memory import memory_store
 from airflow_provider_kinesis_doris.testing.counting import CountingClient
@@ -36,8 +37,16 @@ def _after(shard: ShardInfo, instant_ms: int, sequence: int) -> Boundary:
     return Boundary(shard.shard_id, instant_ms, BoundaryKind.AFTER, Position(sequence))
 
 
-def _scan(kinesis: Any, shard: ShardInfo, earlier: Boundary | None, instant_ms: int) -> Boundary | None:
-    return scan_forward(kinesis, STREAM, shard, earlier, instant_ms, clock=lambda: T0 + 60_000)
+RETAINED_MS = T0 - 24 * 3_600_000
+"""A trim horizon a day before T0: every record of these streams is kept."""
+OPENINGS = pytest.mark.parametrize("horizon_ms", [None, RETAINED_MS], ids=["at-its-record", "after-its-record"])
+"""A scan without a known trim horizon opens AT the earlier cut's record; one far from it, after it."""
+
+
+def _scan(
+    kinesis: Any, shard: ShardInfo, earlier: Boundary | None, instant_ms: int, horizon_ms: int | None = None
+) -> Boundary | None:
+    return scan_forward(kinesis, STREAM, shard, earlier, instant_ms, trim_horizon_ms=horizon_ms, clock=lambda: T0 + 60_000)
 
 
 def test_a_quiet_shard_ends_where_it_started_after_its_record_and_an_empty_page() -> None:
@@ -50,6 +59,31 @@ def test_a_quiet_shard_ends_where_it_started_after_its_record_and_an_empty_page(
     assert counting.calls == Counter(get_shard_iterator=1, get_records=2)
 
 
+def test_a_quiet_shard_well_within_retention_is_read_after_its_record_in_one_empty_page() -> None:
+    """The quiet interval's cost at a thousand shards (issue 46): the page that shows the earlier
+    record again is left out where no record after it can have been trimmed."""
+    kinesis, shard, (last,) = _stream(1_000)
+    counting = CountingClient(kinesis)
+
+    cut = _scan(counting, shard, _after(shard, T0 + 10_000, last), T0 + 20_000, RETAINED_MS)
+
+    assert cut == _after(shard, T0 + 20_000, last)
+    assert counting.calls == Counter(get_shard_iterator=1, get_records=1)
+
+
+def test_a_cut_within_the_margin_of_the_trim_horizon_is_read_at_its_record_which_must_be_kept() -> None:
+    kinesis, shard, sequences = _stream(1_000, 12_000)
+    near = T0 + 10_000 - KEPT_MARGIN_MS + 1
+    counting = CountingClient(kinesis)
+
+    quiet = _scan(counting, shard, _after(shard, T0 + 10_000, sequences[1]), T0 + 20_000, near)
+    gone = _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0] + 1), T0 + 20_000, near)
+
+    assert quiet == _after(shard, T0 + 20_000, sequences[1])
+    assert counting.calls == Counter(get_shard_iterator=1, get_records=2)
+    assert gone is None
+
+
 class ZeroBehindWithRecords(CountingClient):
     """Kinesis as a page ending in the middle of one millisecond's records reports it: 0 behind."""
 
@@ -58,49 +92,56 @@ class ZeroBehindWithRecords(CountingClient):
         return {**page, "MillisBehindLatest": 0} if page["Records"] else page
 
 
-def test_a_page_that_says_zero_behind_is_not_the_tip_while_records_follow(monkeypatch: pytest.MonkeyPatch) -> None:
+@OPENINGS
+def test_a_page_that_says_zero_behind_is_not_the_tip_while_records_follow(monkeypatch: pytest.MonkeyPatch, horizon_ms: int | None) -> None:
     """The exactly-once proof's finding (kinesis-mock, records put in one millisecond): ending the
     range after the last record of a page that said 0 behind lost the records after it. Only an
     empty page proves the tip, as in the reader."""
     monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 2)
     kinesis, shard, sequences = _stream(1_000, 12_000, 12_000, 12_000)
 
-    cut = _scan(ZeroBehindWithRecords(kinesis), shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000)
+    cut = _scan(ZeroBehindWithRecords(kinesis), shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000, horizon_ms)
 
     assert cut == _after(shard, T0 + 20_000, sequences[3])
 
 
-def test_records_before_the_instant_only_end_after_the_last_of_them() -> None:
+@OPENINGS
+def test_records_before_the_instant_only_end_after_the_last_of_them(horizon_ms: int | None) -> None:
     kinesis, shard, sequences = _stream(1_000, 12_000, 15_000)
 
-    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) == _after(shard, T0 + 20_000, sequences[2])
+    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000, horizon_ms) == _after(
+        shard, T0 + 20_000, sequences[2]
+    )
 
 
-def test_the_first_record_arriving_at_or_after_the_instant_is_the_cut_with_its_stamp() -> None:
+@OPENINGS
+def test_the_first_record_arriving_at_or_after_the_instant_is_the_cut_with_its_stamp(horizon_ms: int | None) -> None:
     kinesis, shard, sequences = _stream(1_000, 12_000, 20_000, 25_000)
 
-    cut = _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000)
+    cut = _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000, horizon_ms)
 
     assert cut == Boundary(shard.shard_id, T0 + 20_000, BoundaryKind.AT, Position(sequences[2]))
     assert cut is not None and cut.arrival_ms == T0 + 20_000
 
 
-def test_a_closed_shard_read_to_its_end_before_the_instant_ends_there() -> None:
+@OPENINGS
+def test_a_closed_shard_read_to_its_end_before_the_instant_ends_there(horizon_ms: int | None) -> None:
     kinesis, shard, sequences = _stream(1_000, 12_000)
     kinesis.split_shard(StreamName=STREAM, ShardToSplit=shard.shard_id, NewStartingHashKey=str(2**127))
     closed = ShardInfo(shard.shard_id, (), 0, 2**128 - 1, sequences[0], is_open=False)
 
-    assert _scan(kinesis, closed, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) == Boundary(
+    assert _scan(kinesis, closed, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000, horizon_ms) == Boundary(
         shard.shard_id, T0 + 20_000, BoundaryKind.SHARD_END
     )
 
 
-def test_more_records_than_a_page_fall_back_to_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+@OPENINGS
+def test_more_records_than_a_page_fall_back_to_the_probe(monkeypatch: pytest.MonkeyPatch, horizon_ms: int | None) -> None:
     monkeypatch.setattr(boundaries, "SCAN_PAGE_RECORDS", 1)
     monkeypatch.setattr(boundaries, "SCAN_PAGES", 2)
     kinesis, shard, sequences = _stream(1_000, 11_000, 12_000, 13_000)
 
-    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000) is None
+    assert _scan(kinesis, shard, _after(shard, T0 + 10_000, sequences[0]), T0 + 20_000, horizon_ms) is None
 
 
 def test_an_earlier_record_that_is_gone_falls_back_to_the_probe() -> None:
