@@ -37,8 +37,10 @@ has ``phase_s_*``: the interval's seconds in the plan, the loads, the commit and
 With ``--runner spark`` the loads run in Spark on ``--spark-master`` (:class:`SparkWorkers`): its
 Python workers count their calls and, under the model, run one of their own, and the master's
 cores find each plan's cuts ahead in as many loader processes, as the operator's ``SparkRunner`` on
-a local master does. Spark is started once, before the first count (``spark_cold_start_s``); the
-verdicts add that start to each interval that ran a Spark job, as a fresh Airflow task pays it.
+a local master does. A fresh task's Spark start is measured first, in a process of its own with the
+product's settings (``spark_cold_start_s``); then this process starts its session, once, before the
+first count (``spark_session_start_s``). The verdicts add the fresh start to each interval that ran a
+Spark job, as a fresh Airflow task pays it.
 
 Usage (from the repository root; ``make bench-shards`` runs the default)::
 
@@ -54,6 +56,8 @@ import json
 import logging
 import os
 import resource
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -61,7 +65,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -314,15 +318,19 @@ class SparkWorkers:
         self.jobs = 0
         """Spark jobs run so far, the one of :meth:`start` aside."""
         self.cold_start_s: float | None = None
-        """The seconds of :meth:`start`."""
+        """A fresh task's Spark start (:func:`fresh_task_spark_start`), measured by :meth:`start`."""
+        self.session_start_s: float | None = None
+        """The seconds this process's own session took to start (with the counting daemon)."""
 
     def start(self, config: PipelineConfig, credentials: Credentials) -> None:
-        """Starts Spark with a job without ranges, as a fresh task's first job does, and keeps its
-        seconds (the JVM, the session, the first Python workers), which every later job of this
-        process is spared and each fresh Airflow task pays."""
+        """Measures a fresh task's Spark start, then starts this process's session with a job
+        without ranges, as a fresh task's first job does: every later job of this process reuses
+        it, as no fresh Airflow task can."""
+        empty = LoadJob(config, (), ())
+        self.cold_start_s = fresh_task_spark_start(self.settings.master, empty, credentials)
         started = time.perf_counter()
-        run_spark_job(LoadJob(config, (), ()), credentials, self.settings)
-        self.cold_start_s = round(time.perf_counter() - started, 2)
+        run_spark_job(empty, credentials, self.settings)
+        self.session_start_s = round(time.perf_counter() - started, 2)
 
     def __call__(self, job: LoadJob, credentials: Credentials) -> list[RangeReport]:
         for stale in self.reports.glob("*.jsonl"):
@@ -334,6 +342,21 @@ class SparkWorkers:
             if self.into is not None:
                 workers = [_summed(path) for path in self.reports.glob("*.jsonl")]
                 self.into.add("load", workers, max((worker["real_s"] for worker in workers), default=0.0))
+
+
+def fresh_task_spark_start(master: str, job: LoadJob, credentials: Credentials) -> float:
+    """The seconds of a fresh process's first Spark job (``job``, without ranges) on ``master``,
+    with the product's own Spark settings (``benchmarks/spark_fresh_start.py``): the JVM, the
+    session, the data source and the first Python workers a fresh Airflow task starts before its
+    first range loads, without this benchmark's counting daemon or its session already up."""
+    asked = json.dumps({"job": job.to_json(), "credentials": asdict(credentials), "master": master})
+    completed = subprocess.run(  # noqa: S603 - our own module; the credentials go through stdin
+        [sys.executable, "-m", "benchmarks.spark_fresh_start"], input=asked, capture_output=True, text=True,
+        check=False, timeout=600, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    if completed.returncode != 0:
+        raise RuntimeError(f"a fresh process's Spark start failed: {completed.stderr[-2000:]}")
+    return float(json.loads(completed.stdout.splitlines()[-1])["seconds"])
 
 
 def _summed(path: Path) -> dict[str, Any]:
@@ -481,7 +504,7 @@ def measure(
         "driver_concurrency": concurrency,
         "loader_processes": processes,
         "runner": f"spark {spark.settings.master}" if spark else "in process",
-        **({"spark_cold_start_s": spark.cold_start_s} if spark else {}),
+        **({"spark_cold_start_s": spark.cold_start_s, "spark_session_start_s": spark.session_start_s} if spark else {}),
         "records": produced,
         "loaded_s": loaded["seconds"],
         "quiet_s": quiet["seconds"],
