@@ -14,6 +14,7 @@ import pytest
 from aws_kinesis_agg.aggregator import RecordAggregator
 
 from airflow_provider_kinesis_doris.core.errors import DataTrimmed
+from airflow_provider_kinesis_doris.core.kinesis.topology import KEPT_MARGIN_MS
 from airflow_provider_kinesis_doris.core.model import (
     Boundary,
     BoundaryKind,
@@ -228,14 +229,34 @@ def test_split_parent_reads_to_shard_end_then_children_read_their_own_records(ki
 
 
 def test_start_record_kinesis_does_not_hold_is_reported_as_trimmed(kinesis_client, stream, via) -> None:
+    """An AFTER start within an hour of the stream's trim horizon: retention may have taken records
+    after its record too."""
+    written = put_plain(kinesis_client, stream, "k", b"v")
+    shard = only_shard(kinesis_client, stream)
+    vanished = Position(written[0][0].sequence - 1)  # kinesis-mock: ResourceNotFoundException
+    summary = kinesis_client.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]
+    near_horizon = now_ms() - int(summary["RetentionPeriodHours"]) * 3_600_000 + KEPT_MARGIN_MS // 2
+    start = cut(shard, near_horizon, BoundaryKind.AFTER, vanished)
+    end = cut(shard, sealed_instant(), BoundaryKind.SHARD_END)
+    with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
+        read(via, memory_store(PIPELINE), stream, start, end)
+
+
+def test_an_after_start_whose_record_kinesis_does_not_hold_reads_on_while_its_instant_is_kept(
+    kinesis_client, stream, via
+) -> None:
+    """A shard quiet for longer than retention: its last record gone, the cut after it recent. The
+    records after it are read from the trim horizon, on the wire of both ways to read."""
     written = put_plain(kinesis_client, stream, "k", b"v")
     shard = only_shard(kinesis_client, stream)
     vanished = Position(written[0][0].sequence - 1)  # kinesis-mock: ResourceNotFoundException
     instant = sealed_instant()
     start = cut(shard, instant - 1, BoundaryKind.AFTER, vanished)
-    end = cut(shard, instant, BoundaryKind.SHARD_END)
-    with pytest.raises(DataTrimmed, match=str(vanished.sequence)):
-        read(via, memory_store(PIPELINE), stream, start, end)
+    end = cut(shard, instant, BoundaryKind.AFTER, written[0][0])
+
+    records, outcome = read(via, memory_store(PIPELINE), stream, start, end)
+
+    assert as_written(records) == written and outcome.records == 1
 
 
 def test_a_client_that_skips_record_parsing_reads_the_same_records(kinesis_client, kinesis_mock_endpoint, stream) -> None:
