@@ -1,5 +1,5 @@
 """A fresh process's first Spark job, as a fresh Airflow task runs it: the shard benchmark's
-``spark_cold_start_s`` (``benchmarks.shards.fresh_task_spark_start``).
+``spark_cold_start_s_<shape>`` (``benchmarks.shards.fresh_task_spark_start``).
 
 Reads ``{"job": LoadJob JSON, "credentials": {...}, "master": "local[N]"}`` from standard input
 (the credentials never on a command line), runs the job (one without ranges) with the product's

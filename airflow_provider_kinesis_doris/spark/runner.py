@@ -255,7 +255,7 @@ def _run_connected(job: LoadJob, settings: SparkSettings) -> list[RangeReport]:
     try:
         spark = builder.getOrCreate()
         try:
-            reports = run_job(spark, _ship_credentials(spark, job))
+            reports = run_job(spark, _ship_credentials(spark, job), connected=True)
         except BaseException:
             # The server may be what failed: close the channel without a call to it.
             spark.client.close()

@@ -1,5 +1,6 @@
-"""A PySpark Python Data Source that *is* the load: each partition reads its shard ranges from
-Kinesis and Stream Loads them into Doris; the rows it returns are one report per range.
+"""What a Spark task runs: load its range groups (read from Kinesis, Stream Load into Doris) and
+return one report per range, either as an RDD partition (``load_partition``, a classic session's
+job) or as a PySpark Python Data Source that *is* the load (Spark Connect, which has no RDDs).
 
 Why a fused reader instead of reader → writer: moving rows from a Python reader to a Python
 writer through the JVM costs 2–4 µs per row and cancels the second core on a small machine,
@@ -78,17 +79,22 @@ class _RangeLoadReader(DataSourceReader):
         return [RangeGroup(groups) for groups in job.binned(self.partitions_at_most)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[str, str]]:
-        # Imported here: this runs in an executor's Python worker.
-        import os
+        yield from load_partition(self.job_json, partition.value or [])  # a job without ranges: one of None
 
-        from airflow_provider_kinesis_doris.core.load_job import LoadJob
 
-        job = LoadJob.from_json(self.job_json)
-        profile_dir = os.environ.get(PROFILE_DIR_ENV)
-        groups = partition.value or []  # a job without ranges: PySpark reads one partition of None
-        reports = _profiled(job, groups, profile_dir) if profile_dir else _load(job, groups)
-        for report in reports:
-            yield report.range_id, report.to_json()
+def load_partition(job_json: str, groups: list[list[int]]) -> Iterator[tuple[str, str]]:
+    """Load one Spark partition's range groups of the job (``LoadJob`` JSON) in this executor's
+    Python worker: ``(range_id, report JSON)`` per range."""
+    # Imported here: this runs in an executor's Python worker.
+    import os
+
+    from airflow_provider_kinesis_doris.core.load_job import LoadJob
+
+    job = LoadJob.from_json(job_json)
+    profile_dir = os.environ.get(PROFILE_DIR_ENV)
+    reports = _profiled(job, groups, profile_dir) if profile_dir else _load(job, groups)
+    for report in reports:
+        yield report.range_id, report.to_json()
 
 
 PROFILE_DIR_ENV = "KINESIS_DORIS_PROFILE_DIR"

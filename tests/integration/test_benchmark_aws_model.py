@@ -309,10 +309,13 @@ def test_the_benchmarks_spark_runner_models_its_python_workers_and_judges_a_fres
         # The workers' time in the ranges is on their clocks, a part of the load's.
         assert 0 < line[f"loads_{shape}_aws_s"] <= line[f"phase_s_{shape}"]["load"], shape
         assert 0 < line[f"cuts_{shape}_aws_s"] < line[f"phase_s_{shape}"]["plan"], shape
-    # A fresh task's start, measured in a process of its own, and this process's session's.
-    assert line["spark_cold_start_s"] > 0 and line["spark_session_start_s"] > 0
+    # A fresh task's start, measured in a process of its own before each interval with a job, and
+    # this process's session's; none before the quiet interval.
+    assert line["spark_cold_start_s_loaded"] > 0 and line["spark_cold_start_s_steady"] > 0
+    assert "spark_cold_start_s_quiet" not in line and line["spark_session_start_s"] > 0
     verdicts = [text for text in completed.stdout.splitlines() if "(spark" in text]
-    # A fresh task pays Spark's start in each interval that ran a job; the quiet one runs none.
-    loaded = next(text for text in verdicts if text.split(" ", 1)[1].startswith("first interval"))
-    assert f"{round(line['loaded_aws_s'] + line['spark_cold_start_s'], 2)} s" in loaded, loaded
+    # A fresh task pays Spark's start in each interval that ran a job, the one measured before it.
+    for shape, name in (("loaded", "first interval"), ("steady", "recurring interval, records after")):
+        verdict = next(text for text in verdicts if text.split(" ", 1)[1].startswith(name))
+        assert f"{round(line[f'{shape}_aws_s'] + line[f'spark_cold_start_s_{shape}'], 2)} s" in verdict, verdict
     assert any(text.startswith("PASS quiet interval (spark)") for text in verdicts), verdicts
