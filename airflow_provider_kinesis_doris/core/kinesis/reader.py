@@ -248,7 +248,8 @@ class RangeReader:
         except _StartRecordGone as gone:
             # Raised before any record was handed out: the read starts over, or fails.
             if state.start.kind is not BoundaryKind.AFTER or not self._kept_from(state.start.instant_ms):
-                raise gone.trimmed from None
+                # Its own cause (the refused iterator's ClientError) stays; this frame's is noise.
+                raise gone.trimmed from gone.trimmed.__cause__
             log.warning(
                 "Shard %s: %s; every record after it arrived after %s, which the stream still keeps (a shard "
                 "quiet for longer than its retention period): reading from its trim horizon",

@@ -505,8 +505,10 @@ def test_an_after_start_whose_record_retention_took_reads_on_from_the_trim_horiz
 )
 def test_iterator_refused_for_a_vanished_sequence_number_means_trimmed(kinesis, store, code, message) -> None:
     kinesis.error("get_shard_iterator", code, {**SHARD_KEYS, **at_sequence(1)}, message)
-    with pytest.raises(DataTrimmed, match=str(seq(1))):
+    with pytest.raises(DataTrimmed, match=str(seq(1))) as raised:
         read(kinesis, store, at(1), TO_SHARD_END)
+    # Kinesis's own answer stays with it, for the log's traceback.
+    assert isinstance(raised.value.__cause__, ClientError) and code in str(raised.value.__cause__)
 
 
 def test_sequence_number_of_another_shard_is_not_reported_as_trimmed(kinesis, store) -> None:
