@@ -284,6 +284,9 @@ _LOCAL_CONF = {
     # local-mode job has no peer to serve, so they listen on loopback only.
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
+    # The workers are forked with the load path imported (spark/daemon.py): a cluster's executors
+    # start PySpark's own daemon, as they may not have this package until a task ships it.
+    "spark.python.daemon.module": "airflow_provider_kinesis_doris.spark.daemon",
 }
 
 
